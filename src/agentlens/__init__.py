@@ -1,0 +1,84 @@
+"""agentlens: capture what a tool-using agent did, and measure how often it hallucinates.
+
+The public API is re-exported here and loaded lazily, so ``import agentlens`` stays cheap and
+imports no optional dependency::
+
+    import agentlens
+
+    agentlens.configure(db="sqlite:///agentlens.db")
+
+    @agentlens.tool
+    def get_customer(email: str) -> dict: ...
+
+    with agentlens.run(agent="support", input=question) as run:
+        customer = get_customer(email)
+        run.output = answer
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; resolved on first attribute access.
+_EXPORTS: dict[str, str] = {
+    "AgentlensError": "agentlens.errors",
+    "ConfigError": "agentlens.errors",
+    "FailureMode": "agentlens.model",
+    "Finding": "agentlens.model",
+    "FormatError": "agentlens.errors",
+    "RunNotFoundError": "agentlens.errors",
+    "Score": "agentlens.model",
+    "ScoreResult": "agentlens.model",
+    "Step": "agentlens.model",
+    "StepKind": "agentlens.model",
+    "Trace": "agentlens.model",
+    "Verdict": "agentlens.model",
+    "configure": "agentlens.capture",
+    "current_run": "agentlens.capture",
+    "define_scorer": "agentlens.eval",
+    "flush": "agentlens.capture",
+    "get_trace": "agentlens.store",
+    "llm": "agentlens.capture",
+    "open_store": "agentlens.store",
+    "query_traces": "agentlens.store",
+    "retrieval": "agentlens.capture",
+    "run": "agentlens.capture",
+    "run_scorers": "agentlens.eval",
+    "scorer": "agentlens.eval",
+    "shutdown": "agentlens.capture",
+    "tool": "agentlens.capture",
+}
+
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.capture import configure, current_run, flush, llm, retrieval, run, shutdown, tool
+    from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
+    from agentlens.eval import define_scorer, run_scorers, scorer
+    from agentlens.model import (
+        FailureMode,
+        Finding,
+        Score,
+        ScoreResult,
+        Step,
+        StepKind,
+        Trace,
+        Verdict,
+    )
+    from agentlens.store import get_trace, open_store, query_traces
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentlens' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

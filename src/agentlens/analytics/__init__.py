@@ -1,0 +1,1 @@
+"""agentlens.analytics (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""agentlens.capture (see DESIGN.md)."""

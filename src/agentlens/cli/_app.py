@@ -1,0 +1,80 @@
+"""The ``agentlens`` command: the typer app, global options, and one-line errors."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from agentlens.errors import AgentlensError
+
+__all__ = ["State", "app", "err_console", "fail", "main", "out_console", "state"]
+
+app = typer.Typer(
+    name="agentlens",
+    help="Capture agent runs and measure how often they hallucinate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+out_console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@dataclass
+class State:
+    """Options given before the command, shared by every command."""
+
+    db: str | None = None
+
+    def open_store(self):  # type: ignore[no-untyped-def]
+        """Open the store named by ``--db``, ``AGENTLENS_DB``, the config file, or the default."""
+        from agentlens.config import load_settings
+        from agentlens.store import open_store
+
+        return open_store(load_settings(db=self.db).db)
+
+
+state = State()
+
+
+@app.callback()
+def _global(
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Store URL (sqlite:///path) or a SQLite file path. "
+            "Default: AGENTLENS_DB, then agentlens.toml, then sqlite:///agentlens.db.",
+            metavar="URL",
+        ),
+    ] = None,
+) -> None:
+    state.db = db
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print ``error: message`` on stderr and return the exit to raise."""
+    err_console.print(f"error: {message}", markup=False)
+    return typer.Exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console-script entry point: user errors print one line and exit 2; no traceback."""
+    from agentlens import cli as _cli  # noqa: F401  (registers the commands)
+
+    try:
+        app(args=argv, standalone_mode=True)
+    except AgentlensError as exc:
+        err_console.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted", markup=False)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)

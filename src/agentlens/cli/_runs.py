@@ -1,0 +1,3 @@
+"""CLI commands (in progress)."""
+
+from agentlens.cli._app import app  # noqa: F401

@@ -1,0 +1,108 @@
+"""Errors raised by agentlens.
+
+Every error the package raises on purpose derives from :class:`AgentlensError`::
+
+    AgentlensError
+    ├── ConfigError (also ValueError)        bad agentlens.toml, option or environment variable
+    ├── MissingExtraError (also ImportError) an optional dependency is not installed
+    ├── FormatError (also ValueError)        a trace file or record that cannot be read
+    ├── StoreError                           the store could not do what was asked
+    │   ├── RunNotFoundError (also KeyError) no run with that id
+    │   └── SchemaVersionError               a store or file written by a newer agentlens
+    └── ScorerError                          an unknown scorer or a bad scorer definition
+
+The capture SDK never raises any of these into the host agent: it logs them through
+``logging.getLogger("agentlens")`` and counts what it dropped.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentlensError",
+    "ConfigError",
+    "FormatError",
+    "MissingExtraError",
+    "RunNotFoundError",
+    "SchemaVersionError",
+    "ScorerError",
+    "StoreError",
+]
+
+
+class AgentlensError(Exception):
+    """The root of every error agentlens raises on purpose."""
+
+
+class ConfigError(AgentlensError, ValueError):
+    """A configuration value (argument, environment variable or file) is invalid."""
+
+
+class MissingExtraError(AgentlensError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'agentlens[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
+
+
+class FormatError(AgentlensError, ValueError):
+    """A trace file or record cannot be read.
+
+    Attributes:
+        source: the file name (or ``"<stdin>"``), when known.
+        line: the 1-based line number in the file, when known.
+        field: the dotted path of the offending field, when known.
+        reason: what was wrong, without the location.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.source = source
+        self.line = line
+        self.field = field
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ""
+        if self.source is not None:
+            where = self.source
+            if self.line is not None:
+                where += f":{self.line}"
+        elif self.line is not None:
+            where = f"line {self.line}"
+        parts = [p for p in (where, f"field {self.field!r}" if self.field else "") if p]
+        prefix = ", ".join(parts)
+        return f"{prefix}: {self.reason}" if prefix else self.reason
+
+
+class StoreError(AgentlensError):
+    """The store could not do what was asked (cannot open, corrupt, locked...)."""
+
+
+class RunNotFoundError(StoreError, KeyError):
+    """No run with the given id is stored."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+    def __str__(self) -> str:
+        return f"no run with id {self.run_id!r}"
+
+
+class SchemaVersionError(StoreError):
+    """A store or file was written by a newer agentlens than this one."""
+
+
+class ScorerError(AgentlensError):
+    """An unknown scorer name, or a scorer defined wrongly."""

@@ -1,0 +1,177 @@
+"""Evidence: what the agent was allowed to claim, and the turns in which it claimed things.
+
+By default the evidence is the run's ``input`` and the outputs (and errors) of ``user``,
+``system``, ``tool`` and ``retrieval`` steps: never the model's own words (``llm``, ``text``,
+``thinking``) and never tool *arguments*, which a model can make up. Each assistant turn (a
+``text`` step, an ``llm`` step's reply, and the run's final ``output``) is checked against the
+evidence that came before it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from agentlens.config import DEFAULT_EVIDENCE
+from agentlens.model import StepKind, Trace
+
+__all__ = ["Evidence", "EvidenceItem", "Turn", "text_of"]
+
+_TURN_KINDS = (StepKind.TEXT, StepKind.LLM)
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceItem:
+    """One piece of evidence: a step's output (or the run's input), as raw value and as text."""
+
+    source: str
+    """The step id, or ``"input"`` for the run's input."""
+    kind: str
+    """``"input"`` or the step kind."""
+    name: str | None
+    """The tool or retriever name, when a step has one."""
+    value: Any
+    """The raw JSON value."""
+    text: str
+    """The value as searchable text (JSON keys and values both included)."""
+    index: int
+    """Position of the step in ``trace.steps``; ``-1`` for the run's input."""
+    truncated: bool = False
+    """True when the source says this output was cut short (``attributes.truncated``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One assistant turn to check: its text, where it is, and the evidence before it."""
+
+    location: str
+    """``"output"`` for the run's final answer, else the step id."""
+    value: Any
+    """The raw answer (a string, or JSON for structured output)."""
+    text: str
+    """The answer as text; finding spans are offsets into this string."""
+    index: int
+    """Position in ``trace.steps``; ``len(trace.steps)`` for the final output."""
+    evidence: tuple[EvidenceItem, ...]
+    """The evidence available when the turn was produced."""
+
+    @property
+    def truncated(self) -> bool:
+        """True when any evidence this turn could see was truncated."""
+        return any(item.truncated for item in self.evidence)
+
+
+def text_of(value: Any) -> str:
+    """The text of a value: strings as they are, chat messages by their content, JSON dumped."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        content = value.get("content")
+        if isinstance(content, str) and set(value) <= {"role", "content", "name", "type"}:
+            return content
+        if isinstance(content, list) and set(value) <= {"role", "content", "name", "type"}:
+            return _blocks_text(content)
+    if isinstance(value, list) and value and all(
+        isinstance(v, dict) and v.get("type") == "text" for v in value
+    ):
+        return _blocks_text(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _blocks_text(blocks: Sequence[Any]) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif isinstance(block, str):
+            parts.append(block)
+    return "\n".join(parts)
+
+
+def _reply_of(value: Any) -> Any:
+    """An ``llm`` step's reply: the assistant message content when the output is a message or an
+    OpenAI-style completion, else the output itself."""
+    if isinstance(value, dict):
+        choices = value.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            message = choices[0].get("message")
+            if isinstance(message, dict):
+                return message.get("content")
+        if value.get("role") == "assistant" and "content" in value:
+            return value.get("content")
+    return value
+
+
+class Evidence:
+    """The evidence of one run, and its assistant turns, for a given set of evidence sources."""
+
+    def __init__(self, trace: Trace, sources: Iterable[str] = DEFAULT_EVIDENCE) -> None:
+        self.trace = trace
+        self.sources = frozenset(sources)
+
+    @cached_property
+    def items(self) -> tuple[EvidenceItem, ...]:
+        """Every evidence item of the run, in order; the run's input first."""
+        out: list[EvidenceItem] = []
+        trace = self.trace
+        if "input" in self.sources and trace.input not in (None, ""):
+            out.append(EvidenceItem("input", "input", None, trace.input, text_of(trace.input), -1))
+        for i, step in enumerate(trace.steps):
+            kind = str(step.kind)
+            if kind not in self.sources:
+                continue
+            truncated = bool(step.attributes.get("truncated"))
+            if step.output is not None:
+                out.append(
+                    EvidenceItem(step.id, kind, step.name, step.output, text_of(step.output), i, truncated)
+                )
+            if step.error not in (None, "") and kind in ("tool", "retrieval"):
+                out.append(
+                    EvidenceItem(step.id, kind, step.name, step.error, text_of(step.error), i, truncated)
+                )
+        return tuple(out)
+
+    def before(self, index: int) -> tuple[EvidenceItem, ...]:
+        """The evidence produced before position ``index`` in the step list."""
+        return tuple(item for item in self.items if item.index < index)
+
+    @cached_property
+    def turns(self) -> tuple[Turn, ...]:
+        """The assistant turns to check, in order. A turn whose text repeats an earlier turn's
+        exactly (an ``llm`` reply echoed as a ``text`` step and as the final output) is checked
+        once, where it first appeared."""
+        turns: list[Turn] = []
+        seen: set[str] = set()
+        steps = self.trace.steps
+        for i, step in enumerate(steps):
+            if step.kind not in _TURN_KINDS:
+                continue
+            value = _reply_of(step.output) if step.kind is StepKind.LLM else step.output
+            text = text_of(value)
+            if not text.strip() or text in seen:
+                continue
+            seen.add(text)
+            turns.append(Turn(step.id, value, text, i, self.before(i)))
+        output = self.trace.output
+        text = text_of(output)
+        if text.strip() and text not in seen:
+            turns.append(Turn("output", output, text, len(steps), self.items))
+        return tuple(turns)
+
+    @cached_property
+    def text(self) -> str:
+        """All evidence as one string (the naive view; detectors should use :attr:`items`)."""
+        return "\n".join(item.text for item in self.items)
+
+    @property
+    def truncated(self) -> bool:
+        """True when any evidence item was truncated at its source."""
+        return any(item.truncated for item in self.items)

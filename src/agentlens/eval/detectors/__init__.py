@@ -1,0 +1,1 @@
+"""The built-in deterministic detectors. Importing this package registers their scorers."""

@@ -1,0 +1,1 @@
+"""agentlens.ingest (see DESIGN.md)."""

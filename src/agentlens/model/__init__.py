@@ -1,0 +1,22 @@
+"""The trace model: runs, steps and scores, and their JSON form (schema version 1).
+
+This package is the leaf of agentlens: it imports nothing else of the package but ids.
+"""
+
+from agentlens.model._score import FailureMode, Finding, Score, ScoreResult, Verdict
+from agentlens.model._trace import SCHEMA_VERSION, Step, StepKind, Trace, utc
+from agentlens.model._values import to_jsonable
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "FailureMode",
+    "Finding",
+    "Score",
+    "ScoreResult",
+    "Step",
+    "StepKind",
+    "Trace",
+    "Verdict",
+    "to_jsonable",
+    "utc",
+]

@@ -1,0 +1,162 @@
+"""What scorers say about a run: :class:`ScoreResult`, :class:`Finding`, and the stored :class:`Score`."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["FailureMode", "Finding", "Score", "ScoreResult", "Verdict"]
+
+
+class FailureMode(StrEnum):
+    """The kinds of hallucination and struggle agentlens tells apart (DESIGN.md)."""
+
+    FABRICATED_GROUNDING = "fabricated_grounding"
+    """The answer cites a reference (id, amount, URL, date...) that appears nowhere in the evidence."""
+    PARAMETRIC_LEAKAGE = "parametric_leakage"
+    """The answer states a fact that is not in the evidence, even if it happens to be true."""
+    UNSUPPORTED_SYNTHESIS = "unsupported_synthesis"
+    """Every fact is in the evidence, but the conclusion drawn from them is not."""
+    REPEATED_TOOL_CALL = "repeated_tool_call"
+    """The same tool called with the same normalised arguments again and again."""
+    ALTERNATING_LOOP = "alternating_loop"
+    """A, B, A, B, A, B: the agent ping-pongs between calls."""
+    ERROR_LOOP = "error_loop"
+    """The same call keeps failing with the same error."""
+    EXCESSIVE_STEPS = "excessive_steps"
+    """More steps than the agent role's budget."""
+    NO_PROGRESS = "no_progress"
+    """A stretch of steps that adds no new evidence."""
+
+
+class Verdict(StrEnum):
+    """The outcome of one scorer on one run."""
+
+    PASSED = "passed"
+    """The check passed."""
+    FLAGGED = "flagged"
+    """The check found at least one problem."""
+    UNVERIFIABLE = "unverifiable"
+    """The check could not see the whole evidence (or its judge) and could not confirm a claim."""
+    ERROR = "error"
+    """The scorer itself failed; ``detail`` holds the exception text."""
+
+
+class Finding(BaseModel):
+    """One thing a scorer found: an ungrounded token, a loop, a blown budget, or a grounded claim."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    failure_mode: FailureMode | None
+    """The failure mode; ``None`` only in ``ScoreResult.grounded`` (a claim that is supported)."""
+    text: str
+    """The offending text: the exact token, the claim, or a short description of the call."""
+    start: int | None = None
+    """Start of ``text`` (character offset) in the checked text, when it came from one."""
+    end: int | None = None
+    """End (exclusive) of ``text`` in the checked text."""
+    location: str = "output"
+    """Where ``text`` was found: ``output`` (the run's final answer) or a step id."""
+    step_ids: list[str] = Field(default_factory=list)
+    """The steps involved: the repeated calls, the turn the claim was made in."""
+    supported_by: str | None = None
+    """For a grounded claim, the step whose output supports it."""
+    unverifiable: bool = False
+    """True when the claim could not be confirmed because the evidence was incomplete
+    (a truncated tool output, an unavailable judge) rather than shown to be absent."""
+    detail: str = ""
+    """One line for a human: why this is a finding, and the closest evidence when there is one."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Anything else worth keeping: the closest evidence, repeat counts, wasted tokens and cost."""
+
+
+class ScoreResult(BaseModel):
+    """What one scorer says about one run."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
+
+    passed: bool
+    """True only when the check passed."""
+    value: float | None = None
+    """A number for the check: the count of ungrounded references, a fraction of supported claims..."""
+    detail: str = ""
+    """One line for a human."""
+    findings: list[Finding] = Field(default_factory=list)
+    """The problems found; each names one failure mode."""
+    grounded: list[Finding] = Field(default_factory=list)
+    """Claims that were checked and found in the evidence, with the step that supports each."""
+    verdict: Verdict | None = None
+    """Derived when not given: ``passed``; ``unverifiable`` when every finding is unverifiable;
+    otherwise ``flagged``."""
+    error: str | None = None
+    """The exception text when the scorer failed (then ``verdict`` is ``error``)."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Cost, tokens, timings, judge model... recorded with the score."""
+
+    @model_validator(mode="after")
+    def _derive_verdict(self) -> ScoreResult:
+        if self.verdict is None:
+            if self.error is not None:
+                self.verdict = Verdict.ERROR
+            elif self.passed:
+                self.verdict = Verdict.PASSED
+            elif self.findings and all(f.unverifiable for f in self.findings):
+                self.verdict = Verdict.UNVERIFIABLE
+            else:
+                self.verdict = Verdict.FLAGGED
+        if self.verdict is not Verdict.PASSED:
+            self.passed = False
+        return self
+
+    @classmethod
+    def from_error(cls, exc: BaseException) -> ScoreResult:
+        """The result of a scorer that raised."""
+        text = f"{type(exc).__name__}: {exc}"
+        return cls(passed=False, detail=text, error=text, verdict=Verdict.ERROR)
+
+    @property
+    def failure_modes(self) -> list[FailureMode]:
+        """The distinct failure modes of the findings, in order of first appearance."""
+        seen: dict[FailureMode, None] = {}
+        for f in self.findings:
+            if f.failure_mode is not None:
+                seen.setdefault(f.failure_mode, None)
+        return list(seen)
+
+
+class Score(ScoreResult):
+    """A :class:`ScoreResult` as stored: which run, which scorer and version, and when."""
+
+    run_id: str
+    """The run that was scored."""
+    scorer: str
+    """The scorer's registered name."""
+    version: str
+    """The scorer's version: a changed scorer re-scores history."""
+    scored_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    """When the score was computed (UTC)."""
+
+    @classmethod
+    def of(cls, result: ScoreResult, *, run_id: str, scorer: str, version: str) -> Score:
+        """Attach a result to the run and scorer it belongs to."""
+        data = result.model_dump()
+        return cls(**data, run_id=run_id, scorer=scorer, version=version)
+
+    def to_json_line(self) -> dict[str, Any]:
+        """The public JSON shape of ``agentlens score --json``: one object per (run, scorer)."""
+        return {
+            "run_id": self.run_id,
+            "scorer": self.scorer,
+            "version": self.version,
+            "verdict": str(self.verdict),
+            "passed": self.passed,
+            "value": self.value,
+            "detail": self.detail,
+            "findings": [f.model_dump(mode="json") for f in self.findings],
+            "grounded": [f.model_dump(mode="json") for f in self.grounded],
+            "error": self.error,
+            "attributes": self.attributes,
+        }

@@ -1,0 +1,1 @@
+"""agentlens.review (see DESIGN.md)."""
