@@ -1,0 +1,1 @@
+"""pytest plugin for agentlens (fixtures land shortly)."""
