@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agentlens.config import AgentSettings, Settings
+from agentlens.errors import ScorerError
+from agentlens.eval import (
+    Evidence,
+    ScoreResult,
+    Verdict,
+    arun_scorers,
+    define_scorer,
+    get_scorer,
+    run_scorers,
+    scorer,
+)
+from agentlens.model import Step, StepKind, Trace
+
+
+def _trace(agent: str | None = "support") -> Trace:
+    return Trace(
+        id="run-1",
+        agent=agent,
+        input="where is my order?",
+        output="It ships tomorrow.",
+        steps=[Step(id="s1", kind=StepKind.TOOL, name="get_order", output={"eta": "tomorrow"})],
+    )
+
+
+def test_decorated_scorers_are_registered_with_name_and_version() -> None:
+    @scorer(name="t_has_output", version="3")
+    def has_output(*, trace: Trace) -> ScoreResult:
+        return ScoreResult(passed=trace.has_output, value=1.0)
+
+    assert get_scorer("t_has_output") is has_output
+    report = run_scorers(["t_has_output"], trace=_trace(), settings=Settings())
+    score = report.results["t_has_output"]
+    assert (score.run_id, score.scorer, score.version, score.verdict) == (
+        "run-1",
+        "t_has_output",
+        "3",
+        Verdict.PASSED,
+    )
+    assert report.passed
+
+
+def test_a_scorer_that_raises_gives_an_error_result_and_the_batch_goes_on() -> None:
+    def boom(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        raise ValueError("bad day")
+
+    def fine(*, evidence: Evidence) -> ScoreResult:
+        return ScoreResult(passed=True)
+
+    broken, ok = define_scorer("t_boom", boom), define_scorer("t_fine", fine)
+    report = run_scorers([broken, ok], trace=_trace(), settings=Settings())
+    assert report.results["t_boom"].verdict is Verdict.ERROR
+    assert report.results["t_boom"].error == "ValueError: bad day"
+    assert report.results["t_fine"].verdict is Verdict.PASSED
+    assert not report.passed
+    assert report.verdict is Verdict.ERROR
+
+
+def test_async_scorers_run_sync_and_async() -> None:
+    @scorer(name="t_async")
+    async def slow(*, trace: Trace) -> ScoreResult:
+        await asyncio.sleep(0)
+        return ScoreResult(passed=False, detail="nope")
+
+    assert run_scorers([slow], trace=_trace(), settings=Settings()).results["t_async"].detail == "nope"
+    report = asyncio.run(arun_scorers([slow], trace=_trace(), settings=Settings()))
+    assert report.results["t_async"].verdict is Verdict.FLAGGED
+
+
+def test_returning_the_wrong_type_is_an_error_result() -> None:
+    bad = define_scorer("t_wrong", lambda *, trace: "yes")
+    score = run_scorers([bad], trace=_trace(), settings=Settings()).results["t_wrong"]
+    assert score.verdict is Verdict.ERROR and "not a ScoreResult" in (score.error or "")
+
+
+def test_options_bind_per_agent_and_change_the_stored_version() -> None:
+    @scorer(name="t_budget", version="2")
+    def budget(*, trace: Trace, max_steps: int = 15) -> ScoreResult:
+        return ScoreResult(passed=len(trace.steps) <= max_steps, value=max_steps)
+
+    settings = Settings(agents={"support": AgentSettings(scorers={"t_budget": {"max_steps": 0}})})
+    score = run_scorers(["t_budget"], trace=_trace(), settings=settings).results["t_budget"]
+    assert score.value == 0 and score.verdict is Verdict.FLAGGED
+    assert score.version.startswith("2+") and len(score.version) == len("2+") + 8
+    other = run_scorers(["t_budget"], trace=_trace(agent=None), settings=settings).results["t_budget"]
+    assert other.value == 15 and other.version == "2"
+    with pytest.raises(ScorerError, match="has no option 'max_stepz'; its options are max_steps"):
+        budget.with_options(max_stepz=1)
+
+
+def test_unknown_scorer_names_the_known_ones() -> None:
+    with pytest.raises(ScorerError, match="unknown scorer 'nope'; known scorers: "):
+        get_scorer("nope")
+
+
+def test_bad_definitions_are_refused() -> None:
+    with pytest.raises(ScorerError, match="bad scorer name"):
+        define_scorer("has space", lambda *, trace: True)
+    with pytest.raises(ScorerError, match="must accept the keyword argument"):
+        define_scorer("t_noargs", lambda: True)
+    with pytest.raises(ScorerError, match="exactly one of"):
+        run_scorers([], settings=Settings())
