@@ -1,0 +1,144 @@
+"""Helpers shared by the CLI commands: time windows, one-line previews, user errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentlens.cli._app import fail
+from agentlens.errors import AgentlensError, ConfigError
+from agentlens.model import utc
+
+__all__ = [
+    "format_time",
+    "parse_duration",
+    "parse_time",
+    "preview",
+    "time_window",
+    "user_errors",
+]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse a duration such as ``7d``, ``36h``, ``90m``, ``2w`` or ``1h30m``.
+
+    Units: ``s`` seconds, ``m`` minutes, ``h`` hours, ``d`` days, ``w`` weeks.
+
+    Raises:
+        ConfigError: the text is not a duration.
+    """
+    cleaned = text.strip()
+    pos = 0
+    seconds = 0.0
+    for match in _DURATION.finditer(cleaned):
+        if match.start() != pos and cleaned[pos : match.start()].strip():
+            break
+        seconds += float(match.group(1)) * _UNITS[match.group(2).lower()]
+        pos = match.end()
+    if not cleaned or pos != len(cleaned) or seconds <= 0:
+        raise ConfigError(
+            f"bad duration {text!r}: use a number and a unit, e.g. 30m, 36h, 7d, 2w or 1h30m"
+        )
+    return timedelta(seconds=seconds)
+
+
+def parse_time(text: str, option: str = "time") -> datetime:
+    """Parse an ISO 8601 date or time; a time without an offset is UTC. Returns UTC.
+
+    Raises:
+        ConfigError: the text is not an ISO date or time (the message names ``option``).
+    """
+    cleaned = text.strip()
+    if cleaned.endswith(("z", "Z")):
+        cleaned = cleaned[:-1] + "+00:00"
+    try:
+        return utc(datetime.fromisoformat(cleaned))
+    except ValueError:
+        raise ConfigError(
+            f"bad {option} {text!r}: use an ISO 8601 date or time, "
+            "e.g. 2026-11-29 or 2026-11-29T10:00:00Z"
+        ) from None
+
+
+def time_window(
+    since: str | None,
+    start: str | None,
+    end: str | None,
+    *,
+    now: datetime | None = None,
+) -> tuple[datetime | None, datetime | None]:
+    """The ``[start, end)`` window of ``--since`` or ``--from``/``--to`` (UTC).
+
+    ``--since`` takes a duration back from now (``7d``) or an ISO date or time.
+
+    Raises:
+        ConfigError: both ``--since`` and ``--from`` given, a bad value, or an empty window.
+    """
+    if since is not None and start is not None:
+        raise ConfigError("give --since or --from, not both")
+    lower: datetime | None = None
+    upper: datetime | None = None
+    if since is not None:
+        try:
+            lower = (now or datetime.now(UTC)) - parse_duration(since)
+        except ConfigError:
+            try:
+                lower = parse_time(since, "--since")
+            except ConfigError:
+                raise ConfigError(
+                    f"bad --since {since!r}: use a duration (30m, 36h, 7d, 2w) "
+                    "or an ISO date or time (2026-11-29, 2026-11-29T10:00:00Z)"
+                ) from None
+    if start is not None:
+        lower = parse_time(start, "--from")
+    if end is not None:
+        upper = parse_time(end, "--to")
+    if lower is not None and upper is not None and upper <= lower:
+        raise ConfigError(f"empty time window: --to {end!r} is not after the start")
+    return lower, upper
+
+
+def format_time(value: datetime | None) -> str:
+    """A UTC time for tables: ``2026-11-29 10:00:41Z`` (``-`` when unknown)."""
+    if value is None:
+        return "-"
+    return utc(value).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def preview(value: Any, width: int = 60) -> str:
+    """A one-line preview of a JSON value, cut to ``width`` characters with an ellipsis."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+        except (TypeError, ValueError):
+            text = repr(value)
+    text = " ".join(text.split())
+    if len(text) > width:
+        return text[: max(width - 1, 1)] + "…"
+    return text
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the errors a user can cause into one ``error: ...`` line and exit code 2."""
+    try:
+        yield
+    except AgentlensError as exc:
+        raise fail(str(exc)) from None
+    except sqlite3.Error as exc:  # a backend that let a driver error escape
+        raise fail(f"database error: {exc}") from None
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        raise fail(f"{where}{exc.strerror or exc}") from None

@@ -1,0 +1,491 @@
+"""agentlens's own trace format (schema version 1): read and write files of runs.
+
+A trace file holds one JSON object per run, either as a JSON array or one per line (JSON Lines).
+The reader tells them apart by the first non-blank character (``[`` or ``{``) and streams
+both: a JSONL file is read line by line, and a JSON array is decoded record by record from
+buffered chunks, so memory stays flat however large the file is. ``-`` reads standard input.
+
+Every problem is reported as a :class:`~agentlens.errors.FormatError` that names the file, the
+line and the field (a dotted path such as ``steps[2].kind``), and says what was wrong::
+
+    runs.jsonl:3, field 'steps[2].kind': Input should be 'user', 'system', ... (got 'tol')
+
+:func:`read` stops at the first bad record; :func:`scan` reports each bad record and goes on
+where it can (a malformed line in a JSONL file), which ``agentlens import --skip-invalid``
+uses. Errors after which nothing more can be read (an empty file, malformed JSON inside an
+array, an array that is never closed) are raised by both.
+
+:func:`write` writes JSON Lines, one run per line, in a stable byte form: a file exported,
+imported and exported again is byte-identical.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from pydantic import ValidationError
+
+from agentlens.errors import FormatError
+from agentlens.model import Trace
+
+__all__ = ["Record", "read", "scan", "write", "write_file"]
+
+_CHUNK = 1 << 20
+"""Bytes read at a time from a JSON array."""
+_NEAR_END = 16
+"""A JSON error this close to the end of the buffer may only mean the record goes on."""
+_STDIN = "<stdin>"
+_WS = re.compile(r"[ \t\r\n]*")
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One run read from a trace file, or why it could not be read."""
+
+    line: int
+    """The 1-based line where the run starts."""
+    trace: Trace | None
+    """The run, when it is valid."""
+    error: FormatError | None
+    """What was wrong, when it is not."""
+    run_id: str | None
+    """The run's ``id`` as written in the file, when it could be read (also for a bad run)."""
+    offset: int
+    """Bytes of the file read so far (for progress bars)."""
+
+
+class _NonFiniteError(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NonFiniteError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def read(path: str | os.PathLike[str]) -> Iterator[Trace]:
+    """Stream the runs of a trace file (a JSON array or JSONL; ``-`` is standard input).
+
+    Raises:
+        FormatError: at the first problem, naming the file, line and field.
+    """
+    for record in scan(path):
+        if record.error is not None:
+            raise record.error
+        assert record.trace is not None
+        yield record.trace
+
+
+def scan(path: str | os.PathLike[str]) -> Iterator[Record]:
+    """Stream every record of a trace file, valid or not, in file order.
+
+    A record that is malformed or does not match the schema comes back as a :class:`Record`
+    with ``error`` set, and reading goes on. In a JSON array, malformed JSON ends the file (a
+    decoder cannot find the next record after it); in JSONL only that line is lost.
+
+    Raises:
+        FormatError: the file cannot be opened, is empty, is neither a JSON array nor JSONL,
+            or breaks off in a way that leaves nothing more to read.
+    """
+    source = _source_name(path)
+    stream, close = _open(path, source)
+    try:
+        prefix, skipped_lines = _head(stream, source)
+        first = prefix[:1]
+        if first == b"[":
+            yield from _scan_array(stream, prefix, skipped_lines, source)
+        elif first == b"{":
+            yield from _scan_jsonl(stream, prefix, skipped_lines, source)
+        else:
+            shown = prefix[:1].decode("utf-8", errors="replace")
+            raise FormatError(
+                f"not a trace file: expected a JSON array ('[') or JSON Lines ('{{'), "
+                f"found {shown!r}",
+                source=source,
+                line=skipped_lines + 1,
+            )
+    finally:
+        if close:
+            stream.close()
+
+
+def write(traces: Iterable[Trace], fp: IO[str]) -> int:
+    """Write runs to ``fp`` as JSON Lines in the trace format. Returns how many were written."""
+    count = 0
+    for trace in traces:
+        fp.write(trace.to_json())
+        fp.write("\n")
+        count += 1
+    return count
+
+
+def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
+    """Write runs to ``path`` as JSON Lines, atomically: into a temporary file in the same
+    folder, renamed over ``path`` only once every run is written. Returns the count.
+
+    Raises:
+        FormatError: the folder cannot be written to.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise FormatError(f"cannot write: {exc.strerror or exc}", source=str(target)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
+            count = write(traces, fp)
+            fp.flush()
+            os.fsync(fp.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return count
+
+
+# -- opening -------------------------------------------------------------------------------
+
+
+def _source_name(path: str | os.PathLike[str]) -> str:
+    text = os.fspath(path)
+    return _STDIN if text == "-" else text
+
+
+def _open(path: str | os.PathLike[str], source: str) -> tuple[BinaryIO, bool]:
+    if source == _STDIN:
+        return sys.stdin.buffer, False
+    try:
+        return open(path, "rb"), True  # closed by scan()
+    except FileNotFoundError:
+        raise FormatError("cannot read: no such file", source=source) from None
+    except IsADirectoryError:
+        raise FormatError("cannot read: it is a directory", source=source) from None
+    except OSError as exc:
+        raise FormatError(f"cannot read: {exc.strerror or exc}", source=source) from None
+
+
+def _read(stream: BinaryIO, size: int, source: str) -> bytes:
+    try:
+        return stream.read(size)
+    except OSError as exc:
+        raise FormatError(f"cannot read: {exc.strerror or exc}", source=source) from None
+
+
+def _head(stream: BinaryIO, source: str) -> tuple[bytes, int]:
+    """Skip leading whitespace. Returns the bytes from the first non-blank one on (at least
+    one byte; the rest of that chunk) and how many lines were skipped before it."""
+    skipped = 0
+    first_chunk = True
+    while True:
+        chunk = _read(stream, 1 << 16, source)
+        if first_chunk and chunk.startswith(_BOM):
+            chunk = chunk[len(_BOM) :]
+        first_chunk = False
+        if not chunk:
+            raise FormatError("empty file: no runs", source=source)
+        stripped = chunk.lstrip(b" \t\r\n")
+        skipped += chunk.count(b"\n", 0, len(chunk) - len(stripped))
+        if stripped:
+            return stripped, skipped
+
+
+# -- JSON Lines ----------------------------------------------------------------------------
+
+
+def _lines(prefix: bytes, stream: BinaryIO, source: str) -> Iterator[bytes]:
+    """The lines of the file, each with its ``\\n`` (the last may lack one)."""
+    parts = prefix.split(b"\n")
+    for part in parts[:-1]:
+        yield part + b"\n"
+    try:
+        tail = parts[-1] + stream.readline()
+        if tail:
+            yield tail
+        yield from stream
+    except OSError as exc:
+        raise FormatError(f"cannot read: {exc.strerror or exc}", source=source) from None
+
+
+def _scan_jsonl(
+    stream: BinaryIO, prefix: bytes, skipped_lines: int, source: str
+) -> Iterator[Record]:
+    offset = 0
+    lineno = skipped_lines  # blank lines before the first run were consumed by _head
+    for raw in _lines(prefix, stream, source):
+        lineno += 1
+        offset += len(raw)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            err = FormatError(
+                f"not UTF-8 text (byte {exc.start + 1} of the line)", source=source, line=lineno
+            )
+            yield Record(lineno, None, err, None, offset)
+            continue
+        body = text.strip()
+        if not body:
+            continue
+        column0 = len(text) - len(text.lstrip())
+        try:
+            obj = _DECODER.decode(body)
+        except json.JSONDecodeError as exc:
+            if not raw.endswith(b"\n") and _ends_early(exc, body):
+                reason = "the file is truncated: the last line ends in the middle of a run"
+            elif _ends_early(exc, body):
+                reason = (
+                    f"malformed JSON: the line ends in the middle of a run ({exc.msg}); "
+                    "JSON Lines holds one complete run per line"
+                )
+            elif exc.msg == "Extra data":
+                reason = (
+                    f"malformed JSON: extra data after the run at column {column0 + exc.pos + 1}"
+                )
+            else:
+                reason = f"malformed JSON: {exc.msg} at column {column0 + exc.pos + 1}"
+            yield Record(
+                lineno, None, FormatError(reason, source=source, line=lineno), None, offset
+            )
+            continue
+        except (ValueError, RecursionError) as exc:
+            yield Record(lineno, None, _bad_json(exc, source, lineno), None, offset)
+            continue
+        yield _validate(obj, source, lineno, offset)
+
+
+def _ends_early(exc: json.JSONDecodeError, text: str) -> bool:
+    """True when a decode error means the text stopped before the value was complete."""
+    return exc.pos >= len(text) or exc.msg.startswith("Unterminated string")
+
+
+def _bad_json(exc: BaseException, source: str, line: int) -> FormatError:
+    if isinstance(exc, RecursionError):
+        return FormatError("malformed JSON: nested too deeply", source=source, line=line)
+    return FormatError(f"malformed JSON: {exc}", source=source, line=line)
+
+
+# -- JSON array ----------------------------------------------------------------------------
+
+
+class _ArrayBuffer:
+    """Decoded text of a JSON array, read chunk by chunk, with the line number at ``pos``."""
+
+    def __init__(self, stream: BinaryIO, prefix: bytes, line: int, source: str) -> None:
+        self.stream = stream
+        self.source = source
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.buf = ""
+        self.pos = 0
+        self.line = line
+        self.eof = False
+        self.offset = 0
+        self._feed(prefix, final=False)
+
+    def _feed(self, data: bytes, *, final: bool) -> None:
+        self.offset += len(data)
+        try:
+            text = self.decoder.decode(data, final=final)
+        except UnicodeDecodeError as exc:
+            line = self.line + self.buf.count("\n", self.pos) + data.count(b"\n", 0, exc.start)
+            raise FormatError("not UTF-8 text", source=self.source, line=line) from None
+        if self.pos:
+            self.buf = self.buf[self.pos :]
+            self.pos = 0
+        self.buf += text
+
+    def fill(self, at_least: int = 0) -> None:
+        """Read more of the file (at least ``at_least`` bytes, so retries stay linear)."""
+        data = _read(self.stream, max(_CHUNK, at_least), self.source)
+        if not data:
+            self.eof = True
+        self._feed(data, final=self.eof)
+
+    def advance(self, to: int) -> None:
+        self.line += self.buf.count("\n", self.pos, to)
+        self.pos = to
+
+    def skip_ws(self) -> bool:
+        """Move past whitespace. False at the end of the file."""
+        while True:
+            match = _WS.match(self.buf, self.pos)
+            assert match is not None
+            self.advance(match.end())
+            if self.pos < len(self.buf):
+                return True
+            if self.eof:
+                return False
+            self.fill()
+
+    def line_at(self, index: int) -> int:
+        return self.line + self.buf.count("\n", self.pos, index)
+
+    def column_at(self, index: int) -> int:
+        return index - self.buf.rfind("\n", 0, index)
+
+    def decode(self) -> Any:
+        """Decode the JSON value at ``pos`` (reading more as needed) and move past it."""
+        while True:
+            try:
+                obj, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                at_end = _ends_early(exc, self.buf)
+                if not self.eof and (at_end or exc.pos >= len(self.buf) - _NEAR_END):
+                    self.fill(len(self.buf) - self.pos)
+                    continue
+                if at_end:
+                    raise FormatError(
+                        "the file is truncated: it ends in the middle of a run",
+                        source=self.source,
+                        line=self.line_at(min(exc.pos, len(self.buf))),
+                    ) from None
+                raise FormatError(
+                    f"malformed JSON: {exc.msg} at column {self.column_at(exc.pos)}",
+                    source=self.source,
+                    line=self.line_at(exc.pos),
+                ) from None
+            except (ValueError, RecursionError) as exc:
+                raise _bad_json(exc, self.source, self.line) from None
+            if end >= len(self.buf) and not self.eof:
+                # A number or literal may go on in the next chunk: read on and decode again.
+                self.fill(len(self.buf) - self.pos)
+                continue
+            self.advance(end)
+            return obj
+
+
+def _scan_array(
+    stream: BinaryIO, prefix: bytes, skipped_lines: int, source: str
+) -> Iterator[Record]:
+    buf = _ArrayBuffer(stream, prefix, skipped_lines + 1, source)
+    buf.advance(1)  # the "["
+    expect_value = True  # right after "[" or ","
+    first = True
+    while True:
+        if not buf.skip_ws():
+            raise FormatError(
+                "the file is truncated: the JSON array is never closed",
+                source=source,
+                line=buf.line,
+            )
+        char = buf.buf[buf.pos]
+        if char == "]":
+            if expect_value and not first:
+                raise FormatError(
+                    "malformed JSON: a comma before ']'", source=source, line=buf.line
+                )
+            buf.advance(buf.pos + 1)
+            break
+        if not expect_value:
+            if char != ",":
+                raise FormatError(
+                    f"malformed JSON: expected ',' or ']' after a run, found {char!r} "
+                    f"at column {buf.column_at(buf.pos)}",
+                    source=source,
+                    line=buf.line,
+                )
+            buf.advance(buf.pos + 1)
+            expect_value = True
+            continue
+        line = buf.line
+        obj = buf.decode()
+        yield _validate(obj, source, line, buf.offset)
+        expect_value = False
+        first = False
+    if buf.skip_ws():
+        raise FormatError(
+            "malformed JSON: extra data after the closing ']'", source=source, line=buf.line
+        )
+
+
+# -- validation ----------------------------------------------------------------------------
+
+
+def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
+    if not isinstance(obj, dict):
+        err = FormatError(
+            f"expected a JSON object (one run), found {_json_type(obj)}", source=source, line=line
+        )
+        return Record(line, None, err, None, offset)
+    raw_id = obj.get("id")
+    run_id = raw_id if isinstance(raw_id, str) else None
+    try:
+        trace = Trace.model_validate(obj)
+    except ValidationError as exc:
+        return Record(line, None, _from_validation(exc, source, line), run_id, offset)
+    except RecursionError:
+        err = FormatError("nested too deeply", source=source, line=line)
+        return Record(line, None, err, run_id, offset)
+    return Record(line, trace, None, trace.id, offset)
+
+
+def _from_validation(exc: ValidationError, source: str, line: int) -> FormatError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = first.get("loc", ())
+    field = _dotted(loc)
+    message = str(first.get("msg", "invalid"))
+    kind = first.get("type", "")
+    if message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    if not field and "schema_version" in message:
+        field = "schema_version"
+    if kind == "missing":
+        reason = "required field is missing"
+    elif kind in ("model_type", "dict_type", "model_attributes_type") and not loc:
+        reason = f"expected a JSON object (one run), found {_json_type(first.get('input'))}"
+    elif kind.startswith("value_error") or "schema_version" in message:
+        reason = message
+    else:
+        reason = f"{message} (got {_short(first.get('input'))})"
+    more = len(errors) - 1
+    if more:
+        reason += f" (and {more} more problem{'s' if more > 1 else ''} in this run)"
+    return FormatError(reason, source=source, line=line, field=field or None)
+
+
+def _dotted(loc: tuple[int | str, ...] | Any) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    if isinstance(value, dict | list):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
