@@ -1,0 +1,127 @@
+"""Canonical forms and fingerprints of tool arguments and results, for comparing calls.
+
+Two tool calls are "the same" when their canonical forms are equal. The canonical form ignores
+what a model or a serialiser varies without changing the meaning:
+
+- JSON key order (``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}``);
+- a JSON object or array given as a string (``'{"q": "x"}'`` and ``{"q": "x"}``);
+- number formatting (``1``, ``1.0`` and ``1e0``);
+- whitespace in strings: leading and trailing whitespace, and runs of whitespace (``"a  b\\n"``
+  and ``"a b"``), including line endings (``\\r\\n`` and ``\\n``).
+
+Fingerprints are SHA-1 digests of the canonical JSON: cheap to compare and to keep, whatever the
+size of a tool's output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+__all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result"]
+
+_WS = re.compile(r"\s+")
+_MAX_DEPTH = 64
+
+_EMPTY_TEXT = re.compile(
+    r"""^[\s"'`.:;!()\[\]{}-]*(?:
+        none|null|nil|n/?a|empty|\[\]|\{\}|
+        no(?:thing)?(?:\s+(?:results?|matches|matching\s+\w+|data|records?|documents?|items?|
+            entries|hits|files?|output|content|rows?))?(?:\s+(?:were\s+|was\s+)?(?:found|returned|available))?|
+        (?:0|zero)\s+(?:results?|matches|records?|documents?|items?|hits|rows?)(?:\s+found)?|
+        not\s+found
+    )[\s"'`.:;!()\[\]{}-]*$""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def canonical(value: Any, _depth: int = 0) -> Any:
+    """The canonical form of a JSON-like value (see the module docstring).
+
+    Strings that hold a JSON object or array are parsed; other strings have their whitespace
+    collapsed. Integral floats become ints; NaN and infinities become their names. Anything that is
+    not JSON is represented by its ``repr``. Never raises.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return repr(value)
+        return int(value) if value.is_integer() and abs(value) < 2**63 else value
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped[:1] in ("{", "[") and _depth < _MAX_DEPTH:
+            try:
+                parsed = json.loads(stripped)
+            except ValueError:
+                pass
+            else:
+                if isinstance(parsed, dict | list):
+                    return canonical(parsed, _depth + 1)
+        return _WS.sub(" ", stripped)
+    if _depth >= _MAX_DEPTH:
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k).strip(): canonical(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical(v, _depth + 1) for v in value]
+    return _WS.sub(" ", repr(value).strip())
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical form as compact JSON with sorted keys: the text that is fingerprinted."""
+    return json.dumps(
+        canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr
+    )
+
+
+def fingerprint(value: Any) -> str:
+    """A SHA-1 hex digest of :func:`canonical_json`: equal for values that are the same call."""
+    return hashlib.sha1(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def is_empty_result(value: Any) -> bool:
+    """True when a tool result carries nothing: ``None``, blank text, an empty list or object,
+    an object whose every value is empty (``{"results": [], "total": 0}``), or a
+    "no results" message (``"No results found."``, ``"[]"``, ``"0 matches"``)."""
+    return _empty(value, 0)
+
+
+def _empty(value: Any, depth: int) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        text = value.strip()
+        if not text:
+            return True
+        if len(text) > 80:
+            return False
+        if text[:1] in ("{", "[") and depth < 4:
+            try:
+                return _empty(json.loads(text), depth + 1)
+            except ValueError:
+                pass
+        return _EMPTY_TEXT.match(text) is not None
+    if isinstance(value, list | tuple):
+        return len(value) == 0
+    if isinstance(value, dict):
+        if not value:
+            return True
+        if depth >= 4:
+            return False
+        return all(_empty_field(v, depth + 1) for v in value.values())
+    return False
+
+
+def _empty_field(value: Any, depth: int) -> bool:
+    # Inside an object, a zero count goes with empty lists: {"results": [], "total": 0}.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value == 0
+    return _empty(value, depth)

@@ -1,0 +1,656 @@
+"""Transcript analysers: loops, error loops, step budgets and stretches without progress.
+
+These scorers read only the transcript, with no model call (the Reflexion heuristics, Shinn et
+al., 2023): an agent that struggles repeats an action with identical arguments and receives an
+identical observation, or takes many steps that add nothing new.
+
+- ``repeated_tool_calls``: the same call (tool + normalised arguments) returning the same result
+  ``max_repeats`` times (``repeated_tool_call``); A, B, A, B, A, B (``alternating_loop``); the
+  same call failing with the same error ``max_errors`` times (``error_loop``).
+- ``excessive_steps``: more tool and retrieval steps than the role's budget (``excessive_steps``).
+- ``no_progress``: ``min_stretch`` consecutive steps that add no new evidence (``no_progress``).
+
+Only steps of the kinds in ``kinds`` (``tool`` and ``retrieval`` by default) are considered;
+tools named in ``exempt_tools`` are ignored altogether. Each finding names its steps, the call
+and how many times it was made, and what the wasted steps cost (``attributes.waste``); see
+``docs/transcript-analysers.md`` for how cost is attributed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentlens.errors import ScorerError
+from agentlens.eval._evidence import Evidence, text_of
+from agentlens.eval._normalize import canonical, fingerprint, is_empty_result
+from agentlens.eval._scorer import Scorer, scorer
+from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace
+
+__all__ = [
+    "DEFAULT_KINDS",
+    "excessive_steps",
+    "no_progress",
+    "repeated_tool_calls",
+    "waste_of",
+]
+
+DEFAULT_KINDS: tuple[str, ...] = ("tool", "retrieval")
+"""The step kinds the analysers consider by default."""
+
+_ARGS_SHOWN = 160
+"""Characters of a call's arguments shown in a finding's ``text`` (``attributes.args`` is whole)."""
+
+
+# --------------------------------------------------------------------------- calls
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One considered step, reduced to what the analysers compare."""
+
+    pos: int
+    """Position among the considered calls."""
+    index: int
+    """Position of the step in ``trace.steps``."""
+    step: Step
+    tool: str
+    call_fp: str
+    """Fingerprint of (tool, normalised arguments)."""
+    result_fp: str
+    """Fingerprint of (normalised output, normalised error)."""
+    failed: bool
+    empty: bool
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.call_fp, self.result_fp)
+
+
+def _failed(step: Step) -> bool:
+    error = step.error
+    return error is not None and error != "" and error != {} and error != []
+
+
+def _tuple(value: Any, option: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, Iterable):
+        items = tuple(value)
+        if all(isinstance(v, str) for v in items):
+            return items
+    raise ScorerError(f"option {option!r} must be a list of names, got {value!r}")
+
+
+def _positive(value: Any, option: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ScorerError(f"option {option!r} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _calls(
+    trace: Trace, evidence: Evidence | None, kinds: tuple[str, ...], exempt: tuple[str, ...]
+) -> list[_Call]:
+    """The considered calls of a run, cached on the evidence object so that the three scorers,
+    run together on one run, fingerprint each output once."""
+    cache: dict[Any, list[_Call]] | None = None
+    if evidence is not None and evidence.trace is trace:
+        cache = vars(evidence).setdefault("_agentlens_transcript_calls", {})
+        hit = cache.get((kinds, exempt))
+        if hit is not None:
+            return hit
+    wanted = frozenset(kinds)
+    skip = frozenset(exempt)
+    calls: list[_Call] = []
+    for i, step in enumerate(trace.steps):
+        if str(step.kind) not in wanted:
+            continue
+        tool = step.name or str(step.kind)
+        if tool in skip:
+            continue
+        failed = _failed(step)
+        calls.append(
+            _Call(
+                pos=len(calls),
+                index=i,
+                step=step,
+                tool=tool,
+                call_fp=fingerprint([tool, step.input]),
+                result_fp=fingerprint([step.output, step.error if failed else None]),
+                failed=failed,
+                empty=not failed and is_empty_result(step.output),
+            )
+        )
+    if cache is not None:
+        cache[(kinds, exempt)] = calls
+    return calls
+
+
+def _polling(calls: Sequence[_Call]) -> set[int]:
+    """Positions of successful calls that were polling: an identical call made later returned a
+    different result (a job that finished, a page that moved), so the wait was not a loop."""
+    later: dict[str, set[str]] = defaultdict(set)
+    polling: set[int] = set()
+    for call in reversed(calls):
+        results = later[call.call_fp]
+        if not call.failed and (len(results) > 1 or (results and call.result_fp not in results)):
+            polling.add(call.pos)
+        results.add(call.result_fp)
+    return polling
+
+
+# --------------------------------------------------------------------------- cost
+
+
+_INPUT_KEYS = (
+    "input_tokens",
+    "prompt_tokens",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.prompt_tokens",
+    "llm.token_count.prompt",
+)
+_OUTPUT_KEYS = (
+    "output_tokens",
+    "completion_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.completion_tokens",
+    "llm.token_count.completion",
+)
+_TOTAL_KEYS = ("total_tokens", "llm.token_count.total")
+_COST_KEYS = ("cost_usd", "cost", "gen_ai.usage.cost", "llm.cost.total")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _first(attrs: dict[str, Any], keys: Sequence[str]) -> float | None:
+    for key in keys:
+        if key in attrs:
+            number = _number(attrs[key])
+            if number is not None:
+                return number
+    return None
+
+
+def _step_cost(step: Step) -> dict[str, float]:
+    """Tokens, seconds and money a step's attributes (or times) say it cost."""
+    attrs = step.attributes
+    usage = attrs.get("usage")
+    sources = [attrs, usage] if isinstance(usage, dict) else [attrs]
+    out: dict[str, float] = {}
+    for source in sources:
+        for name, keys in (
+            ("input_tokens", _INPUT_KEYS),
+            ("output_tokens", _OUTPUT_KEYS),
+            ("total_tokens", _TOTAL_KEYS),
+            ("cost_usd", _COST_KEYS),
+        ):
+            if name not in out:
+                number = _first(source, keys)
+                if number is not None:
+                    out[name] = number
+    if "total_tokens" not in out and ("input_tokens" in out or "output_tokens" in out):
+        out["total_tokens"] = out.get("input_tokens", 0.0) + out.get("output_tokens", 0.0)
+    duration = step.duration_s
+    if duration is None:
+        duration = _number(attrs.get("duration_s"))
+    if duration is None and _number(attrs.get("duration_ms")) is not None:
+        duration = float(attrs["duration_ms"]) / 1000.0
+    if duration is not None:
+        out["duration_s"] = duration
+    return out
+
+
+def _llm_before(trace: Trace, calls: Sequence[_Call]) -> dict[int, list[int]]:
+    """For each call position, the ``llm`` steps between the previous considered call and this
+    one: the model turn(s) that decided on this call, whose cost a wasted call also wasted."""
+    out: dict[int, list[int]] = {}
+    prev = -1
+    steps = trace.steps
+    for call in calls:
+        llm = [i for i in range(prev + 1, call.index) if steps[i].kind is StepKind.LLM]
+        if llm:
+            out[call.pos] = llm
+        prev = call.index
+    return out
+
+
+def waste_of(trace: Trace, step_indexes: Iterable[int], *, llm_steps: Iterable[int] = ()) -> dict[str, Any]:
+    """What the steps at ``step_indexes`` (positions in ``trace.steps``) cost, with the ``llm``
+    steps attributed to them: ``steps``, ``llm_steps`` and, when any step carried them,
+    ``input_tokens``, ``output_tokens``, ``total_tokens``, ``duration_s`` and ``cost_usd``."""
+    indexes = sorted(set(step_indexes))
+    llm = sorted(set(llm_steps) - set(indexes))
+    totals: dict[str, float] = {}
+    for i in (*indexes, *llm):
+        for key, value in _step_cost(trace.steps[i]).items():
+            totals[key] = totals.get(key, 0.0) + value
+    out: dict[str, Any] = {"steps": len(indexes), "llm_steps": len(llm)}
+    for key in ("input_tokens", "output_tokens", "total_tokens"):
+        if key in totals:
+            out[key] = int(totals[key])
+    if "duration_s" in totals:
+        out["duration_s"] = round(totals["duration_s"], 3)
+    if "cost_usd" in totals:
+        out["cost_usd"] = round(totals["cost_usd"], 6)
+    return out
+
+
+def _waste(trace: Trace, calls: Sequence[_Call], wasted: Sequence[_Call]) -> dict[str, Any]:
+    attributed = _llm_before(trace, calls)
+    llm = [i for c in wasted for i in attributed.get(c.pos, ())]
+    return waste_of(trace, (c.index for c in wasted), llm_steps=llm)
+
+
+def _sum_waste(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            total[key] = total.get(key, 0) + value
+    for key in ("duration_s", "cost_usd"):
+        if key in total:
+            total[key] = round(total[key], 6 if key == "cost_usd" else 3)
+    return total
+
+
+# --------------------------------------------------------------------------- display
+
+
+def _args_text(value: Any) -> str:
+    canon = canonical(value)
+    if isinstance(canon, str):
+        text = json.dumps(canon, ensure_ascii=False)
+    else:
+        text = json.dumps(canon, ensure_ascii=False, sort_keys=True, separators=(", ", ": "), default=repr)
+    if len(text) > _ARGS_SHOWN:
+        text = text[: _ARGS_SHOWN - 1] + "…"
+    return text
+
+
+def _call_text(call: _Call) -> str:
+    if call.step.input is None:
+        return f"{call.tool}()"
+    return f"{call.tool}({_args_text(call.step.input)})"
+
+
+def _first_line(value: Any, limit: int = 160) -> str:
+    text = text_of(value).strip()
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _detail(findings: Sequence[Finding], wasted: int, what: str) -> str:
+    shown = "; ".join(f.text for f in findings[:3])
+    more = f" (+{len(findings) - 3} more)" if len(findings) > 3 else ""
+    return f"{wasted} wasted {what}: {shown}{more}"
+
+
+# --------------------------------------------------------------------------- repeated_tool_calls
+
+
+def _alternations(calls: Sequence[_Call], min_cycles: int) -> list[tuple[int, int]]:
+    """Maximal stretches (first, last position) of A, B, A, B... with at least ``min_cycles``
+    cycles, where A and B are calls with their results."""
+    found: list[tuple[int, int]] = []
+    n = len(calls)
+    i = 2
+    while i < n:
+        if calls[i].key == calls[i - 2].key and calls[i].key != calls[i - 1].key:
+            start, end = i - 2, i
+            while end + 1 < n and calls[end + 1].key == calls[end - 1].key:
+                end += 1
+            if (end - start + 1) // 2 >= min_cycles:
+                found.append((start, end))
+            i = end + 1
+        else:
+            i += 1
+    return found
+
+
+def _score_repeated(
+    *,
+    trace: Trace,
+    evidence: Evidence,
+    max_repeats: int = 3,
+    max_errors: int = 3,
+    min_cycles: int = 3,
+    exempt_tools: Sequence[str] = (),
+    kinds: Sequence[str] = DEFAULT_KINDS,
+    polling: bool = True,
+) -> ScoreResult:
+    """Flags the same call repeated with the same result, A-B-A-B loops, and repeated failures."""
+    max_repeats = _positive(max_repeats, "max_repeats", 2)
+    max_errors = _positive(max_errors, "max_errors", 2)
+    min_cycles = _positive(min_cycles, "min_cycles", 2)
+    calls = _calls(trace, evidence, _tuple(kinds, "kinds"), _tuple(exempt_tools, "exempt_tools"))
+    findings: list[Finding] = []
+    wastes: list[dict[str, Any]] = []
+    wasted_total = 0
+    covered: set[int] = set()
+
+    for start, end in _alternations(calls, min_cycles):
+        stretch = calls[start : end + 1]
+        a, b = stretch[0], stretch[1]
+        cycles = len(stretch) // 2
+        wasted = list(stretch[2:])
+        waste = _waste(trace, calls, wasted)
+        covered.update(c.pos for c in stretch)
+        findings.append(
+            Finding(
+                failure_mode=FailureMode.ALTERNATING_LOOP,
+                text=f"{_call_text(a)} <-> {_call_text(b)} x{cycles}",
+                location=a.step.id,
+                step_ids=[c.step.id for c in stretch],
+                detail=(
+                    f"alternated between {a.tool} and {b.tool} {cycles} times "
+                    "with the same arguments and results"
+                ),
+                attributes={
+                    "count": cycles,
+                    "tool": [a.tool, b.tool],
+                    "args": [canonical(a.step.input), canonical(b.step.input)],
+                    "wasted_step_ids": [c.step.id for c in wasted],
+                    "waste": waste,
+                },
+            )
+        )
+        wastes.append(waste)
+        wasted_total += len(wasted)
+
+    skip = _polling(calls) if polling else set()
+    groups: dict[tuple[str, str], list[_Call]] = defaultdict(list)
+    for call in calls:
+        if call.pos not in covered:
+            groups[call.key].append(call)
+    for group in groups.values():
+        first = group[0]
+        if first.failed:
+            if len(group) < max_errors:
+                continue
+            mode = FailureMode.ERROR_LOOP
+            error = _first_line(first.step.error)
+            text = f"{_call_text(first)} failed x{len(group)}: {error}"
+            detail = f"{first.tool} failed {len(group)} times with the same arguments and error"
+        else:
+            group = [c for c in group if c.pos not in skip]
+            if len(group) < max_repeats:
+                continue
+            mode = FailureMode.REPEATED_TOOL_CALL
+            text = f"{_call_text(first)} x{len(group)}"
+            detail = f"{first.tool} called {len(group)} times with the same arguments and result"
+        wasted = group[1:]
+        waste = _waste(trace, calls, wasted)
+        attributes: dict[str, Any] = {
+            "count": len(group),
+            "tool": first.tool,
+            "args": canonical(first.step.input),
+            "wasted_step_ids": [c.step.id for c in wasted],
+            "waste": waste,
+        }
+        if first.failed:
+            attributes["error"] = _first_line(first.step.error, 500)
+        findings.append(
+            Finding(
+                failure_mode=mode,
+                text=text,
+                location=first.step.id,
+                step_ids=[c.step.id for c in group],
+                detail=detail,
+                attributes=attributes,
+            )
+        )
+        wastes.append(waste)
+        wasted_total += len(wasted)
+
+    order = {step.id: i for i, step in enumerate(trace.steps)}
+    findings.sort(key=lambda f: order.get(f.step_ids[0], -1))
+    total = _sum_waste(wastes)
+    attributes = {"steps": len(calls), "wasted_steps": wasted_total, "waste": total}
+    if not findings:
+        return ScoreResult(
+            passed=True,
+            value=0.0,
+            detail=f"no repeated calls in {len(calls)} tool steps",
+            attributes=attributes,
+        )
+    return ScoreResult(
+        passed=False,
+        value=float(wasted_total),
+        detail=_detail(findings, wasted_total, "calls"),
+        findings=findings,
+        attributes=attributes,
+    )
+
+
+# --------------------------------------------------------------------------- excessive_steps
+
+
+def _score_excessive(
+    *,
+    trace: Trace,
+    evidence: Evidence,
+    max_steps: int = 15,
+    exempt_tools: Sequence[str] = (),
+    kinds: Sequence[str] = DEFAULT_KINDS,
+) -> ScoreResult:
+    """Flags a run with more tool and retrieval steps than its role's budget."""
+    max_steps = _positive(max_steps, "max_steps", 0)
+    calls = _calls(trace, evidence, _tuple(kinds, "kinds"), _tuple(exempt_tools, "exempt_tools"))
+    n = len(calls)
+    attributes: dict[str, Any] = {"steps": n, "budget": max_steps}
+    if n <= max_steps:
+        return ScoreResult(
+            passed=True,
+            value=float(n),
+            detail=f"{n} tool steps, within the budget of {max_steps}",
+            attributes=attributes,
+        )
+    excess = list(calls[max_steps:])
+    waste = _waste(trace, calls, excess)
+    by_tool = dict(Counter(c.tool for c in calls).most_common())
+    finding = Finding(
+        failure_mode=FailureMode.EXCESSIVE_STEPS,
+        text=f"{n} tool steps (budget {max_steps})",
+        location=excess[0].step.id,
+        step_ids=[c.step.id for c in excess],
+        detail=f"{n - max_steps} steps over the budget of {max_steps}",
+        attributes={"count": n, "budget": max_steps, "by_tool": by_tool, "waste": waste},
+    )
+    attributes["waste"] = waste
+    return ScoreResult(
+        passed=False,
+        value=float(n),
+        detail=f"{n} tool steps, {n - max_steps} over the budget of {max_steps}",
+        findings=[finding],
+        attributes=attributes,
+    )
+
+
+# --------------------------------------------------------------------------- no_progress
+
+
+def _score_no_progress(
+    *,
+    trace: Trace,
+    evidence: Evidence,
+    min_stretch: int = 5,
+    exempt_tools: Sequence[str] = (),
+    kinds: Sequence[str] = DEFAULT_KINDS,
+    polling: bool = True,
+) -> ScoreResult:
+    """Flags stretches of consecutive tool steps whose results add no new evidence."""
+    min_stretch = _positive(min_stretch, "min_stretch", 2)
+    calls = _calls(trace, evidence, _tuple(kinds, "kinds"), _tuple(exempt_tools, "exempt_tools"))
+    waiting = _polling(calls) if polling else set()
+    seen: set[str] = set()
+    stretches: list[list[_Call]] = []
+    current: list[_Call] = []
+    for call in calls:
+        stale = call.pos not in waiting and (call.empty or call.result_fp in seen)
+        seen.add(call.result_fp)
+        if stale:
+            current.append(call)
+            continue
+        if len(current) >= min_stretch:
+            stretches.append(current)
+        current = []
+    if len(current) >= min_stretch:
+        stretches.append(current)
+
+    findings: list[Finding] = []
+    wastes: list[dict[str, Any]] = []
+    for stretch in stretches:
+        empty = sum(1 for c in stretch if c.empty)
+        tools = dict(Counter(c.tool for c in stretch).most_common())
+        names = ", ".join(tools)
+        waste = _waste(trace, calls, stretch)
+        findings.append(
+            Finding(
+                failure_mode=FailureMode.NO_PROGRESS,
+                text=f"{len(stretch)} steps without new evidence ({names})",
+                location=stretch[0].step.id,
+                step_ids=[c.step.id for c in stretch],
+                detail=(
+                    f"{len(stretch)} consecutive steps returned nothing new: "
+                    f"{empty} empty, {len(stretch) - empty} repeating earlier results"
+                ),
+                attributes={
+                    "count": len(stretch),
+                    "empty": empty,
+                    "repeated": len(stretch) - empty,
+                    "tool": tools,
+                    "waste": waste,
+                },
+            )
+        )
+        wastes.append(waste)
+    wasted = sum(len(s) for s in stretches)
+    attributes = {"steps": len(calls), "wasted_steps": wasted, "waste": _sum_waste(wastes)}
+    if not findings:
+        return ScoreResult(
+            passed=True,
+            value=0.0,
+            detail=f"no stretch of {min_stretch}+ steps without new evidence in {len(calls)} tool steps",
+            attributes=attributes,
+        )
+    return ScoreResult(
+        passed=False,
+        value=float(wasted),
+        detail=_detail(findings, wasted, "steps"),
+        findings=findings,
+        attributes=attributes,
+    )
+
+
+# --------------------------------------------------------------------------- registration
+
+_REPEATED = scorer(name="repeated_tool_calls", version="1")(_score_repeated)
+_EXCESSIVE = scorer(name="excessive_steps", version="1")(_score_excessive)
+_NO_PROGRESS = scorer(name="no_progress", version="1")(_score_no_progress)
+
+
+def _bind(base: Scorer, options: dict[str, Any], defaults: dict[str, Any]) -> Scorer:
+    # Only options that differ from the defaults are bound, so that a factory called with the
+    # defaults stores the same scorer version as the registered scorer.
+    changed = {k: v for k, v in options.items() if v != defaults[k]}
+    for key in ("exempt_tools", "kinds"):
+        if key in changed:
+            changed[key] = list(_tuple(changed[key], key))
+    return base.with_options(**changed)
+
+
+def repeated_tool_calls(
+    *,
+    max_repeats: int = 3,
+    max_errors: int = 3,
+    min_cycles: int = 3,
+    exempt_tools: Sequence[str] = (),
+    kinds: Sequence[str] = DEFAULT_KINDS,
+    polling: bool = True,
+) -> Scorer:
+    """The ``repeated_tool_calls`` scorer with options bound.
+
+    Args:
+        max_repeats: flag a call (tool + normalised arguments) that returned the same result this
+            many times in a run, consecutive or not.
+        max_errors: flag a call that failed with the same error this many times.
+        min_cycles: flag A, B, A, B... alternation of two calls (with their results) repeated this
+            many cycles.
+        exempt_tools: tool names never flagged (health checks, status polls).
+        kinds: the step kinds considered.
+        polling: when true, identical calls whose result later changes (a job polled until done,
+            a page that moved) are not counted as repeats.
+    """
+    _positive(max_repeats, "max_repeats", 2)
+    _positive(max_errors, "max_errors", 2)
+    _positive(min_cycles, "min_cycles", 2)
+    return _bind(
+        _REPEATED,
+        dict(
+            max_repeats=max_repeats,
+            max_errors=max_errors,
+            min_cycles=min_cycles,
+            exempt_tools=exempt_tools,
+            kinds=kinds,
+            polling=polling,
+        ),
+        dict(max_repeats=3, max_errors=3, min_cycles=3, exempt_tools=(), kinds=DEFAULT_KINDS, polling=True),
+    )
+
+
+def excessive_steps(
+    *, max_steps: int = 15, exempt_tools: Sequence[str] = (), kinds: Sequence[str] = DEFAULT_KINDS
+) -> Scorer:
+    """The ``excessive_steps`` scorer with options bound.
+
+    Args:
+        max_steps: the budget of tool and retrieval steps per run.
+        exempt_tools: tool names not counted against the budget.
+        kinds: the step kinds counted.
+    """
+    _positive(max_steps, "max_steps", 0)
+    return _bind(
+        _EXCESSIVE,
+        dict(max_steps=max_steps, exempt_tools=exempt_tools, kinds=kinds),
+        dict(max_steps=15, exempt_tools=(), kinds=DEFAULT_KINDS),
+    )
+
+
+def no_progress(
+    *,
+    min_stretch: int = 5,
+    exempt_tools: Sequence[str] = (),
+    kinds: Sequence[str] = DEFAULT_KINDS,
+    polling: bool = True,
+) -> Scorer:
+    """The ``no_progress`` scorer with options bound.
+
+    Args:
+        min_stretch: flag this many consecutive steps whose results are empty or identical to
+            an earlier result.
+        exempt_tools: tool names ignored (neither progress nor waste).
+        kinds: the step kinds considered.
+        polling: when true, a repeated result of a call whose result later changes is waiting,
+            not a step without progress.
+    """
+    _positive(min_stretch, "min_stretch", 2)
+    return _bind(
+        _NO_PROGRESS,
+        dict(min_stretch=min_stretch, exempt_tools=exempt_tools, kinds=kinds, polling=polling),
+        dict(min_stretch=5, exempt_tools=(), kinds=DEFAULT_KINDS, polling=True),
+    )
