@@ -1,0 +1,450 @@
+"""Runs and steps as they are being captured, and the context that nests them.
+
+One :class:`contextvars.ContextVar` holds ``(run, id of the enclosing step)``. Entering a run or
+a step sets it; leaving resets it. Threads started through :func:`contextvars.copy_context`
+(or :func:`asyncio.to_thread`) and asyncio tasks copy it, so their steps get the right parent.
+Values are copied into JSON form (:func:`agentlens.model.to_jsonable`) when they are recorded,
+in the agent's thread, so a later mutation by the agent cannot change what was captured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from contextvars import ContextVar, Token
+from types import TracebackType
+from typing import Any
+
+from agentlens.capture import _state
+from agentlens.capture._state import Pipeline
+from agentlens.model import StepKind, to_jsonable
+
+__all__ = ["ActiveStep", "Run", "current_run", "run"]
+
+logger = logging.getLogger("agentlens")
+
+Context = tuple["Run", "str | None"]
+_CTX: ContextVar[Context | None] = ContextVar("agentlens_context", default=None)
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def jsonable(value: Any) -> Any:
+    """:func:`to_jsonable` with a fast path for plain scalars."""
+    if type(value) in _SCALARS:
+        return value
+    return to_jsonable(value)
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    """The JSON form of an exception: ``{"type": ..., "message": ...}``. Never raises."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<unprintable {type(exc).__name__}>"
+    t = type(exc)
+    name = t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+    return {"type": name, "message": message}
+
+
+class ActiveStep:
+    """A step being recorded; what :meth:`Run.step` returns.
+
+    Set :attr:`output`, :attr:`error` or :attr:`attributes` on it while it is open. Used as a
+    context manager it times the block and becomes the parent of steps recorded inside it::
+
+        with run.step("llm", "gpt-4o", input=messages) as step:
+            reply = client.chat(messages)
+            step.output = reply
+    """
+
+    __slots__ = (
+        "_attributes",
+        "_ended_ns",
+        "_error",
+        "_input",
+        "_output",
+        "_run",
+        "_started_ns",
+        "_token",
+        "id",
+        "kind",
+        "name",
+        "parent_id",
+    )
+
+    def __init__(
+        self, run: Run, kind: StepKind, name: str | None, parent_id: str | None, started_ns: int
+    ) -> None:
+        self._run = run
+        self.id: str = f"s{next(run._seq)}"
+        self.kind = kind
+        self.name = name
+        self.parent_id = parent_id
+        self._input: Any = None
+        self._output: Any = None
+        self._error: Any = None
+        self._attributes: dict[str, Any] | None = None
+        self._started_ns = started_ns
+        self._ended_ns: int | None = None
+        self._token: Token[Context | None] | None = None
+
+    @property
+    def input(self) -> Any:
+        """The step's input (arguments, messages), as recorded (JSON)."""
+        return self._input
+
+    @input.setter
+    def input(self, value: Any) -> None:
+        self._input = jsonable(value)
+
+    @property
+    def output(self) -> Any:
+        """The step's output (raw result, reply, text), as recorded (JSON)."""
+        return self._output
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self._output = jsonable(value)
+
+    @property
+    def error(self) -> Any:
+        """The step's failure: a message, or ``{"type", "message"}`` for an exception."""
+        return self._error
+
+    @error.setter
+    def error(self, value: Any) -> None:
+        self._error = describe_error(value) if isinstance(value, BaseException) else jsonable(value)
+
+    @property
+    def attributes(self) -> dict[str, Any]:
+        """Model name, token counts, anything else; a mutable dict."""
+        if self._attributes is None:
+            self._attributes = {}
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, Any]) -> None:
+        self._attributes = dict(value)
+
+    def __enter__(self) -> ActiveStep:
+        try:
+            if self._run._recording:
+                self._started_ns = _state.now_ns()
+                self._ended_ns = None
+                self._token = _CTX.set((self._run, self.id))
+        except Exception as exc:  # pragma: no cover - defensive
+            _internal_error(exc)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            if self._token is not None:
+                _reset(self._token)
+                self._token = None
+            if self._run._recording:
+                self._ended_ns = _state.now_ns()
+                if exc is not None and self._error is None:
+                    self._error = describe_error(exc)
+        except Exception as err:  # pragma: no cover - defensive
+            _internal_error(err)
+
+    def __repr__(self) -> str:
+        return f"<ActiveStep {self.id} {self.kind.value} {self.name!r}>"
+
+
+class Run:
+    """One agent run being captured: a context manager (sync or async).
+
+    Create it with :func:`agentlens.run`. Inside, set :attr:`output` to the final answer;
+    steps recorded by decorated functions (or :meth:`step`) are added to it. On exit the status
+    is ``ok``, or ``error`` when an exception left the block (the exception is recorded in
+    ``metadata["error"]`` and propagates unchanged), and the run is queued for export.
+    With capture not configured the run records nothing but behaves the same.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_entered",
+        "_output",
+        "_pipeline",
+        "_recording",
+        "_seq",
+        "_token",
+        "agent",
+        "ended_ns",
+        "id",
+        "input",
+        "links",
+        "metadata",
+        "name",
+        "project",
+        "started_ns",
+        "status",
+        "steps",
+    )
+
+    def __init__(
+        self,
+        *,
+        agent: str | None = None,
+        input: Any = None,
+        name: str | None = None,
+        links: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        project: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self._pipeline: Pipeline | None = None
+        self._recording = False
+        self._seq = itertools.count(1)
+        self._token: Token[Context | None] | None = None
+        self._entered = False
+        self._closed = False
+        self._output: Any = None
+        self.steps: list[ActiveStep] = []
+        self.status = "running"
+        self.started_ns: int | None = None
+        self.ended_ns: int | None = None
+        self.id = "" if run_id is None else str(run_id)
+        self.agent = agent
+        self.name = name
+        self.project = project
+        self.input: Any = None
+        self.metadata: dict[str, Any] = {}
+        self.links: dict[str, Any] = {}
+        try:
+            pipeline = _state.current()
+            self._pipeline = pipeline
+            self._recording = pipeline.enabled
+            if not self.id:
+                self.id = _state.new_run_id()
+            if project is None:
+                self.project = pipeline.project or "default"
+            self.input = jsonable(input)
+            if metadata:
+                self.metadata = (
+                    dict(metadata) if isinstance(metadata, dict) else {"metadata": metadata}
+                )
+            if links:
+                self.links = dict(links) if isinstance(links, dict) else {"link": links}
+        except Exception as exc:  # never raise into the agent
+            self._recording = False
+            _internal_error(exc)
+
+    @property
+    def recording(self) -> bool:
+        """True when this run will be exported (capture is configured and enabled)."""
+        return self._recording
+
+    @property
+    def output(self) -> Any:
+        """The final answer, as recorded (JSON)."""
+        return self._output
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        self._output = jsonable(value)
+
+    # -- context management -------------------------------------------------------------------
+
+    def __enter__(self) -> Run:
+        if self._entered:
+            logger.warning("agentlens: run %s entered twice; the second entry is ignored", self.id)
+            return self
+        self._entered = True
+        try:
+            outer = _CTX.get()
+            if outer is not None and outer[0]._recording and self._recording:
+                self.metadata.setdefault("parent_run_id", outer[0].id)
+            self.started_ns = _state.now_ns()
+            self._token = _CTX.set((self, None))
+        except Exception as exc:  # pragma: no cover - defensive
+            _internal_error(exc)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._closed or not self._entered:
+            return
+        try:
+            if self._token is not None:
+                _reset(self._token)
+                self._token = None
+            self._finish(exc)
+        except Exception as err:
+            _internal_error(err)
+
+    async def __aenter__(self) -> Run:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def _finish(self, exc: BaseException | None) -> None:
+        self.ended_ns = _state.now_ns()
+        if exc is not None:
+            self.status = "error"
+            self.metadata["error"] = describe_error(exc)
+        elif self.status == "running":
+            self.status = "ok"
+        self._closed = True
+        if not self._recording:
+            return
+        self.metadata = to_jsonable(self.metadata)
+        self.links = {str(k): _link(v) for k, v in self.links.items()}
+        pipeline = self._pipeline
+        if pipeline is not None and pipeline.processor is not None:
+            pipeline.processor.submit(self)
+
+    # -- steps by hand ------------------------------------------------------------------------
+
+    def step(
+        self,
+        kind: StepKind | str,
+        name: str | None = None,
+        *,
+        input: Any = None,
+        output: Any = None,
+        error: Any = None,
+        attributes: dict[str, Any] | None = None,
+    ) -> ActiveStep:
+        """Record a step by hand, for code that cannot be decorated.
+
+        The step is recorded at once (started and ended now). Used as a context manager it
+        is timed instead and is the parent of the steps recorded inside the block.
+
+        Args:
+            kind: a :class:`~agentlens.model.StepKind` or its value (``"tool"``, ``"llm"``...).
+            name: the tool, retriever or model name.
+            input: arguments or messages sent.
+            output: the raw result, reply or message text.
+            error: a message, or an exception.
+            attributes: model name, token counts...
+
+        Returns:
+            The step, to set more on it or to use as a context manager.
+        """
+        try:
+            step_kind = _kind(kind)
+            if not self._recording:
+                return ActiveStep(self, step_kind, name, None, 0)
+            now = _state.now_ns()
+            parent: str | None = None
+            ctx = _CTX.get()
+            if ctx is not None and ctx[0] is self:
+                parent = ctx[1]
+            active = ActiveStep(self, step_kind, name, parent, now)
+            if step_kind.value != kind and not isinstance(kind, StepKind):
+                active.attributes["original_kind"] = jsonable(kind)
+            if input is not None:
+                active.input = input
+            if output is not None:
+                active.output = output
+            if error is not None:
+                active.error = error
+            if attributes:
+                active.attributes.update(attributes)
+            active._ended_ns = now
+            if not self._closed:
+                self.steps.append(active)
+            return active
+        except Exception as exc:
+            _internal_error(exc)
+            return ActiveStep(_NOOP_RUN, StepKind.TEXT, name, None, 0)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} agent={self.agent!r} status={self.status} steps={len(self.steps)}>"
+
+
+def run(
+    *,
+    agent: str | None = None,
+    input: Any = None,
+    name: str | None = None,
+    links: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+    project: str | None = None,
+    run_id: str | None = None,
+) -> Run:
+    """Capture one agent run: ``with agentlens.run(agent=..., input=question) as run:``.
+
+    Also ``async with``. Set ``run.output`` to the final answer inside the block.
+
+    Args:
+        agent: the agent role (scorer settings are chosen by it).
+        input: the user's request (any value; recorded as JSON).
+        name: a human-readable name for the run.
+        links: ids of things the run produced or served (``{"ticket": "T-1"}``).
+        metadata: free-form labels (``{"release": "v42"}``).
+        project: the project (default: the one given to :func:`configure`, else ``default``).
+        run_id: the run id; a time-sortable id is made when absent.
+    """
+    return Run(
+        agent=agent,
+        input=input,
+        name=name,
+        links=links,
+        metadata=metadata,
+        project=project,
+        run_id=run_id,
+    )
+
+
+def current_run() -> Run | None:
+    """The run being captured in this context, or ``None`` outside any run."""
+    ctx = _CTX.get()
+    return None if ctx is None else ctx[0]
+
+
+def _kind(kind: StepKind | str) -> StepKind:
+    if isinstance(kind, StepKind):
+        return kind
+    try:
+        return StepKind(kind)
+    except ValueError:
+        logger.warning("agentlens: unknown step kind %r, recorded as 'agent'", kind)
+        return StepKind.AGENT
+
+
+def _link(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return str(value)
+    except Exception:
+        return repr(to_jsonable(value))
+
+
+def _reset(token: Token[Context | None]) -> None:
+    try:
+        _CTX.reset(token)
+    except ValueError:
+        # The token was made in another context (a generator resumed elsewhere): put back
+        # what was current when it was set.
+        _CTX.set(token.old_value if token.old_value is not Token.MISSING else None)
+
+
+def _internal_error(exc: BaseException) -> None:
+    with contextlib.suppress(Exception):
+        logger.warning("agentlens: capture error (ignored): %s", describe_error(exc)["message"])
+
+
+_NOOP_RUN = Run.__new__(Run)
+_NOOP_RUN._recording = False
+_NOOP_RUN._seq = itertools.count(1)
