@@ -1,0 +1,120 @@
+"""Helpers shared by the importers of agent logs (transcript, SWE-agent, OpenHands, Who&When).
+
+Run ids of imported logs are deterministic, so that importing a file twice replaces the runs
+instead of adding copies: they keep the ULID layout of :mod:`agentlens._ids` (26 characters of
+Crockford base32) with the run's start time in the first 48 bits, so they still sort by time,
+and a hash of the source (file name, position in the file, content) in the last 80 bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agentlens.errors import FormatError
+
+__all__ = ["load_json", "parse_json_text", "parse_time", "run_id", "source_name"]
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def _encode(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        chars.append(_ALPHABET[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def run_id(*parts: str | bytes, started_at: datetime | None = None) -> str:
+    """A deterministic, time-sortable run id from the run's start and the given source parts.
+
+    Args:
+        parts: what identifies the run in its source: the file's name, the run's position in
+            the file, a digest of its content.
+        started_at: the run's start; runs without one sort first (time 0).
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8") if isinstance(part, str) else part)
+        digest.update(b"\x00")
+    ms = int(started_at.timestamp() * 1000) if started_at is not None else 0
+    ms = max(0, min(ms, (1 << 48) - 1))
+    rand = int.from_bytes(digest.digest()[:10], "big")
+    return _encode(ms, 10) + _encode(rand, 16)
+
+
+def source_name(path: Path) -> str:
+    """The file's name as shown in errors and used in run ids (not its folder, so that a moved
+    file keeps its run ids)."""
+    return path.name
+
+
+def parse_time(value: Any, *, source: str, line: int | None, field: str) -> datetime | None:
+    """Parse an ISO 8601 time or epoch seconds (or milliseconds); a time without an offset is UTC.
+
+    Raises:
+        FormatError: the value is neither (the message names the file, line and field).
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        raise FormatError(f"not a time: {value!r}", source=source, line=line, field=field)
+    if isinstance(value, str) and _NUMERIC.match(value.strip()):
+        value = float(value)
+    if isinstance(value, int | float):
+        seconds = float(value) / 1000.0 if value > 1e11 else float(value)
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            raise FormatError(
+                f"not a time: {value!r}", source=source, line=line, field=field
+            ) from None
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(("Z", "z")):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise FormatError(
+                f"not an ISO 8601 time: {value!r}", source=source, line=line, field=field
+            ) from None
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    raise FormatError(f"not a time: {value!r}", source=source, line=line, field=field)
+
+
+def load_json(path: Path) -> tuple[Any, bytes]:
+    """The parsed JSON document in ``path`` and its raw bytes.
+
+    Raises:
+        FormatError: the file cannot be read or is not JSON (with the line of the error).
+    """
+    name = source_name(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FormatError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+    try:
+        return json.loads(raw.decode("utf-8-sig")), raw
+    except UnicodeDecodeError:
+        raise FormatError("not UTF-8 text", source=name) from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=exc.lineno) from None
+
+
+def parse_json_text(value: Any) -> Any:
+    """``value`` parsed when it is a string holding a JSON object or array, else unchanged."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text[:1] in ("{", "["):
+            try:
+                return json.loads(text)
+            except ValueError:
+                return value
+    return value

@@ -1,0 +1,247 @@
+"""SWE-agent trajectories (``.traj``): one run per file.
+
+A ``.traj`` file is a JSON object with ``trajectory`` (one entry per turn: ``thought``,
+``action``, ``observation``, ``response``, ``state``, and in newer versions ``execution_time``
+and ``messages``), ``history`` (the chat sent to the model), ``info`` (``exit_status``,
+``submission``, ``model_stats``) and ``environment``.
+
+Mapping, per trajectory entry:
+
+- ``thought`` -> a ``thinking`` step (when not empty), with ``response`` in its attributes;
+- ``action`` -> a ``tool`` step: ``name`` = the command word (``open``, ``edit``, ``python``,
+  ``submit``...), ``input`` = the action text, ``output`` = ``observation``; ``execution_time``
+  becomes ``attributes.duration_s``, ``state`` is kept (parsed when it is JSON).
+
+The first ``system`` message of ``history`` becomes a ``system`` step and the first ``user``
+message the run's ``input``; ``info.submission`` is the run's ``output``; ``exit_status``
+decides ``status`` (``ok`` when it starts with ``submitted``, else ``error``); ``model_stats``
+(cost, tokens sent and received, API calls: for the whole run, SWE-agent does not record them
+per turn), ``environment`` and the rest of ``info`` go to ``metadata``.
+
+Files written by the function-calling agents sometimes hold only ``history``; then the steps
+come from it: an ``assistant`` message is a thought and an action (named by its tool call),
+and the ``tool`` message after it is the observation.
+
+Not kept, and named in ``metadata.omitted``: the top-level ``history`` when a ``trajectory``
+is present, and each entry's ``messages``: both are the prompt re-sent to the model at each
+turn, which the steps already hold.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agentlens.errors import FormatError
+from agentlens.ingest._agentlog import load_json, run_id, source_name
+from agentlens.model import Step, StepKind, Trace
+
+__all__ = ["command_name", "read"]
+
+_ENTRY_KEYS = {"action", "observation", "thought", "response", "state", "execution_time", "messages"}
+
+
+def read(path: Path) -> Iterator[Trace]:
+    """Read the run in a SWE-agent ``.traj`` file.
+
+    Raises:
+        FormatError: the file is not JSON, or not a SWE-agent trajectory (names the field).
+    """
+    data, raw = load_json(path)
+    name = source_name(path)
+    if not isinstance(data, dict):
+        raise FormatError("a .traj file must hold a JSON object", source=name)
+    trajectory = data.get("trajectory")
+    history = data.get("history")
+    if trajectory is None and history is None:
+        raise FormatError("no 'trajectory' and no 'history'", source=name, field="trajectory")
+    if trajectory is not None and not isinstance(trajectory, list):
+        raise FormatError("must be a list", source=name, field="trajectory")
+    if history is not None and not isinstance(history, list):
+        raise FormatError("must be a list", source=name, field="history")
+
+    steps: list[Step] = []
+    omitted: list[str] = []
+    system, user = _prompt(history or [], name)
+    if system is not None:
+        steps.append(Step(id="s1", kind=StepKind.SYSTEM, output=system))
+    if trajectory:
+        steps.extend(_from_trajectory(trajectory, name, len(steps)))
+        if history:
+            omitted.append("history")
+        if any(isinstance(e, dict) and "messages" in e for e in trajectory):
+            omitted.append("trajectory[].messages")
+    else:
+        steps.extend(_from_history(history or [], name, len(steps)))
+
+    info = data.get("info") or {}
+    if not isinstance(info, dict):
+        raise FormatError("must be an object", source=name, field="info")
+    exit_status = info.get("exit_status")
+    metadata: dict[str, Any] = {"source_format": "swe-agent", "source": name}
+    for key, value in info.items():
+        if key != "submission":
+            metadata[key] = value
+    for key, value in data.items():
+        if key not in ("trajectory", "history", "info"):
+            metadata[key] = value
+    if omitted:
+        metadata["omitted"] = omitted
+    status = "ok"
+    if isinstance(exit_status, str) and not exit_status.startswith("submitted"):
+        status = "error"
+    yield Trace(
+        id=run_id("swe-agent", name, hashlib.sha256(raw).digest()),
+        name=Path(name).stem,
+        status=status,
+        input=user,
+        output=info.get("submission"),
+        metadata=metadata,
+        steps=steps,
+    )
+
+
+def command_name(action: str) -> str:
+    """The command word of a SWE-agent action: ``open "setup.py"`` -> ``open``."""
+    words = action.strip().split(None, 1)
+    if not words:
+        return "empty"
+    word = words[0]
+    return word.strip("'\"`") or "empty"
+
+
+def _prompt(history: list[Any], source: str) -> tuple[Any, Any]:
+    system = user = None
+    for i, message in enumerate(history):
+        if not isinstance(message, dict):
+            raise FormatError("a history message must be an object", source=source, field=f"history[{i}]")
+        role = message.get("role")
+        if role == "system" and system is None:
+            system = message.get("content")
+        elif role == "user" and user is None:
+            user = message.get("content")
+        if system is not None and user is not None:
+            break
+    return system, user
+
+
+def _duration(value: Any) -> float | None:
+    try:
+        return float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _state(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            try:
+                return ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError):
+                return value
+    return value
+
+
+def _from_trajectory(entries: list[Any], source: str, offset: int) -> list[Step]:
+    steps: list[Step] = []
+
+    def sid() -> str:
+        return f"s{offset + len(steps) + 1}"
+
+    for i, entry in enumerate(entries):
+        where = f"trajectory[{i}]"
+        if not isinstance(entry, dict):
+            raise FormatError("must be an object", source=source, field=where)
+        action = entry.get("action")
+        if not isinstance(action, str):
+            raise FormatError("missing or non-string action", source=source, field=f"{where}.action")
+        thought = entry.get("thought")
+        if isinstance(thought, str) and thought.strip():
+            think = Step(id=sid(), kind=StepKind.THINKING, output=thought, attributes={"turn": i})
+            if entry.get("response") not in (None, "", thought):
+                think.attributes["response"] = entry["response"]
+            steps.append(think)
+        attributes: dict[str, Any] = {"turn": i}
+        duration = _duration(entry.get("execution_time"))
+        if duration is not None:
+            attributes["duration_s"] = duration
+        if "state" in entry:
+            attributes["state"] = _state(entry["state"])
+        for key, value in entry.items():
+            if key not in _ENTRY_KEYS:
+                attributes[key] = value
+        steps.append(
+            Step(
+                id=sid(),
+                kind=StepKind.TOOL,
+                name=command_name(action),
+                input=action,
+                output=entry.get("observation"),
+                attributes=attributes,
+            )
+        )
+    return steps
+
+
+def _tool_call(message: dict[str, Any]) -> tuple[str | None, Any]:
+    calls = message.get("tool_calls")
+    if isinstance(calls, str):
+        try:
+            calls = ast.literal_eval(calls)
+        except (ValueError, SyntaxError):
+            return None, None
+    if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        function = calls[0].get("function")
+        if isinstance(function, dict):
+            args = function.get("arguments")
+            if isinstance(args, str):
+                with contextlib.suppress(ValueError):
+                    args = json.loads(args)
+            return function.get("name"), args
+    return None, None
+
+
+def _from_history(history: list[Any], source: str, offset: int) -> list[Step]:
+    steps: list[Step] = []
+    pending: Step | None = None
+    turn = 0
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role == "assistant":
+            thought = message.get("thought") or message.get("content")
+            if isinstance(thought, str) and thought.strip():
+                steps.append(
+                    Step(id=f"s{offset + len(steps) + 1}", kind=StepKind.THINKING, output=thought,
+                         attributes={"turn": turn})
+                )
+            action = message.get("action")
+            if isinstance(action, str):
+                tool, args = _tool_call(message)
+                attributes: dict[str, Any] = {"turn": turn}
+                if tool is not None:
+                    attributes["function"] = tool
+                    attributes["arguments"] = args
+                pending = Step(
+                    id=f"s{offset + len(steps) + 1}",
+                    kind=StepKind.TOOL,
+                    name=command_name(action),
+                    input=action,
+                    attributes=attributes,
+                )
+                steps.append(pending)
+                turn += 1
+        elif pending is not None and (
+            role == "tool" or (role == "user" and message.get("message_type") == "observation")
+        ):
+            pending.output = message.get("content")
+            pending = None
+    return steps
