@@ -1,3 +1,263 @@
-"""CLI commands (in progress)."""
+"""``agentlens import`` and ``agentlens export``: trace files in and out of the store.
 
-from agentlens.cli._app import app  # noqa: F401
+An import is all-or-nothing per file. Each file is read as a stream and handed to one
+``store.put_traces`` call, which writes it in batches inside a single transaction: a bad record
+anywhere in the file raises out of the stream, the transaction rolls back, and nothing of that
+file is stored. Memory stays flat (one record and one batch at a time), standard input works
+(one pass), and nothing is parsed twice. ``--skip-invalid`` instead leaves bad runs out, imports
+the rest, and lists every run it skipped with its line, id and reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from agentlens.cli._app import app, err_console, fail, out_console, state
+from agentlens.cli._util import time_window, user_errors
+from agentlens.errors import FormatError
+from agentlens.model import Trace
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+__all__ = ["export", "import_"]
+
+_PROGRESS_MIN_BYTES = 4 << 20
+"""Files at least this large get a progress bar (when stderr is a terminal)."""
+
+
+@dataclass
+class _Tally:
+    """What one file's import did."""
+
+    runs: int = 0
+    steps: int = 0
+    skipped: list[tuple[int | None, str | None, str]] = field(default_factory=list)
+    """(line, run id, reason) of every run left out."""
+    stopped: FormatError | None = None
+    """With --skip-invalid: the error that ended the file early (the rest was unreadable)."""
+
+
+@app.command("import")
+def import_(
+    files: Annotated[
+        list[str],
+        typer.Argument(help="Trace files (JSON array or JSONL); '-' reads standard input."),
+    ],
+    format: Annotated[
+        str,
+        typer.Option("--format", "-f", help="Input format: trace (agentlens's own) or another."),
+    ] = "trace",
+    skip_invalid: Annotated[
+        bool,
+        typer.Option(
+            "--skip-invalid",
+            help="Import the valid runs and report the ones skipped (default: a bad run fails "
+            "its whole file).",
+        ),
+    ] = False,
+) -> None:
+    """Import runs from trace files. Runs already stored under the same id are replaced."""
+    with user_errors():
+        from agentlens.ingest import get_reader
+
+        reader = None if format == "trace" else get_reader(format)
+        store = state.open_store()
+        try:
+            total = _Tally()
+            skipped_any = False
+            for name in files:
+                tally = _Tally()
+                records = (
+                    _trace_records(name, tally, skip_invalid)
+                    if reader is None
+                    else _foreign_records(reader, name, tally)
+                )
+                try:
+                    store.put_traces(_counted(records, tally))
+                except FormatError as exc:
+                    if not skip_invalid:
+                        if total.runs:
+                            _print_total(total, len(files))
+                        raise fail(f"{exc} (nothing imported from this file)") from None
+                    tally = _Tally(skipped=[(exc.line, None, f"{exc} (the whole file)")])
+                _report(name, tally)
+                skipped_any = skipped_any or bool(tally.skipped) or tally.stopped is not None
+                total.runs += tally.runs
+                total.steps += tally.steps
+            if len(files) > 1:
+                _print_total(total, len(files))
+        finally:
+            store.close()
+    if skipped_any:
+        raise typer.Exit(1)
+
+
+def _trace_records(name: str, tally: _Tally, skip_invalid: bool) -> Iterator[Trace]:
+    from agentlens.ingest.trace_file import scan
+
+    size = _size(name)
+    bar = _progress(name, size)
+    try:
+        for record in scan(name):
+            if bar is not None:
+                bar[0].update(bar[1], completed=record.offset)
+            if record.error is not None:
+                if not skip_invalid:
+                    raise record.error
+                tally.skipped.append((record.line, record.run_id, _reason(record.error)))
+                continue
+            assert record.trace is not None
+            yield record.trace
+    except FormatError as exc:
+        if not skip_invalid:
+            raise
+        tally.stopped = exc
+    finally:
+        if bar is not None:
+            bar[0].stop()
+
+
+def _foreign_records(
+    reader: Callable[[Path], Iterator[Trace]], name: str, tally: _Tally
+) -> Iterator[Trace]:
+    # Other formats read from a path; their readers raise at the first bad record.
+    if name == "-":
+        raise FormatError(
+            "standard input can only be read with --format trace; save it to a file first",
+            source="<stdin>",
+        )
+    yield from reader(Path(name))
+
+
+def _reason(err: FormatError) -> str:
+    return f"field {err.field!r}: {err.reason}" if err.field else err.reason
+
+
+def _counted(records: Iterator[Trace], tally: _Tally) -> Iterator[Trace]:
+    for trace in records:
+        tally.runs += 1
+        tally.steps += len(trace.steps)
+        yield trace
+
+
+def _size(name: str) -> int | None:
+    if name == "-":
+        return None
+    try:
+        return os.stat(name).st_size
+    except OSError:
+        return None
+
+
+def _progress(name: str, size: int | None) -> tuple[Progress, TaskID] | None:
+    if size is None or size < _PROGRESS_MIN_BYTES or not err_console.is_terminal:
+        return None
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    progress = Progress(
+        TextColumn("importing {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task = progress.add_task(Path(name).name, total=size)
+    progress.start()
+    return progress, task
+
+
+def _report(name: str, tally: _Tally) -> None:
+    label = "<stdin>" if name == "-" else name
+    out_console.print(
+        f"imported {_plural(tally.runs, 'run')} ({_plural(tally.steps, 'step')}) from {label}",
+        markup=False,
+    )
+    for line, run_id, reason in tally.skipped:
+        where = f"{label}:{line}" if line is not None else label
+        who = f" run {run_id!r}" if run_id else " run"
+        err_console.print(f"skipped{who} at {where}: {reason}", markup=False)
+    if tally.stopped is not None:
+        err_console.print(
+            f"stopped reading {label}: {tally.stopped}; the runs before it were imported",
+            markup=False,
+        )
+
+
+def _print_total(total: _Tally, files: int) -> None:
+    out_console.print(
+        f"total: {_plural(total.runs, 'run')} ({_plural(total.steps, 'step')}) "
+        f"from {_plural(files, 'file')}",
+        markup=False,
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+@app.command()
+def export(
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write to this file (atomically) instead of stdout."),
+    ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent role.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Runs started in the last 30m, 36h, 7d... or since a date."),
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--to", help="Runs started before this ISO time.")
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", "-n", min=1, help="At most the N most recent matching runs."),
+    ] = None,
+) -> None:
+    """Export runs as JSON Lines in the trace format, oldest first."""
+    from agentlens.ingest.trace_file import write, write_file
+    from agentlens.store import RunFilter
+
+    with user_errors():
+        lower, upper = time_window(since, start, end)
+        where = RunFilter(start=lower, end=upper, agent=agent)
+        store = state.open_store()
+        try:
+            if limit is not None:
+                # The N most recent runs, still written oldest first.
+                ids = [r.id for r in store.list_runs(where, limit=limit, newest_first=True)]
+                where = RunFilter(run_ids=ids)
+            traces: Iterator[Trace] = (
+                iter(())
+                if where.run_ids is not None and not where.run_ids
+                else store.query_traces(where, newest_first=False)
+            )
+            if out is None:
+                count = write(traces, sys.stdout)
+                sys.stdout.flush()
+            else:
+                count = write_file(traces, out)
+        finally:
+            store.close()
+    target = "stdout" if out is None else str(out)
+    err_console.print(f"exported {_plural(count, 'run')} to {target}", markup=False)

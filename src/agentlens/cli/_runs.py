@@ -1,3 +1,411 @@
-"""CLI commands (in progress)."""
+"""``agentlens runs`` (a listing) and ``agentlens show`` (one run, its steps and its findings)."""
 
-from agentlens.cli._app import app  # noqa: F401
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from agentlens.cli._app import app, out_console, state
+from agentlens.cli._util import format_time, preview, time_window, user_errors
+from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict
+from agentlens.store import RunFilter, RunSummary, TraceStore
+
+__all__ = [
+    "describe_finding",
+    "latest_scores",
+    "print_score",
+    "render_answer",
+    "render_run",
+    "runs",
+    "show",
+    "verdict_summary",
+]
+
+_MARK = {
+    Verdict.PASSED: "✓",
+    Verdict.FLAGGED: "✗",
+    Verdict.UNVERIFIABLE: "?",
+    Verdict.ERROR: "!",
+}
+_STYLE = {
+    Verdict.PASSED: "green",
+    Verdict.FLAGGED: "bold red",
+    Verdict.UNVERIFIABLE: "yellow",
+    Verdict.ERROR: "magenta",
+}
+_HIGHLIGHT = "bold red reverse"
+
+
+def latest_scores(scores: Iterable[Score]) -> list[Score]:
+    """The most recent score of each scorer (any version), in scorer-name order."""
+    latest: dict[str, Score] = {}
+    for score in scores:
+        seen = latest.get(score.scorer)
+        if seen is None or score.scored_at >= seen.scored_at:
+            latest[score.scorer] = score
+    return [latest[name] for name in sorted(latest)]
+
+
+def verdict_summary(scores: Sequence[Score]) -> tuple[Verdict | None, str]:
+    """The run's overall verdict and a short text for tables: ``flagged: a, b``, ``passed (3)``.
+
+    ``flagged`` wins over ``error``, which wins over ``unverifiable``; ``None`` when unscored.
+    """
+    if not scores:
+        return None, ""
+    for verdict in (Verdict.FLAGGED, Verdict.ERROR, Verdict.UNVERIFIABLE):
+        names = [s.scorer for s in scores if s.verdict is verdict]
+        if names:
+            return verdict, f"{verdict}: {', '.join(names)}"
+    return Verdict.PASSED, f"passed ({len(scores)})"
+
+
+@app.command()
+def runs(
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent role.")] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Runs started in the last 30m, 36h, 7d... or since a date."),
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--to", help="Runs started before this ISO time.")
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", min=0, help="Show at most N runs, newest first; 0 for all."),
+    ] = 50,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="JSON Lines, one object per run.")
+    ] = False,
+) -> None:
+    """List stored runs, newest first, with their verdicts when they have been scored."""
+    with user_errors():
+        lower, upper = time_window(since, start, end)
+        where = RunFilter(start=lower, end=upper, agent=agent)
+        store = state.open_store()
+        try:
+            rows = store.list_runs(where, limit=limit or None, newest_first=True)
+            if as_json:
+                for summary in rows:
+                    scores = latest_scores(store.get_scores(summary.id))
+                    sys.stdout.write(json.dumps(_summary_json(summary, scores)) + "\n")
+                sys.stdout.flush()
+                return
+            _print_table(store, rows)
+        finally:
+            store.close()
+
+
+def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any]:
+    verdict, _ = verdict_summary(scores)
+    return {
+        "id": summary.id,
+        "project": summary.project,
+        "agent": summary.agent,
+        "name": summary.name,
+        "status": summary.status,
+        "started_at": _iso(summary.started_at),
+        "ended_at": _iso(summary.ended_at),
+        "step_count": summary.step_count,
+        "has_output": summary.has_output,
+        "metadata": summary.metadata,
+        "verdict": None if verdict is None else str(verdict),
+        "scores": {s.scorer: str(s.verdict) for s in scores},
+    }
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else format_time(value).replace(" ", "T")
+
+
+def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for column in ("id", "agent", "name", "started", "steps", "status", "verdict"):
+        table.add_column(column, justify="right" if column == "steps" else "left")
+    count = 0
+    for summary in rows:
+        count += 1
+        verdict, text = verdict_summary(latest_scores(store.get_scores(summary.id)))
+        table.add_row(
+            Text(summary.id),
+            Text(summary.agent or ""),
+            Text(preview(summary.name, 40)),
+            Text(format_time(summary.started_at)),
+            Text(str(summary.step_count)),
+            Text(summary.status, style="red" if summary.status == "error" else ""),
+            Text(text, style=_STYLE.get(verdict, "") if verdict else "dim"),
+        )
+    if count == 0:
+        out_console.print("no runs match", markup=False)
+        return
+    out_console.print(table)
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(help="The run id (see `agentlens runs`).")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The run in the trace format, plus a 'scores' list.")
+    ] = False,
+) -> None:
+    """Show one run: its steps as a tree, the answer, and each scorer's findings in place."""
+    with user_errors():
+        store = state.open_store()
+        try:
+            trace = store.get_trace(run_id)
+            scores = store.get_scores(run_id)
+        finally:
+            store.close()
+    if as_json:
+        doc = trace.to_dict()
+        doc["scores"] = [s.to_json_line() for s in scores]
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+        return
+    render_run(trace, latest_scores(scores))
+
+
+def render_run(trace: Trace, scores: Sequence[Score]) -> None:
+    """Print a run for a human: header, step tree, answer with findings marked, scores."""
+    console = out_console
+    header = Text("run ", style="bold")
+    header.append(trace.id, style="bold cyan")
+    console.print(header)
+    facts = [
+        ("agent", trace.agent),
+        ("name", trace.name),
+        ("status", trace.status),
+        ("started", format_time(trace.started_at) if trace.started_at else None),
+        ("duration", _duration(trace.started_at, trace.ended_at)),
+        ("project", trace.project if trace.project != "default" else None),
+        ("links", preview(trace.links, 100) if trace.links else None),
+        ("metadata", preview(trace.metadata, 100) if trace.metadata else None),
+        ("input", preview(trace.input, 200) if trace.input is not None else None),
+    ]
+    for key, value in facts:
+        if value:
+            line = Text(f"  {key}: ", style="dim")
+            line.append(str(value))
+            console.print(line)
+
+    console.print(Text(f"steps ({len(trace.steps)})", style="bold"))
+    if not trace.steps:
+        console.print(Text("  (none)", style="dim"))
+    for prefix, step in _tree(trace.steps):
+        console.print(_step_line(prefix, step))
+
+    texts = _turn_texts(trace)
+    console.print(Text("answer", style="bold"))
+    answer = render_answer(trace, scores, texts)
+    console.print(_indent(answer, "  ") if answer.plain else Text("  (no answer)", style="dim"))
+
+    console.print(Text("scores", style="bold"))
+    if not scores:
+        console.print(Text("  not scored yet (run `agentlens score`)", style="dim"))
+    for score in scores:
+        print_score(score, trace, texts)
+
+
+def render_answer(
+    trace: Trace, scores: Sequence[Score], texts: dict[str, str] | None = None
+) -> Text:
+    """The run's final answer with every finding's token in it highlighted."""
+    answer = (texts if texts is not None else _turn_texts(trace)).get("output", "")
+    spans = [_span(f, answer) for s in scores for f in s.findings if f.location == "output"]
+    return _highlighted(answer, [sp for sp in spans if sp])
+
+
+def _tree(steps: Sequence[Step]) -> list[tuple[str, Step]]:
+    """Steps in file order, nested by ``parent_id``, with tree-drawing prefixes."""
+    ids = {s.id for s in steps}
+    children: dict[str | None, list[Step]] = {}
+    for step in steps:
+        parent = step.parent_id if step.parent_id in ids and step.parent_id != step.id else None
+        children.setdefault(parent, []).append(step)
+    out: list[tuple[str, Step]] = []
+    seen: set[str] = set()
+
+    def walk(parent: str | None, lead: str) -> None:
+        kids = children.get(parent, [])
+        for i, step in enumerate(kids):
+            if step.id in seen:  # a cycle of parent ids: show each step once
+                continue
+            seen.add(step.id)
+            last = i == len(kids) - 1
+            out.append((lead + ("└─ " if last else "├─ "), step))
+            walk(step.id, lead + ("   " if last else "│  "))
+
+    walk(None, "  ")
+    for step in steps:  # steps only reachable through a cycle
+        if step.id not in seen:
+            seen.add(step.id)
+            out.append(("  ?─ ", step))
+    return out
+
+
+def _step_line(prefix: str, step: Step) -> Text:
+    line = Text(prefix, style="dim")
+    line.append(step.id, style="cyan")
+    line.append(f" {step.kind}", style="bold")
+    if step.name:
+        line.append(f" {step.name}")
+    shows_input = step.kind in ("tool", "retrieval", "llm", "agent")
+    if shows_input and step.input is not None:
+        line.append("  in: ", style="dim")
+        line.append(preview(step.input, 50))
+    if step.output is not None:
+        line.append("  out: " if shows_input else "  ", style="dim")
+        line.append(preview(step.output, 70))
+    if step.error is not None:
+        line.append("  error: ", style="red")
+        line.append(preview(step.error, 60), style="red")
+    if step.attributes.get("truncated"):
+        line.append("  (output truncated)", style="yellow")
+    duration = _duration(step.started_at, step.ended_at)
+    if duration:
+        line.append(f"  {duration}", style="dim")
+    return line
+
+
+def _duration(start: Any, end: Any) -> str | None:
+    if start is None or end is None:
+        return None
+    seconds = (end - start).total_seconds()
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.1f} s"
+
+
+def _turn_texts(trace: Trace) -> dict[str, str]:
+    """The text each finding's span refers to: the answer and every assistant turn."""
+    from agentlens.eval import Evidence, text_of
+
+    texts = {"output": text_of(trace.output)}
+    try:
+        for turn in Evidence(trace).turns:
+            texts[turn.location] = turn.text
+    except Exception:  # a display must not fail on an odd trace
+        pass
+    return texts
+
+
+def _span(finding: Finding, text: str) -> tuple[int, int] | None:
+    """Where the finding sits in ``text``: its recorded span, else the token's first occurrence."""
+    if not finding.text:
+        return None
+    start, end = finding.start, finding.end
+    if start is not None and end is not None and 0 <= start < end <= len(text):
+        return start, end
+    found = text.find(finding.text)
+    return (found, found + len(finding.text)) if found >= 0 else None
+
+
+def _highlighted(text: str, spans: Sequence[tuple[int, int]]) -> Text:
+    out = Text(text)
+    for start, end in spans:
+        out.stylize(_HIGHLIGHT, start, end)
+    return out
+
+
+def _indent(text: Text, lead: str) -> Text:
+    lines = text.split("\n")
+    out = Text()
+    for i, line in enumerate(lines):
+        if i:
+            out.append("\n")
+        out.append(lead)
+        out.append_text(line)
+    return out
+
+
+def print_score(
+    score: Score, trace: Trace, texts: dict[str, str] | None = None, indent: str = "  "
+) -> None:
+    """Print one score: its verdict, then each finding with the closest evidence and where
+    the token sits in the text it was found in."""
+    if texts is None:
+        texts = _turn_texts(trace)
+    verdict = score.verdict or Verdict.ERROR
+    line = Text(f"{indent}{_MARK[verdict]} ", style=_STYLE[verdict])
+    line.append(score.scorer, style="bold")
+    line.append(f" v{score.version}: ", style="dim")
+    line.append(str(verdict), style=_STYLE[verdict])
+    if score.detail:
+        line.append(f" — {score.detail}")
+    out_console.print(line)
+    for finding in score.findings:
+        out_console.print(_finding_line(finding, trace, indent + "    "))
+        where = _context(finding, texts, indent + "      ")
+        if where is not None:
+            out_console.print(where)
+
+
+def _finding_line(finding: Finding, trace: Trace, indent: str) -> Text:
+    mark = "?" if finding.unverifiable else "•"
+    line = Text(f"{indent}{mark} ", style="yellow" if finding.unverifiable else "red")
+    if finding.failure_mode is not None:
+        line.append(f"{finding.failure_mode}: ", style="bold")
+    line.append(describe_finding(finding, trace))
+    return line
+
+
+def describe_finding(finding: Finding, trace: Trace | None = None) -> str:
+    """One line for a finding, naming the closest evidence when the finding carries it:
+    ``CUST-48231 is not in the evidence; closest: CUST-48213 in step s1 get_customer``."""
+    grounding = finding.failure_mode in (
+        FailureMode.FABRICATED_GROUNDING,
+        FailureMode.PARAMETRIC_LEAKAGE,
+    )
+    if finding.detail:
+        text = finding.detail
+    elif grounding:
+        verb = "could not be confirmed in" if finding.unverifiable else "is not in"
+        text = f"{finding.text} {verb} the evidence"
+    else:
+        text = finding.text
+    closest = finding.attributes.get("closest")
+    if isinstance(closest, dict) and closest.get("text") and "closest" not in text:
+        where = ""
+        step_id = closest.get("step_id")
+        if step_id:
+            name = closest.get("step_name")
+            if not name and trace is not None:
+                try:
+                    name = trace.step(str(step_id)).name
+                except KeyError:
+                    name = None
+            where = f" in step {step_id}" + (f" {name}" if name else "")
+        text += f"; closest: {closest['text']}{where}"
+    if finding.step_ids and not grounding:
+        text += f" (steps {', '.join(finding.step_ids)})"
+    return text
+
+
+def _context(finding: Finding, texts: dict[str, str], indent: str, width: int = 30) -> Text | None:
+    """``in the answer, chars 21-31: …customer »CUST-48231« has…`` for a finding with a span."""
+    text = texts.get(finding.location)
+    if text is None:
+        return None
+    span = _span(finding, text)
+    if span is None:
+        return None
+    start, end = span
+    before = text[max(0, start - width) : start]
+    after = text[end : end + width]
+    where = "the answer" if finding.location == "output" else f"step {finding.location}"
+    line = Text(f"{indent}in {where}, chars {start}-{end}: ", style="dim")
+    line.append(("…" if start > width else "") + before.replace("\n", " "))
+    line.append("»")
+    line.append(text[start:end].replace("\n", " "), style=_HIGHLIGHT)
+    line.append("«")
+    line.append(after.replace("\n", " ") + ("…" if end + width < len(text) else ""))
+    return line

@@ -1,0 +1,355 @@
+"""``agentlens demo``: record a few realistic support-agent runs, score them, show the rate.
+
+The runs go through the real capture SDK (decorated tools returning JSON records, a scripted
+model standing in for the LLM, no network) into the configured store, then through the
+configured default scorers. Each run gets a fresh id, so the demo can be run again and again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+
+from agentlens.cli._app import app, err_console, fail, out_console, state
+from agentlens.cli._util import user_errors
+
+__all__ = ["DEMO_AGENT", "demo", "wilson_interval"]
+
+DEMO_AGENT = "support-demo"
+"""The agent role of the demo runs (``agentlens runs --agent support-demo``)."""
+
+_SYSTEM_PROMPT = (
+    "You are the support assistant of Acme Cloud. Answer only from the customer record, "
+    "invoices and help-centre articles your tools return. Quote ids exactly."
+)
+
+# -- the pretend back office the tools read ----------------------------------------------------
+
+_CUSTOMERS: dict[str, dict[str, Any]] = {
+    "jane.doe@acme.io": {
+        "id": "CUST-48213",
+        "name": "Jane Doe",
+        "email": "jane.doe@acme.io",
+        "company": "Acme Robotics",
+        "plan": "Business",
+        "customer_since": "2023-04-12",
+        "open_invoices": ["INV-7781"],
+    },
+    "li.wei@northwind.example": {
+        "id": "CUST-50977",
+        "name": "Li Wei",
+        "email": "li.wei@northwind.example",
+        "company": "Northwind Traders",
+        "plan": "Team",
+        "customer_since": "2024-09-30",
+        "open_invoices": [],
+    },
+}
+
+_INVOICES: dict[str, dict[str, Any]] = {
+    "INV-7781": {
+        "id": "INV-7781",
+        "customer_id": "CUST-48213",
+        "status": "overdue",
+        "amount": 1834.2,
+        "currency": "USD",
+        "issued": "2026-02-03",
+        "due_date": "2026-03-05",
+        "lines": [
+            {"sku": "BUS-SEAT", "quantity": 12, "amount": 1680.0},
+            {"sku": "STORAGE-1TB", "quantity": 2, "amount": 154.2},
+        ],
+    },
+}
+
+_ARTICLES: list[dict[str, Any]] = [
+    {
+        "id": "DOC-1a2b3c4d",
+        "title": "Resetting your password",
+        "text": "Open Settings > Security and choose Reset password. We e-mail a link that "
+        "expires after 30 minutes; request a new one if it has expired.",
+    },
+    {
+        "id": "DOC-9f8e7d6c",
+        "title": "Plans and billing cycles",
+        "text": "Business and Team plans renew automatically at the end of each billing "
+        "cycle. Change or cancel your plan any time under Billing > Plan.",
+    },
+]
+
+
+@dataclass(frozen=True)
+class _Scenario:
+    title: str
+    expect: str
+    question: str
+    play: Callable[[Any, dict[str, Callable[..., Any]]], str]
+
+
+def _grounded(run: Any, t: dict[str, Callable[..., Any]]) -> str:
+    customer = t["get_customer"]("jane.doe@acme.io")
+    invoice = t["get_invoice"](customer["open_invoices"][0])
+    return str(
+        t["chat"](
+            [run.input, customer, invoice],
+            reply=(
+                f"Invoice {invoice['id']} for {customer['name']} ({customer['id']}) is overdue: "
+                "$1,834.20 was due on March 5, 2026. You can pay it under Billing > Invoices."
+            ),
+        )
+    )
+
+
+def _fabricated_id(run: Any, t: dict[str, Callable[..., Any]]) -> str:
+    customer = t["get_customer"]("jane.doe@acme.io")
+    return str(
+        t["chat"](
+            [run.input, customer],
+            # Two digits swapped: the id the tool returned was CUST-48213.
+            reply="Your customer ID is CUST-48231. Enter it in the Account field of the form.",
+        )
+    )
+
+
+def _from_memory(run: Any, t: dict[str, Callable[..., Any]]) -> str:
+    customer = t["get_customer"]("li.wei@northwind.example")
+    docs = t["search_docs"]("plan renewal date and price")
+    return str(
+        t["chat"](
+            [run.input, customer, docs],
+            # Neither the date nor the price is in anything the tools returned.
+            reply="Your Team plan renews on October 1, 2026 and will cost $1,188.00 per year.",
+        )
+    )
+
+
+def _stuck(run: Any, t: dict[str, Callable[..., Any]]) -> str:
+    docs: Any = None
+    for _ in range(3):  # the model keeps asking for the same search
+        docs = t["search_docs"]("reset password link not working")
+    article = docs[0]
+    return str(
+        t["chat"](
+            [run.input, docs],
+            reply=(
+                "Open Settings > Security and choose Reset password. The link expires after "
+                f"30 minutes, so request a new one if it has expired ({article['id']})."
+            ),
+        )
+    )
+
+
+_SCENARIOS = (
+    _Scenario(
+        "invoice status",
+        "grounded",
+        "Hi, this is jane.doe@acme.io. Is our invoice paid?",
+        _grounded,
+    ),
+    _Scenario(
+        "customer id for a form",
+        "cites an id no tool returned",
+        "What is my customer ID? I'm jane.doe@acme.io and the billing form asks for it.",
+        _fabricated_id,
+    ),
+    _Scenario(
+        "plan renewal",
+        "states a date and a price from memory",
+        "li.wei@northwind.example here: when does our plan renew and what will it cost?",
+        _from_memory,
+    ),
+    _Scenario(
+        "password reset",
+        "stuck repeating the same search",
+        "The password reset link in your e-mail does not work. What do I do?",
+        _stuck,
+    ),
+)
+
+
+def _tools() -> dict[str, Callable[..., Any]]:
+    """The demo agent's tools, decorated with the real capture SDK."""
+    import agentlens
+
+    @agentlens.tool
+    def get_customer(email: str) -> dict[str, Any]:
+        """Look a customer up by e-mail."""
+        return dict(_CUSTOMERS[email])
+
+    @agentlens.tool
+    def get_invoice(invoice_id: str) -> dict[str, Any]:
+        """Fetch one invoice."""
+        return dict(_INVOICES[invoice_id])
+
+    @agentlens.retrieval
+    def search_docs(query: str) -> list[dict[str, Any]]:
+        """Search the help centre (a fixed ranking, like a cached index)."""
+        words = set(query.lower().split())
+        ranked = sorted(
+            _ARTICLES,
+            key=lambda a: -len(words & set((a["title"] + " " + a["text"]).lower().split())),
+        )
+        return [dict(a) for a in ranked[:1]]
+
+    @agentlens.llm(name="scripted-model")
+    def chat(messages: list[Any], *, reply: str) -> dict[str, Any]:
+        """A scripted model: returns the reply it was given (no network)."""
+        return {"model": "scripted-model", "content": reply, "usage": {"input_tokens": 0}}
+
+    def ask(messages: list[Any], *, reply: str) -> str:
+        return str(chat(messages, reply=reply)["content"])
+
+    return {
+        "get_customer": get_customer,
+        "get_invoice": get_invoice,
+        "search_docs": search_docs,
+        "chat": ask,
+    }
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of ``k`` successes in ``n`` trials (95% by default).
+
+    Returns ``(0.0, 1.0)`` when ``n`` is 0.
+    """
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+@app.command()
+def demo() -> None:
+    """Record a few realistic agent runs, check them against their evidence, show the rate."""
+    import agentlens
+    from agentlens.capture import configure, flush, stats
+    from agentlens.config import load_settings
+    from agentlens.store import normalize_url
+
+    with user_errors():
+        settings = load_settings(db=state.db)
+        url = normalize_url(settings.db)
+        store = state.open_store()  # fail early, with a clear message, on a bad --db
+    before = stats()
+    configure(db=url)
+    tools = _tools()
+    run_ids: list[str] = []
+    out_console.print(
+        Text.assemble(
+            ("recording ", ""),
+            (f"{len(_SCENARIOS)} demo runs", "bold"),
+            (f" of a support agent into {url}", ""),
+        )
+    )
+    for i, scenario in enumerate(_SCENARIOS, 1):
+        with agentlens.run(
+            agent=DEMO_AGENT,
+            name=scenario.title,
+            input=scenario.question,
+            metadata={"demo": True, "scenario": scenario.expect},
+            links={"ticket": f"DEMO-{i}"},
+        ) as run:
+            run.step("system", "system prompt", output=_SYSTEM_PROMPT)
+            run.output = scenario.play(run, tools)
+        run_ids.append(run.id)
+    flushed = flush(timeout=30)
+    after = stats()
+    if not flushed or after.failed > before.failed or after.dropped > before.dropped:
+        store.close()
+        raise fail(f"the demo runs could not be written to {url} (see the log for why)")
+
+    try:
+        with user_errors():
+            _score_and_report(store, run_ids, settings)
+    finally:
+        store.close()
+
+
+def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
+    from agentlens.cli._runs import latest_scores, print_score, render_answer, verdict_summary
+    from agentlens.eval import registered_scorers, run_scorers
+    from agentlens.model import Verdict
+
+    known = registered_scorers()
+    names = [n for n in settings.default_scorers if n in known]
+    missing = [n for n in settings.default_scorers if n not in known]
+    if missing:
+        err_console.print(
+            f"note: not available yet, skipped: {', '.join(missing)}", markup=False, style="dim"
+        )
+
+    flagged = passed = unverifiable = 0
+    by_mode: dict[str, int] = {}
+    for i, (run_id, scenario) in enumerate(zip(run_ids, _SCENARIOS, strict=True), 1):
+        if names:
+            run_scorers(names, run_id=run_id, store=store, settings=settings)
+        trace = store.get_trace(run_id)
+        scores = latest_scores(store.get_scores(run_id))
+        out_console.print()
+        title = Text(f"{i}. {scenario.title}", style="bold")
+        title.append(f"  ({scenario.expect})", style="dim")
+        out_console.print(title)
+        out_console.print(Text(f"   run {run_id}", style="cyan"))
+        calls = " → ".join(f"{s.name or s.kind}" for s in trace.steps if s.kind != "system")
+        out_console.print(Text(f"   steps: {calls}", style="dim"))
+        out_console.print(
+            Text("   answer: ", style="dim").append_text(render_answer(trace, scores))
+        )
+        for score in scores:
+            print_score(score, trace, indent="   ")
+        verdict, _ = verdict_summary(scores)
+        if verdict is Verdict.FLAGGED:
+            flagged += 1
+            modes = {
+                str(f.failure_mode)
+                for s in scores
+                if s.verdict is Verdict.FLAGGED
+                for f in s.findings
+                if f.failure_mode is not None
+            }
+            for mode in modes:
+                by_mode[mode] = by_mode.get(mode, 0) + 1
+        elif verdict is Verdict.PASSED:
+            passed += 1
+        elif verdict is Verdict.UNVERIFIABLE:
+            unverifiable += 1
+
+    out_console.print()
+    scored = flagged + passed
+    if not names or scored == 0:
+        out_console.print(
+            Text("hallucination rate: pending (no scorer is available yet)", style="bold")
+        )
+    else:
+        low, high = wilson_interval(flagged, scored)
+        line = Text("hallucination rate: ", style="bold")
+        line.append(f"{flagged}/{scored} runs flagged = {flagged / scored:.0%}", style="bold red")
+        line.append(f"  (95% Wilson interval {low:.0%}–{high:.0%}; {scored} runs is a tiny sample)")
+        out_console.print(line)
+        if by_mode:
+            modes_text = ", ".join(f"{m} {k}/{scored}" for m, k in sorted(by_mode.items()))
+            out_console.print(Text(f"  by failure mode: {modes_text}", style="dim"))
+        if unverifiable:
+            out_console.print(
+                Text(f"  {unverifiable} run(s) could not be verified (counted apart)", style="dim")
+            )
+
+    db_flag = f"--db {state.db} " if state.db else ""
+    out_console.print()
+    out_console.print(Text("next:", style="bold"))
+    for command, what in (
+        (f"agentlens {db_flag}runs", "list the stored runs and their verdicts"),
+        (f"agentlens {db_flag}show {run_ids[1]}", "one run: steps, answer, findings in place"),
+        (f"agentlens {db_flag}score --since 1d", "score runs again (e.g. after changing config)"),
+        (f"agentlens {db_flag}rate --since 1d", "the hallucination rate with error bars"),
+    ):
+        line = Text(f"  {command}", style="cyan")
+        line.append(f"   # {what}", style="dim")
+        out_console.print(line)
