@@ -1,1 +1,146 @@
-"""pytest plugin for agentlens (fixtures land shortly)."""
+"""pytest plugin: fixtures for testing code that is captured with agentlens.
+
+Installed with agentlens and loaded by pytest through the ``pytest11`` entry point, so the
+fixtures are available in any test without an import. It defines fixtures only (no hooks) and
+imports nothing of agentlens until a fixture is used; ``pytest -p no:agentlens`` turns it off.
+
+``captured_traces``
+    Capture is configured for the test to record into memory, with deterministic run ids
+    (``run-0001``, ``run-0002``...), step ids (``s1``, ``s2``... within each run) and a clock that
+    starts at 2026-01-01T00:00:00Z and advances one millisecond per reading. Reading the
+    fixture flushes capture first, so the runs finished so far are there::
+
+        def test_agent_cites_the_customer(captured_traces):
+            answer = support_agent("where is my order?")     # uses agentlens.run and @tool
+            trace = captured_traces.one()
+            assert trace.id == "run-0001"
+            assert [s.name for s in trace.steps] == ["get_customer", "search_orders"]
+
+    The previous capture configuration is restored after the test.
+
+``agentlens_store``
+    A fresh, private in-memory SQLite store (``sqlite:///:memory:``), closed after the test.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, overload
+
+import pytest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.capture import BatchExporter, CaptureStats, InMemoryExporter
+    from agentlens.model import Trace
+    from agentlens.store import TraceStore
+
+__all__ = [
+    "CLOCK_START",
+    "CapturedTraces",
+    "agentlens_store",
+    "captured_traces",
+    "deterministic_clock",
+    "deterministic_run_ids",
+]
+
+CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)
+"""Where the deterministic clock of :func:`captured_traces` starts."""
+
+
+def deterministic_clock(
+    start: datetime = CLOCK_START, step_ns: int = 1_000_000
+) -> Callable[[], int]:
+    """A thread-safe clock (nanoseconds since the epoch) that advances ``step_ns`` per reading."""
+    base = int(start.timestamp()) * 1_000_000_000
+    counter = itertools.count()
+    return lambda: base + next(counter) * step_ns
+
+
+def deterministic_run_ids(prefix: str = "run-") -> Callable[[], str]:
+    """A thread-safe run-id factory: ``run-0001``, ``run-0002``..."""
+    counter = itertools.count(1)
+    return lambda: f"{prefix}{next(counter):04d}"
+
+
+class CapturedTraces:
+    """The runs captured during a test, as :class:`~agentlens.model.Trace` objects.
+
+    Behaves like a list of the finished runs (``len``, indexing, iteration); every read flushes
+    capture first, so runs finished so far are included.
+    """
+
+    def __init__(self, exporter: InMemoryExporter, processor: BatchExporter) -> None:
+        self.exporter = exporter
+        self.processor = processor
+
+    @property
+    def traces(self) -> list[Trace]:
+        """Every run finished so far, in the order they finished."""
+        self.processor.flush(10.0)
+        return self.exporter.traces
+
+    def one(self) -> Trace:
+        """The only run captured; fails the test when there is not exactly one."""
+        traces = self.traces
+        if len(traces) != 1:
+            pytest.fail(f"expected exactly one captured run, got {len(traces)}")
+        return traces[0]
+
+    def clear(self) -> None:
+        """Forget the runs captured so far."""
+        self.processor.flush(10.0)
+        self.exporter.clear()
+
+    def stats(self) -> CaptureStats:
+        """The capture counters (exported, dropped, failed, pending)."""
+        return self.processor.stats()
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __iter__(self) -> Iterator[Trace]:
+        return iter(self.traces)
+
+    @overload
+    def __getitem__(self, index: int) -> Trace: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Trace]: ...
+    def __getitem__(self, index: int | slice) -> Trace | list[Trace]:
+        return self.traces[index]
+
+    def __repr__(self) -> str:
+        return f"<CapturedTraces {len(self.exporter.traces)} run(s)>"
+
+
+@pytest.fixture
+def captured_traces() -> Iterator[CapturedTraces]:
+    """Capture into memory for this test, with deterministic ids and clock."""
+    from agentlens.capture import BatchExporter, InMemoryExporter, _state
+    from agentlens.capture._convert import run_to_trace
+
+    exporter = InMemoryExporter()
+    processor = BatchExporter(exporter, convert=run_to_trace)
+    saved = _state.swap(
+        _state.Pipeline(enabled=True, processor=processor),
+        clock=deterministic_clock(),
+        run_ids=deterministic_run_ids(),
+    )
+    try:
+        yield CapturedTraces(exporter, processor)
+    finally:
+        _state.restore(saved)
+        processor.shutdown(10.0)
+
+
+@pytest.fixture
+def agentlens_store() -> Iterator[TraceStore]:
+    """A fresh in-memory store, closed after the test."""
+    from agentlens.store import open_store
+
+    store = open_store("sqlite:///:memory:")
+    try:
+        yield store
+    finally:
+        store.close()

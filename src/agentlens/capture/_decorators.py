@@ -122,6 +122,8 @@ def _begin(
 
 def _end(step: ActiveStep, result: Any) -> None:
     try:
+        if step._run._closed:  # finished after its run was exported: keep the export as it was
+            return
         step._output = jsonable(result)
         step._ended_ns = _state.now_ns()
         if step.kind is StepKind.LLM:
@@ -132,6 +134,8 @@ def _end(step: ActiveStep, result: Any) -> None:
 
 def _fail(step: ActiveStep, exc: BaseException, output: Any = None) -> None:
     try:
+        if step._run._closed:
+            return
         step._error = describe_error(exc)
         if output is not None:
             step._output = output
@@ -313,6 +317,8 @@ def _close(gen: Generator[Any, Any, Any], inner: Context) -> None:
 
 def _closed_early(step: ActiveStep, items: list[Any]) -> None:
     try:
+        if step._run._closed:
+            return
         step._output = items
         step._ended_ns = _state.now_ns()
         step.attributes["closed_early"] = True

@@ -148,7 +148,7 @@ class ActiveStep:
             if self._token is not None:
                 _reset(self._token)
                 self._token = None
-            if self._run._recording:
+            if self._run._recording and not self._run._closed:
                 self._ended_ns = _state.now_ns()
                 if exc is not None and self._error is None:
                     self._error = describe_error(exc)
@@ -205,7 +205,7 @@ class Run:
         self._recording = False
         self._seq = itertools.count(1)
         self._token: Token[Context | None] | None = None
-        self._entered = False
+        self._entered = 0
         self._closed = False
         self._output: Any = None
         self.steps: list[ActiveStep] = []
@@ -255,10 +255,10 @@ class Run:
     # -- context management -------------------------------------------------------------------
 
     def __enter__(self) -> Run:
-        if self._entered:
+        self._entered += 1
+        if self._entered > 1:
             logger.warning("agentlens: run %s entered twice; the second entry is ignored", self.id)
             return self
-        self._entered = True
         try:
             outer = _CTX.get()
             if outer is not None and outer[0]._recording and self._recording:
@@ -275,7 +275,8 @@ class Run:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._closed or not self._entered:
+        self._entered -= 1
+        if self._closed or self._entered != 0:
             return
         try:
             if self._token is not None:
