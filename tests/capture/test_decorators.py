@@ -308,7 +308,7 @@ def test_generator_return_value_send_and_throw(captured_traces: CapturedTraces) 
                 received = yield received
             except ValueError:
                 received = yield -1
-        return received  # noqa: B901
+        return received
 
     def drive() -> int:
         gen = echo()
