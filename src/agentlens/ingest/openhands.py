@@ -24,7 +24,8 @@ Mapping:
   ``output`` = the observation's ``content``, ``started_at`` / ``ended_at`` = the two events'
   times. The ``thought`` that came with the action is a ``thinking`` step before it.
   A command that exited with a non-zero code (``extras.metadata.exit_code``, or ``exit_code``)
-  has ``error`` = ``"exit code N"``; an ``error`` observation is the step's ``error``.
+  has ``error`` = ``"exit code N"``; an ``error`` observation, and a file-editor observation
+  (``read``, ``edit``, ``write``) whose content starts with ``ERROR:``, is the step's ``error``.
 - The token usage of the model response that chose a tool call
   (``tool_call_metadata.model_response.usage``) becomes ``input_tokens`` / ``output_tokens`` on
   that call's step (on the first call only when one response made several).
@@ -52,6 +53,8 @@ __all__ = ["read"]
 
 _BOOKKEEPING_ACTIONS = {"change_agent_state", "null"}
 _BOOKKEEPING_OBSERVATIONS = {"agent_state_changed", "null"}
+_EDITOR_OBSERVATIONS = {"read", "edit", "write"}
+"""Observations of the file editor, which reports a failed call as content starting ``ERROR:``."""
 _OLD_ACTION_META = {"action", "thought", "is_confirmed", "action_risk", "keep_prompt", "kernel_init_code"}
 
 
@@ -305,7 +308,9 @@ class _Builder:
             )
         step.ended_at = when
         content = event.get("content")
-        if observation == "error":
+        if observation == "error" or (
+            observation in _EDITOR_OBSERVATIONS and isinstance(content, str) and content.startswith("ERROR:")
+        ):
             step.error = content
         else:
             step.output = content

@@ -10,7 +10,9 @@ Mapping, per trajectory entry:
 - ``thought`` -> a ``thinking`` step (when not empty), with ``response`` in its attributes;
 - ``action`` -> a ``tool`` step: ``name`` = the command word (``open``, ``edit``, ``python``,
   ``submit``...), ``input`` = the action text, ``output`` = ``observation``; ``execution_time``
-  becomes ``attributes.duration_s``, ``state`` is kept (parsed when it is JSON).
+  becomes ``attributes.duration_s``, ``state`` is kept (parsed when it is JSON). An edit the
+  editor refused ("Your proposed edit has introduced new syntax error(s)...") is the step's
+  ``error`` rather than its ``output``: the call failed and the file is unchanged.
 
 The first ``system`` message of ``history`` becomes a ``system`` step and the first ``user``
 message the run's ``input``; ``info.submission`` is the run's ``output``; ``exit_status``
@@ -43,6 +45,8 @@ from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["command_name", "read"]
 
+_EDIT_REJECTED = "Your proposed edit has introduced new syntax error"
+"""How SWE-agent's editor reports an edit it refused (the file is left unchanged)."""
 _ENTRY_KEYS = {"action", "observation", "thought", "response", "state", "execution_time", "messages"}
 
 
@@ -177,13 +181,16 @@ def _from_trajectory(entries: list[Any], source: str, offset: int) -> list[Step]
         for key, value in entry.items():
             if key not in _ENTRY_KEYS:
                 attributes[key] = value
+        observation = entry.get("observation")
+        failed = isinstance(observation, str) and observation.lstrip().startswith(_EDIT_REJECTED)
         steps.append(
             Step(
                 id=sid(),
                 kind=StepKind.TOOL,
                 name=command_name(action),
                 input=action,
-                output=entry.get("observation"),
+                output=None if failed else observation,
+                error=observation if failed else None,
                 attributes=attributes,
             )
         )

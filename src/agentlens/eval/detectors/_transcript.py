@@ -289,9 +289,9 @@ def _call_text(call: _Call) -> str:
 
 
 def _first_line(value: Any, limit: int = 160) -> str:
-    text = text_of(value).strip()
-    line = text.splitlines()[0] if text else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    """The start of a value's text on one line (whitespace collapsed), at most ``limit`` chars."""
+    text = " ".join(text_of(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _detail(findings: Sequence[Finding], wasted: int, what: str) -> str:
