@@ -2,14 +2,32 @@
 
 ``open_store("sqlite:///agentlens.db")`` opens (and migrates) the embedded SQLite store;
 ``sqlite:///:memory:`` gives a private in-memory store. A bare path is taken as a SQLite file.
+
+``get_trace(run_id)`` and ``query_traces(since_hours=..., agent=...)`` read from the configured
+store (or ``db=``), opened once per process by :func:`shared_store`. The SQLite schema, its
+concurrency model and its migrations are described in :mod:`agentlens.store._sqlite`.
 """
 
 from __future__ import annotations
 
 from agentlens.errors import ConfigError
+from agentlens.store._api import close_shared_stores, get_trace, query_traces, shared_store
 from agentlens.store._protocol import RunFilter, RunSummary, TraceStore
+from agentlens.store._sqlite import SQLiteStore
 
-__all__ = ["DEFAULT_DB_URL", "RunFilter", "RunSummary", "TraceStore", "normalize_url", "open_store"]
+__all__ = [
+    "DEFAULT_DB_URL",
+    "RunFilter",
+    "RunSummary",
+    "SQLiteStore",
+    "TraceStore",
+    "close_shared_stores",
+    "get_trace",
+    "normalize_url",
+    "open_store",
+    "query_traces",
+    "shared_store",
+]
 
 DEFAULT_DB_URL = "sqlite:///agentlens.db"
 """The embedded default: ``agentlens.db`` in the current directory."""
@@ -40,8 +58,6 @@ def open_store(url: str | None = None) -> TraceStore:
     url = normalize_url(url)
     scheme = url.split("://", 1)[0].lower()
     if scheme == "sqlite":
-        from agentlens.store._sqlite import SQLiteStore
-
         return SQLiteStore(url)
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         raise ConfigError(

@@ -1,0 +1,121 @@
+"""The reading API: ``agentlens.get_trace`` and ``agentlens.query_traces``, over shared stores.
+
+Stores are opened once per URL per process (:func:`shared_store`) and reused, so repeated calls
+do not reopen or re-migrate the database.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agentlens.errors import ConfigError
+from agentlens.model import Trace
+from agentlens.store._protocol import RunFilter, TraceStore
+
+__all__ = ["close_shared_stores", "get_trace", "query_traces", "shared_store"]
+
+_stores: dict[str, TraceStore] = {}
+_lock = threading.Lock()
+
+
+def _cache_key(url: str) -> str:
+    """The same store under different spellings (relative or absolute path) has one key."""
+    if url.split("://", 1)[0].lower() != "sqlite":
+        return url
+    from agentlens.store._sqlite import parse_sqlite_url
+
+    path = parse_sqlite_url(url)
+    return "sqlite:///:memory:" if path is None else "sqlite:///" + str(Path(path).resolve())
+
+
+def shared_store(db: str | TraceStore | None = None) -> TraceStore:
+    """The process-wide store for ``db``, opened on first use and reused afterwards.
+
+    Args:
+        db: a store URL, a bare SQLite path, a store object (returned as is), or ``None`` for the
+            configured store (:func:`agentlens.configure`, ``AGENTLENS_DB``, the configuration
+            file, then ``sqlite:///agentlens.db``).
+
+    Raises:
+        ConfigError: the URL is invalid.
+        StoreError: the store cannot be opened.
+    """
+    if db is not None and not isinstance(db, str):
+        return db
+    from agentlens.store import normalize_url, open_store
+
+    if db is None:
+        from agentlens.config import load_settings
+
+        db = load_settings().db
+    url = normalize_url(db)
+    key = _cache_key(url)
+    with _lock:
+        store = _stores.get(key)
+        if store is None or getattr(store, "closed", False):
+            store = open_store(url)
+            _stores[key] = store
+        return store
+
+
+def close_shared_stores() -> None:
+    """Close and forget every store :func:`shared_store` opened (tests, shutdown)."""
+    with _lock:
+        stores = list(_stores.values())
+        _stores.clear()
+    for store in stores:
+        store.close()
+
+
+def get_trace(run_id: str, *, db: str | TraceStore | None = None) -> Trace:
+    """Return one stored run with its steps.
+
+    Args:
+        run_id: the run's id.
+        db: the store (see :func:`shared_store`); default: the configured store.
+
+    Raises:
+        RunNotFoundError: no run has this id.
+    """
+    return shared_store(db).get_trace(run_id)
+
+
+def query_traces(
+    *,
+    since_hours: float | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    agent: str | None = None,
+    project: str | None = None,
+    has_output: bool | None = None,
+    limit: int | None = None,
+    newest_first: bool = True,
+    db: str | TraceStore | None = None,
+) -> Iterator[Trace]:
+    """Iterate lazily over stored runs, newest first; the database is read page by page.
+
+    Args:
+        since_hours: only runs that started in the last ``since_hours`` hours.
+        start: only runs that started at or after this time (naive times are UTC).
+        end: only runs that started before this time.
+        agent: only runs of this agent role.
+        project: only runs of this project.
+        has_output: only runs that gave (``True``) or did not give (``False``) a final answer.
+        limit: at most this many runs.
+        newest_first: order by start time, newest first (default) or oldest first.
+        db: the store (see :func:`shared_store`); default: the configured store.
+
+    Raises:
+        ConfigError: ``since_hours`` is not positive, or is given together with ``start``.
+    """
+    if since_hours is not None:
+        if start is not None:
+            raise ConfigError("give since_hours or start, not both")
+        if isinstance(since_hours, bool) or not since_hours > 0:
+            raise ConfigError(f"since_hours must be a positive number, got {since_hours!r}")
+        start = datetime.now(UTC) - timedelta(hours=since_hours)
+    where = RunFilter(start=start, end=end, agent=agent, project=project, has_output=has_output)
+    return shared_store(db).query_traces(where, limit=limit, newest_first=newest_first)

@@ -1,0 +1,167 @@
+"""Numbered schema migrations of the SQLite store, tracked in the ``_agentlens_migrations`` table.
+
+Each :class:`Migration` has a version (1, 2, 3... with no gaps), a name and the SQL statements
+that bring a store from the previous version to this one. :func:`migrate` runs on every open:
+it applies, in one transaction, every migration the store has not seen yet and records each in
+``_agentlens_migrations(version, name, applied_at)``. A store whose highest recorded version is
+newer than the newest migration known here was written by a newer agentlens and is refused with
+:class:`~agentlens.errors.SchemaVersionError`, rather than being read wrongly.
+
+Never edit a released migration: add a new one. See :mod:`agentlens.store._sqlite` for what the
+tables hold.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from agentlens.errors import SchemaVersionError
+
+__all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "Migration", "latest_version", "migrate"]
+
+MIGRATIONS_TABLE = "_agentlens_migrations"
+"""The table that records which migrations a store has had."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One step of the schema's history."""
+
+    version: int
+    """The schema version this migration brings the store to."""
+    name: str
+    """A short description, recorded with the version."""
+    statements: tuple[str, ...]
+    """The SQL statements to run, in order, inside the migration transaction."""
+
+
+_INITIAL = Migration(
+    1,
+    "runs, steps, scores, score_modes",
+    (
+        # Runs: one row per run, the run's JSON without its steps in ``doc``.
+        """
+        CREATE TABLE runs (
+            key        INTEGER PRIMARY KEY,
+            id         TEXT    NOT NULL UNIQUE,
+            project    TEXT    NOT NULL,
+            agent      TEXT,
+            name       TEXT,
+            status     TEXT    NOT NULL,
+            started_at INTEGER,
+            ended_at   INTEGER,
+            sort_at    INTEGER NOT NULL,
+            has_output INTEGER NOT NULL,
+            step_count INTEGER NOT NULL,
+            release    TEXT,
+            doc        TEXT    NOT NULL
+        )
+        """,
+        "CREATE INDEX runs_by_time ON runs (sort_at, id)",
+        "CREATE INDEX runs_by_agent_time ON runs (agent, sort_at, id)",
+        "CREATE INDEX runs_by_project_time ON runs (project, sort_at, id)",
+        # Steps: one row per step, in run order; the step's JSON in ``doc``.
+        """
+        CREATE TABLE steps (
+            run_key    INTEGER NOT NULL,
+            position   INTEGER NOT NULL,
+            id         TEXT    NOT NULL,
+            parent_id  TEXT,
+            kind       TEXT    NOT NULL,
+            name       TEXT,
+            started_at INTEGER,
+            doc        TEXT    NOT NULL
+        )
+        """,
+        "CREATE UNIQUE INDEX steps_by_run ON steps (run_key, position)",
+        # Scores: one row per (run, scorer, scorer version), with run columns copied in for
+        # rate queries that need no join.
+        """
+        CREATE TABLE scores (
+            run_id         TEXT    NOT NULL,
+            scorer         TEXT    NOT NULL,
+            version        TEXT    NOT NULL,
+            verdict        TEXT    NOT NULL,
+            passed         INTEGER NOT NULL,
+            value          REAL,
+            detail         TEXT    NOT NULL,
+            error          TEXT,
+            finding_count  INTEGER NOT NULL,
+            scored_at      INTEGER NOT NULL,
+            run_project    TEXT    NOT NULL,
+            run_agent      TEXT,
+            run_release    TEXT,
+            run_started_at INTEGER,
+            doc            TEXT    NOT NULL,
+            PRIMARY KEY (run_id, scorer, version)
+        )
+        """,
+        "CREATE INDEX scores_by_scorer_time ON scores (scorer, version, run_started_at)",
+        "CREATE INDEX scores_by_time ON scores (run_started_at)",
+        # The failure modes a score found: one row per (score, mode).
+        """
+        CREATE TABLE score_modes (
+            run_id   TEXT    NOT NULL,
+            scorer   TEXT    NOT NULL,
+            version  TEXT    NOT NULL,
+            mode     TEXT    NOT NULL,
+            findings INTEGER NOT NULL,
+            PRIMARY KEY (run_id, scorer, version, mode)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX score_modes_by_scorer_mode ON score_modes (scorer, version, mode)",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL,)
+"""Every migration, oldest first. Versions are 1..N without gaps."""
+
+
+def latest_version(migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+    """The schema version a fully migrated store has."""
+    return migrations[-1].version if migrations else 0
+
+
+def migrate(
+    conn: sqlite3.Connection, where: str, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> int:
+    """Bring the store behind ``conn`` up to date, in one transaction; return its version.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``) and not in a transaction.
+
+    Raises:
+        SchemaVersionError: the store was written by a newer agentlens (``where`` names it).
+        sqlite3.Error: a migration failed; nothing of it was kept.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+            "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        (current,) = conn.execute(
+            f"SELECT ifnull(max(version), 0) FROM {MIGRATIONS_TABLE}"
+        ).fetchone()
+        newest = latest_version(migrations)
+        if current > newest:
+            raise SchemaVersionError(
+                f"{where}: the store has schema version {current}, newer than the {newest} this "
+                "agentlens knows; upgrade agentlens to read it"
+            )
+        for migration in migrations:
+            if migration.version <= current:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, datetime.now(UTC).isoformat()),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return newest

@@ -1,0 +1,840 @@
+"""The embedded SQLite store: :class:`SQLiteStore`.
+
+URLs: ``sqlite:///relative/path.db`` (relative to the working directory when opened),
+``sqlite:////absolute/path.db``, and ``sqlite:///:memory:`` (or ``sqlite://``) for a private
+in-memory store that lives as long as the :class:`SQLiteStore` object.
+
+Concurrency
+-----------
+File stores run in WAL mode with ``synchronous=NORMAL`` and a busy timeout. There is one writer
+connection, guarded by a lock, so writes of one process are serialised (and ``BEGIN IMMEDIATE``
+serialises writers of different processes). Reads go through a small pool of separate read-only
+connections, so a reader never waits for a writer: capture's background exporter thread can write
+while the application reads. Every read of a run (its row and its steps) happens in one read
+transaction, so it sees a consistent snapshot. The lazy iterators (:meth:`~SQLiteStore.query_traces`,
+:meth:`~SQLiteStore.list_runs`, :meth:`~SQLiteStore.unscored_run_ids`) page through the database
+by key (``sort_at, id``), holding no connection and no transaction between pages. An in-memory
+store has a single connection, so there reads and writes take turns.
+
+Writes
+------
+``put_traces`` is atomic per call: every run of the call is stored, or none is (one transaction,
+rows inserted with ``executemany`` in chunks). A run whose id is already stored is replaced: its
+steps, scores and score modes are deleted with it. A run identical to the stored one (same JSON,
+same steps) is left as it is, so importing a file twice changes nothing, and its scores stay.
+
+Schema (version 1; see :mod:`agentlens.store._migrations`)
+-----------------------------------------------------------
+Times are integers: microseconds since the Unix epoch, UTC. JSON columns (``doc``) hold compact
+JSON text, exactly as the model serialises it, so ``json_extract`` works on them.
+
+``runs`` — one row per run.
+    ``key`` INTEGER PRIMARY KEY (internal; steps refer to it), ``id`` TEXT UNIQUE (the run id),
+    ``project``, ``agent``, ``name``, ``status``, ``started_at``/``ended_at`` (µs or NULL),
+    ``sort_at`` (``started_at``, or -2**63 when the run has no start time, so such runs sort
+    before every dated run and among themselves by id), ``has_output`` (0/1), ``step_count``,
+    ``release`` (``metadata.release`` as text, or NULL), ``doc`` (the run's JSON without
+    ``steps``). Indexes: ``(sort_at, id)``, ``(agent, sort_at, id)``, ``(project, sort_at, id)``.
+    A time window ``start <= started_at < end`` is ``sort_at >= :start AND sort_at < :end AND
+    started_at IS NOT NULL``.
+
+``steps`` — one row per step.
+    ``run_key`` (= ``runs.key``), ``position`` (0-based order in the run), ``id``, ``parent_id``,
+    ``kind``, ``name``, ``started_at`` (µs or NULL), ``doc`` (the step's JSON). Unique index
+    ``(run_key, position)``. A run is read back as its ``doc`` with ``"steps": [step docs in
+    position order]`` appended.
+
+``scores`` — one row per (run, scorer, scorer version); primary key ``(run_id, scorer, version)``.
+    ``verdict`` (``passed``/``flagged``/``unverifiable``/``error``), ``passed`` (0/1), ``value``,
+    ``detail``, ``error``, ``finding_count``, ``scored_at`` (µs), ``doc`` (the Score's JSON), and
+    copies of the run's columns for rate queries without a join: ``run_project``, ``run_agent``,
+    ``run_release``, ``run_started_at``. They cannot go stale: a score exists only for a stored run
+    (``put_scores`` refuses others), and replacing or deleting a run deletes its scores. Indexes:
+    ``(scorer, version, run_started_at)``, ``(run_started_at)``.
+
+``score_modes`` — the failure modes each score found, one row per (score, mode).
+    ``run_id``, ``scorer``, ``version``, ``mode`` (a :class:`~agentlens.model.FailureMode`
+    value), ``findings`` (how many findings of that mode). Primary key
+    ``(run_id, scorer, version, mode)``; index ``(scorer, version, mode)``. A rate by mode is a
+    join of ``scores`` (window, denominator) with ``score_modes`` on the score's key.
+
+``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+
+from agentlens.errors import ConfigError, RunNotFoundError, SchemaVersionError, StoreError
+from agentlens.model import Score, Trace, utc
+from agentlens.store._migrations import migrate
+from agentlens.store._protocol import RunFilter, RunSummary
+
+__all__ = ["NO_TIME", "SQLiteStore", "from_us", "parse_sqlite_url", "to_us"]
+
+_T = TypeVar("_T")
+
+NO_TIME = -(2**63)
+"""``runs.sort_at`` of a run without ``started_at``: before every real time."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_US = timedelta(microseconds=1)
+_WRITE_CHUNK = 256
+"""Runs prepared and inserted per ``executemany`` round inside a write transaction."""
+_FIRST_PAGE = 32
+"""Runs in the first page of a lazy query: small, so the first result comes quickly."""
+_MAX_PAGE = 512
+"""Pages double in size up to this many runs."""
+_MAX_IDLE_READERS = 4
+_PAGE_SIZE = 16384
+"""SQLite page size of a new store: rows of 1-2 KB step JSON waste less space than at 4 KiB."""
+
+
+def to_us(value: datetime | None) -> int | None:
+    """Microseconds since the Unix epoch (UTC) of ``value``; a naive time is taken as UTC."""
+    if value is None:
+        return None
+    return (utc(value) - _EPOCH) // _US
+
+
+def from_us(value: int | None) -> datetime | None:
+    """The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
+    if value is None:
+        return None
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def parse_sqlite_url(url: str) -> Path | None:
+    """The file path a ``sqlite:`` URL names, or ``None`` for an in-memory store.
+
+    ``sqlite:///a/b.db`` is the relative path ``a/b.db``; ``sqlite:////a/b.db`` is ``/a/b.db``;
+    ``sqlite:///:memory:`` and ``sqlite://`` are in memory; ``~`` is expanded.
+
+    Raises:
+        ConfigError: the URL is not a ``sqlite://`` URL, or has a host or query part.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() != "sqlite":
+        raise ConfigError(f"{url!r} is not a SQLite URL; expected sqlite:///PATH")
+    if rest == "" or rest == "/:memory:":
+        return None
+    if not rest.startswith("/"):
+        raise ConfigError(
+            f"{url!r}: a SQLite URL has no host; use sqlite:///relative.db or sqlite:////abs.db"
+        )
+    if "?" in rest:
+        raise ConfigError(f"{url!r}: query parameters are not supported in a SQLite URL")
+    path = rest[1:]
+    if not path:
+        raise ConfigError(f"{url!r}: the SQLite URL names no file")
+    return Path(path).expanduser()
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A run turned into rows, ready to insert."""
+
+    run: tuple[Any, ...]
+    steps: list[tuple[Any, ...]]
+    doc: str
+    step_docs: list[str]
+
+
+class SQLiteStore:
+    """The embedded store: a SQLite file (WAL, one writer, pooled readers) or a private memory DB.
+
+    Implements :class:`agentlens.store.TraceStore`. Thread-safe. The schema is documented in
+    this module's docstring.
+
+    Args:
+        url: ``sqlite:///path``, ``sqlite:////abs/path`` or ``sqlite:///:memory:``.
+        timeout_s: how long a write waits for another process's write lock before failing.
+
+    Raises:
+        ConfigError: the URL is not a SQLite URL.
+        StoreError: the file cannot be opened or is not a SQLite database (the message names it).
+        SchemaVersionError: the store was written by a newer agentlens.
+    """
+
+    def __init__(self, url: str, *, timeout_s: float = 5.0) -> None:
+        self.url = url
+        path = parse_sqlite_url(url)
+        self._memory = path is None
+        self._path = None if path is None else path.absolute()
+        self._label = "sqlite:///:memory:" if self._path is None else str(self._path)
+        self._timeout_s = timeout_s
+        self._write_lock = threading.RLock()
+        self._pool_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._closed = False
+        self._writer = self._connect(write=True)
+        try:
+            migrate(self._writer, self._label)
+        except SchemaVersionError:
+            self._writer.close()
+            raise
+        except sqlite3.Error as exc:
+            self._writer.close()
+            raise StoreError(f"{self._label}: cannot open the store: {exc}") from None
+
+    # -- connections --------------------------------------------------------------------------
+
+    def _connect(self, *, write: bool) -> sqlite3.Connection:
+        target = ":memory:" if self._path is None else str(self._path)
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, timeout=self._timeout_s
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
+            if write and not self._memory:
+                conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # only applies to a new file
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA temp_store = MEMORY")
+            conn.execute(f"PRAGMA cache_size = {-65536 if write else -32768}")  # KiB
+            if not write:
+                conn.execute("PRAGMA query_only = ON")
+        except sqlite3.Error as exc:
+            if conn is not None:
+                conn.close()
+            hint = ""
+            if self._path is not None and not self._path.parent.is_dir():
+                hint = f" (the folder {self._path.parent} does not exist)"
+            raise StoreError(f"{self._label}: cannot open the store: {exc}{hint}") from None
+        return conn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self._label}: the store is closed")
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return StoreError(
+                f"{self._label}: the store is locked by another writer "
+                f"(waited {self._timeout_s:g} s)"
+            )
+        return StoreError(f"{self._label}: {text}")
+
+    def _acquire(self) -> sqlite3.Connection:
+        with self._pool_lock:
+            self._check_open()
+            if self._idle:
+                return self._idle.pop()
+        return self._connect(write=False)
+
+    def _release(self, conn: sqlite3.Connection) -> None:
+        with self._pool_lock:
+            if not self._closed and len(self._idle) < _MAX_IDLE_READERS:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work`` in one read transaction (a consistent snapshot)."""
+        if self._memory:
+            with self._write_lock:
+                self._check_open()
+                return self._in_read_tx(self._writer, work)
+        conn = self._acquire()
+        try:
+            return self._in_read_tx(conn, work)
+        finally:
+            self._release(conn)
+
+    def _in_read_tx(self, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        own = not conn.in_transaction  # a read from inside a write of this thread (memory store)
+        try:
+            if own:
+                conn.execute("BEGIN")
+            try:
+                return work(conn)
+            finally:
+                if own and conn.in_transaction:
+                    conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _write(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work`` in one write transaction: all of it is kept, or none of it."""
+        with self._write_lock:
+            self._check_open()
+            conn = self._writer
+            nested = conn.in_transaction
+            try:
+                conn.execute("SAVEPOINT agentlens_write" if nested else "BEGIN IMMEDIATE")
+                try:
+                    result = work(conn)
+                except BaseException:
+                    if nested:
+                        conn.execute("ROLLBACK TO agentlens_write")
+                        conn.execute("RELEASE agentlens_write")
+                    elif conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                conn.execute("RELEASE agentlens_write" if nested else "COMMIT")
+                return result
+            except sqlite3.Error as exc:
+                raise self._error(exc) from None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close every connection (a file store checkpoints its WAL). Safe to call twice."""
+        with self._write_lock:
+            if self._closed:
+                return
+            with self._pool_lock:
+                self._closed = True
+                idle, self._idle = self._idle, []
+            for conn in idle:
+                conn.close()
+            self._writer.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self.url!r})"
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version the store is at (the highest applied migration)."""
+        return self._read(
+            lambda c: int(
+                c.execute("SELECT ifnull(max(version), 0) FROM _agentlens_migrations").fetchone()[0]
+            )
+        )
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def put_traces(self, traces: Iterable[Trace]) -> int:
+        """Store (or replace) runs, atomically: every run of the call is stored, or none is.
+
+        Returns how many traces the call stored (one per item; an item identical to the stored
+        run counts, though nothing is rewritten and its scores stay).
+
+        Raises:
+            StoreError: an item is not a :class:`Trace`, a run has two steps with the same id, a
+                value cannot be serialised, or the database failed. Nothing of the call is kept.
+        """
+
+        def work(conn: sqlite3.Connection) -> int:
+            written = 0
+            chunk: list[Trace] = []
+            for trace in traces:
+                chunk.append(trace)
+                if len(chunk) >= _WRITE_CHUNK:
+                    self._put_chunk(conn, chunk, written)
+                    written += len(chunk)
+                    chunk = []
+            if chunk:
+                self._put_chunk(conn, chunk, written)
+                written += len(chunk)
+            return written
+
+        return self._write(work)
+
+    def _put_chunk(self, conn: sqlite3.Connection, chunk: list[Trace], offset: int) -> None:
+        prepared: dict[str, _Prepared] = {}
+        for index, trace in enumerate(chunk, offset):
+            if not isinstance(trace, Trace):
+                raise StoreError(
+                    f"{self._label}: item {index} given to put_traces is a "
+                    f"{type(trace).__name__}, not a Trace; nothing was written"
+                )
+            prepared[trace.id] = self._prepare(trace)
+        ids = json.dumps(list(prepared))
+        existing = conn.execute(
+            "SELECT key, id, doc FROM runs WHERE id IN (SELECT value FROM json_each(?))", (ids,)
+        ).fetchall()
+        replaced_keys: list[int] = []
+        replaced_ids: list[str] = []
+        for key, run_id, doc in existing:
+            new = prepared[run_id]
+            if doc == new.doc:
+                old_steps = [
+                    d
+                    for (d,) in conn.execute(
+                        "SELECT doc FROM steps WHERE run_key = ? ORDER BY position", (key,)
+                    )
+                ]
+                if old_steps == new.step_docs:
+                    del prepared[run_id]  # identical: nothing to do, scores stay
+                    continue
+            replaced_keys.append(key)
+            replaced_ids.append(run_id)
+        if replaced_keys:
+            self._delete(conn, replaced_keys, replaced_ids)
+        if not prepared:
+            return
+        (next_key,) = conn.execute("SELECT ifnull(max(key), 0) + 1 FROM runs").fetchone()
+        run_rows: list[tuple[Any, ...]] = []
+        step_rows: list[tuple[Any, ...]] = []
+        for key, item in enumerate(prepared.values(), next_key):
+            run_rows.append((key, *item.run))
+            step_rows.extend((key, *row) for row in item.steps)
+        conn.executemany(
+            "INSERT INTO runs (key, id, project, agent, name, status, started_at, ended_at,"
+            " sort_at, has_output, step_count, release, doc)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            run_rows,
+        )
+        conn.executemany(
+            "INSERT INTO steps (run_key, position, id, parent_id, kind, name, started_at, doc)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            step_rows,
+        )
+
+    def _prepare(self, trace: Trace) -> _Prepared:
+        seen: set[str] = set()
+        steps: list[tuple[Any, ...]] = []
+        step_docs: list[str] = []
+        try:
+            for position, step in enumerate(trace.steps):
+                if step.id in seen:
+                    raise StoreError(
+                        f"{self._label}: run {trace.id!r} has two steps with id {step.id!r}; "
+                        "nothing was written"
+                    )
+                seen.add(step.id)
+                doc = step.model_dump_json()
+                step_docs.append(doc)
+                steps.append(
+                    (
+                        position,
+                        step.id,
+                        step.parent_id,
+                        str(step.kind),
+                        step.name,
+                        to_us(step.started_at),
+                        doc,
+                    )
+                )
+            doc = trace.model_dump_json(exclude={"steps"})
+        except PydanticSerializationError as exc:
+            raise StoreError(
+                f"{self._label}: run {trace.id!r} cannot be serialised: {exc}; nothing was written"
+            ) from None
+        release = trace.metadata.get("release")
+        if release is not None and not isinstance(release, str):
+            release = json.dumps(release) if not isinstance(release, int | float) else str(release)
+        started = to_us(trace.started_at)
+        run = (
+            trace.id,
+            trace.project,
+            trace.agent,
+            trace.name,
+            trace.status,
+            started,
+            to_us(trace.ended_at),
+            NO_TIME if started is None else started,
+            int(trace.has_output),
+            len(trace.steps),
+            release,
+            doc,
+        )
+        return _Prepared(run=run, steps=steps, doc=doc, step_docs=step_docs)
+
+    @staticmethod
+    def _delete(conn: sqlite3.Connection, keys: list[int], run_ids: list[str]) -> None:
+        key_list = json.dumps(keys)
+        id_list = json.dumps(run_ids)
+        conn.execute(
+            "DELETE FROM steps WHERE run_key IN (SELECT value FROM json_each(?))", (key_list,)
+        )
+        conn.execute(
+            "DELETE FROM score_modes WHERE run_id IN (SELECT value FROM json_each(?))", (id_list,)
+        )
+        conn.execute(
+            "DELETE FROM scores WHERE run_id IN (SELECT value FROM json_each(?))", (id_list,)
+        )
+        conn.execute("DELETE FROM runs WHERE key IN (SELECT value FROM json_each(?))", (key_list,))
+
+    def get_trace(self, run_id: str) -> Trace:
+        """Return one run with its steps.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+        """
+
+        def work(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT key, doc FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return None
+            steps = conn.execute(
+                "SELECT doc FROM steps WHERE run_key = ? ORDER BY position", (row[0],)
+            ).fetchall()
+            return _assemble(row[1], [d for (d,) in steps])
+
+        text = self._read(work)
+        if text is None:
+            raise RunNotFoundError(run_id)
+        return self._load(run_id, text)
+
+    def _load(self, run_id: str, text: str) -> Trace:
+        try:
+            return Trace.model_validate_json(text)
+        except ValidationError as exc:
+            raise StoreError(
+                f"{self._label}: run {run_id!r} is stored in a form this agentlens cannot read: "
+                f"{exc.errors()[0]['msg'] if exc.errors() else exc}"
+            ) from None
+
+    def query_traces(
+        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[Trace]:
+        """Iterate lazily over the runs that match, with their steps.
+
+        Order: by ``started_at`` (then id), newest first unless ``newest_first=False``; runs
+        without ``started_at`` sort before every dated run (so last when newest first). Pages of
+        runs are read one at a time (32 runs first, doubling up to 512), each in one snapshot.
+        """
+        _check_limit(limit)
+        filter_sql = _filter_sql(where)
+
+        def fetch(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
+            keys = [row[2] for row in rows]
+            by_key: dict[int, list[str]] = {key: [] for key in keys}
+            for key, doc in conn.execute(
+                "SELECT run_key, doc FROM steps WHERE run_key IN (SELECT value FROM json_each(?))"
+                " ORDER BY run_key, position",
+                (json.dumps(keys),),
+            ):
+                by_key[key].append(doc)
+            return [(row[1], _assemble(row[3], by_key[row[2]])) for row in rows]
+
+        def iterate() -> Iterator[Trace]:
+            for page in self._pages(filter_sql, "r.key, r.doc", fetch, limit, newest_first):
+                for run_id, text in page:
+                    yield self._load(run_id, text)
+
+        return iterate()
+
+    def list_runs(
+        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[RunSummary]:
+        """Iterate lazily over summaries of the runs that match (no steps loaded).
+
+        Same order as :meth:`query_traces`.
+        """
+        _check_limit(limit)
+        filter_sql = _filter_sql(where)
+        columns = (
+            "r.project, r.agent, r.name, r.status, r.started_at, r.ended_at, r.step_count,"
+            " r.has_output, json_extract(r.doc, '$.metadata')"
+        )
+
+        def fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[RunSummary]:
+            return [
+                RunSummary(
+                    id=row[1],
+                    project=row[2],
+                    agent=row[3],
+                    name=row[4],
+                    status=row[5],
+                    started_at=from_us(row[6]),
+                    ended_at=from_us(row[7]),
+                    step_count=row[8],
+                    has_output=bool(row[9]),
+                    metadata=json.loads(row[10]) if row[10] else {},
+                )
+                for row in rows
+            ]
+
+        def iterate() -> Iterator[RunSummary]:
+            for page in self._pages(filter_sql, columns, fetch, limit, newest_first):
+                yield from page
+
+        return iterate()
+
+    def count_runs(self, where: RunFilter | None = None) -> int:
+        """How many runs match."""
+        clauses, params = _filter_sql(where).sql()
+        sql = "SELECT count(*) FROM runs r" + _where_clause(clauses)
+        return int(self._read(lambda c: c.execute(sql, params).fetchone()[0]))
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        """Delete runs with their steps and scores. Returns how many runs were deleted."""
+        ids = list(dict.fromkeys(_as_ids(run_ids)))
+
+        def work(conn: sqlite3.Connection) -> int:
+            keys = [
+                k
+                for (k,) in conn.execute(
+                    "SELECT key FROM runs WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(ids),),
+                )
+            ]
+            self._delete(conn, keys, ids)
+            return len(keys)
+
+        return self._write(work) if ids else 0
+
+    def _pages(
+        self,
+        filter_sql: _FilterSQL,
+        columns: str,
+        fetch: Callable[[sqlite3.Connection, list[tuple[Any, ...]]], list[_T]],
+        limit: int | None,
+        newest_first: bool,
+    ) -> Iterator[list[_T]]:
+        """Keyset pagination over ``runs`` by ``(sort_at, id)``; one read transaction per page.
+
+        Each row handed to ``fetch`` starts with ``sort_at, id`` followed by ``columns``.
+        """
+        order = "DESC" if newest_first else "ASC"
+        after_op = "<" if newest_first else ">"
+        after: tuple[int, str] | None = None
+        remaining = limit
+        size = _FIRST_PAGE
+        while remaining is None or remaining > 0:
+            n = size if remaining is None else min(size, remaining)
+            # After the first page the key cursor replaces the window bound it makes redundant,
+            # so the index range starts at the cursor instead of re-skipping earlier pages.
+            page_clauses, page_params = filter_sql.sql(
+                low=after is None or newest_first, high=after is None or not newest_first
+            )
+            if after is not None:
+                page_clauses.append(f"(r.sort_at, r.id) {after_op} (?, ?)")
+                page_params.extend(after)
+            sql = (
+                f"SELECT r.sort_at, r.id, {columns} FROM runs r"
+                + _where_clause(page_clauses)
+                + f" ORDER BY r.sort_at {order}, r.id {order} LIMIT ?"
+            )
+            page_params.append(n)
+
+            def work(
+                conn: sqlite3.Connection, sql: str = sql, page_params: list[Any] = page_params
+            ) -> tuple[list[tuple[Any, ...]], list[_T]]:
+                rows = conn.execute(sql, page_params).fetchall()
+                return rows, fetch(conn, rows)
+
+            rows, items = self._read(work)
+            if items:
+                yield items
+            if len(rows) < n:
+                return
+            after = (rows[-1][0], rows[-1][1])
+            if remaining is not None:
+                remaining -= len(rows)
+            size = min(size * 2, _MAX_PAGE)
+
+    # -- scores -------------------------------------------------------------------------------
+
+    def put_scores(self, scores: Iterable[Score]) -> int:
+        """Store scores, replacing any earlier score of the same (run, scorer, version).
+
+        Atomic like :meth:`put_traces`. Returns how many scores were written.
+
+        Raises:
+            RunNotFoundError: a score is for a run that is not stored (nothing was written).
+            StoreError: an item is not a :class:`Score`, or the database failed.
+        """
+
+        def work(conn: sqlite3.Connection) -> int:
+            written = 0
+            chunk: list[Score] = []
+            for score in scores:
+                chunk.append(score)
+                if len(chunk) >= _WRITE_CHUNK:
+                    self._put_score_chunk(conn, chunk, written)
+                    written += len(chunk)
+                    chunk = []
+            if chunk:
+                self._put_score_chunk(conn, chunk, written)
+                written += len(chunk)
+            return written
+
+        return self._write(work)
+
+    def _put_score_chunk(self, conn: sqlite3.Connection, chunk: list[Score], offset: int) -> None:
+        for index, score in enumerate(chunk, offset):
+            if not isinstance(score, Score):
+                raise StoreError(
+                    f"{self._label}: item {index} given to put_scores is a "
+                    f"{type(score).__name__}, not a Score; nothing was written"
+                )
+        run_ids = list(dict.fromkeys(s.run_id for s in chunk))
+        runs = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                "SELECT id, project, agent, release, started_at FROM runs"
+                " WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(run_ids),),
+            )
+        }
+        for run_id in run_ids:
+            if run_id not in runs:
+                raise RunNotFoundError(run_id)
+        latest: dict[tuple[str, str, str], Score] = {}
+        for score in chunk:  # a later score of the same key in the call wins
+            latest[(score.run_id, score.scorer, score.version)] = score
+        score_rows: list[tuple[Any, ...]] = []
+        mode_rows: list[tuple[Any, ...]] = []
+        for key, score in latest.items():
+            project, agent, release, started_at = runs[score.run_id]
+            score_rows.append(
+                (
+                    *key,
+                    str(score.verdict),
+                    int(score.passed),
+                    score.value,
+                    score.detail,
+                    score.error,
+                    len(score.findings),
+                    to_us(score.scored_at),
+                    project,
+                    agent,
+                    release,
+                    started_at,
+                    score.model_dump_json(),
+                )
+            )
+            counts = Counter(f.failure_mode for f in score.findings if f.failure_mode is not None)
+            mode_rows.extend((*key, str(mode), n) for mode, n in counts.items())
+        conn.executemany(
+            "DELETE FROM score_modes WHERE run_id = ? AND scorer = ? AND version = ?",
+            list(latest),
+        )
+        conn.executemany(
+            "INSERT OR REPLACE INTO scores (run_id, scorer, version, verdict, passed, value,"
+            " detail, error, finding_count, scored_at, run_project, run_agent, run_release,"
+            " run_started_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            score_rows,
+        )
+        conn.executemany(
+            "INSERT INTO score_modes (run_id, scorer, version, mode, findings)"
+            " VALUES (?, ?, ?, ?, ?)",
+            mode_rows,
+        )
+
+    def get_scores(self, run_id: str) -> list[Score]:
+        """Every stored score of one run (all scorers, all versions), oldest first.
+
+        An unknown run has no scores (an empty list).
+        """
+        docs = self._read(
+            lambda c: c.execute(
+                "SELECT doc FROM scores WHERE run_id = ? ORDER BY scored_at, scorer, version",
+                (run_id,),
+            ).fetchall()
+        )
+        return [Score.model_validate_json(doc) for (doc,) in docs]
+
+    def unscored_run_ids(
+        self, scorer: str, version: str, where: RunFilter | None = None, *, limit: int | None = None
+    ) -> Iterator[str]:
+        """Ids of matching runs with no score from ``scorer`` at ``version``, oldest first.
+
+        Lazy, paged like :meth:`query_traces`; each page is an index scan over the window with
+        an anti-join (``NOT EXISTS``) on the scores' primary key.
+        """
+        _check_limit(limit)
+        filter_sql = _filter_sql(where).plus(
+            "NOT EXISTS (SELECT 1 FROM scores s"
+            " WHERE s.run_id = r.id AND s.scorer = ? AND s.version = ?)",
+            scorer,
+            version,
+        )
+
+        def iterate() -> Iterator[str]:
+            for page in self._pages(
+                filter_sql, "1", lambda _, rows: [r[1] for r in rows], limit, False
+            ):
+                yield from page
+
+        return iterate()
+
+
+def _assemble(doc: str, step_docs: list[str]) -> str:
+    """A run's JSON from its stored doc (which ends with ``}``) and its steps' JSON."""
+    return f'{doc[:-1]},"steps":[{",".join(step_docs)}]}}'
+
+
+def _check_limit(limit: int | None) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ConfigError(f"limit must be a non-negative integer, got {limit!r}")
+
+
+def _as_ids(run_ids: Iterable[str]) -> list[str]:
+    if isinstance(run_ids, str):
+        return [run_ids]
+    ids = list(run_ids)
+    for run_id in ids:
+        if not isinstance(run_id, str):
+            raise StoreError(f"a run id must be a string, got {type(run_id).__name__}")
+    return ids
+
+
+def _where_clause(clauses: list[str]) -> str:
+    return " WHERE " + " AND ".join(clauses) if clauses else ""
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterSQL:
+    """A :class:`RunFilter` as SQL on ``runs r``: the time bounds (µs) apart from the rest, so
+    that a page query can replace the bound its key cursor makes redundant."""
+
+    low: int | None
+    high: int | None
+    clauses: tuple[str, ...]
+    params: tuple[Any, ...]
+
+    def sql(self, *, low: bool = True, high: bool = True) -> tuple[list[str], list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.low is not None and low:
+            clauses.append("r.sort_at >= ?")
+            params.append(self.low)
+        if self.high is not None and high:
+            clauses.append("r.sort_at < ?")
+            params.append(self.high)
+        if self.low is not None or self.high is not None:
+            clauses.append("r.started_at IS NOT NULL")
+        return [*clauses, *self.clauses], [*params, *self.params]
+
+    def plus(self, clause: str, *params: Any) -> _FilterSQL:
+        return _FilterSQL(self.low, self.high, (*self.clauses, clause), (*self.params, *params))
+
+
+def _filter_sql(where: RunFilter | None) -> _FilterSQL:
+    """The SQL of a :class:`RunFilter` (``start <= started_at < end`` and equalities)."""
+    if where is None:
+        return _FilterSQL(None, None, (), ())
+    clauses: list[str] = []
+    params: list[Any] = []
+    if where.agent is not None:
+        clauses.append("r.agent = ?")
+        params.append(where.agent)
+    if where.project is not None:
+        clauses.append("r.project = ?")
+        params.append(where.project)
+    if where.has_output is not None:
+        clauses.append("r.has_output = ?")
+        params.append(int(where.has_output))
+    if where.run_ids is not None:
+        clauses.append("r.id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(_as_ids(where.run_ids)))
+    return _FilterSQL(to_us(where.start), to_us(where.end), tuple(clauses), tuple(params))
