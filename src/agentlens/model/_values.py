@@ -38,10 +38,12 @@ def _convert(value: Any, depth: int) -> Any:
         return value
     if depth >= _MAX_DEPTH:
         return {"type": _type_name(value), "repr": _safe_repr(value)}
+    # Elements go through to_jsonable (not _convert) so that one bad element is recorded as
+    # unrepresentable on its own instead of spoiling its whole container.
     if isinstance(value, Mapping):
-        return {str(k): _convert(v, depth + 1) for k, v in value.items()}
+        return {str(k): to_jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_convert(v, depth + 1) for v in value]
+        return [to_jsonable(v, depth + 1) for v in value]
     if isinstance(value, enum.Enum):
         return _convert(value.value, depth + 1)
     if isinstance(value, _dt.datetime | _dt.date | _dt.time):
