@@ -1,0 +1,187 @@
+"""The bounded background exporter: batching, flush, drops when full, failures, shutdown."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import pytest
+
+from agentlens.capture import BatchExporter, Exporter, ExportResult, InMemoryExporter
+from agentlens.model import Trace
+
+
+class GatedExporter(Exporter):
+    """Blocks in export() until released; says when it has entered."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def export(self, traces: Sequence[Trace]) -> ExportResult:
+        self.entered.set()
+        self.release.wait(10)
+        self.batches.append([t.id for t in traces])
+        return ExportResult.success(len(traces))
+
+
+class FailingExporter(Exporter):
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.calls = 0
+
+    def export(self, traces: Sequence[Trace]) -> ExportResult:
+        self.calls += 1
+        if self.mode == "raise":
+            raise OSError("disk full")
+        return ExportResult.failure("server said 503")
+
+
+def _trace(i: int) -> Trace:
+    return Trace(id=f"run-{i}", agent="a")
+
+
+def test_batches_are_exported_in_order_and_flush_waits_for_them() -> None:
+    exporter = InMemoryExporter()
+    batcher = BatchExporter(exporter, batch_size=3, flush_interval=60)
+    try:
+        for i in range(7):
+            assert batcher.submit(_trace(i))
+        assert batcher.flush(10)
+        assert [t.id for t in exporter.traces] == [f"run-{i}" for i in range(7)]
+        stats = batcher.stats()
+        assert (stats.exported, stats.dropped, stats.failed, stats.pending) == (7, 0, 0, 0)
+    finally:
+        batcher.shutdown(10)
+
+
+def test_batch_size_bounds_each_export_call() -> None:
+    exporter = GatedExporter()
+    exporter.release.set()
+    batcher = BatchExporter(exporter, batch_size=2, flush_interval=60)
+    try:
+        for i in range(5):
+            batcher.submit(_trace(i))
+        assert batcher.flush(10)
+        assert all(1 <= len(b) <= 2 for b in exporter.batches)
+        assert [i for b in exporter.batches for i in b] == [f"run-{i}" for i in range(5)]
+    finally:
+        batcher.shutdown(10)
+
+
+def test_a_full_queue_drops_counts_and_logs_without_blocking(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exporter = GatedExporter()
+    batcher = BatchExporter(exporter, max_queue=3, batch_size=1, flush_interval=60)
+    try:
+        batcher.submit(_trace(0))
+        assert exporter.entered.wait(10)  # the worker holds run-0 and is stuck in export()
+        accepted = [batcher.submit(_trace(i)) for i in range(1, 11)]
+        assert accepted == [True] * 3 + [False] * 7
+        stats = batcher.stats()
+        assert (stats.dropped, stats.pending) == (7, 3)
+        # Logged once (rate-limited), through the "agentlens" logger.
+        full = [r for r in caplog.records if "queue full" in r.getMessage()]
+        assert len(full) == 1 and full[0].name == "agentlens"
+        exporter.release.set()
+        assert batcher.flush(10)
+        assert batcher.stats().exported == 4
+    finally:
+        exporter.release.set()
+        batcher.shutdown(10)
+
+
+@pytest.mark.parametrize("mode", ["raise", "result"])
+def test_exporter_failures_are_counted_and_logged(
+    mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    exporter = FailingExporter(mode)
+    batcher = BatchExporter(exporter, batch_size=2, flush_interval=60)
+    try:
+        for i in range(4):
+            assert batcher.submit(_trace(i))
+        assert batcher.flush(10)
+        stats = batcher.stats()
+        assert (stats.exported, stats.failed) == (0, 4)
+        messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        expected = "OSError: disk full" if mode == "raise" else "server said 503"
+        assert len(messages) == 1 and expected in messages[0]
+    finally:
+        batcher.shutdown(10)
+
+
+def test_flush_times_out_when_the_exporter_is_stuck() -> None:
+    exporter = GatedExporter()
+    batcher = BatchExporter(exporter, batch_size=1, flush_interval=60)
+    try:
+        batcher.submit(_trace(0))
+        assert exporter.entered.wait(10)
+        assert batcher.flush(0.05) is False
+        exporter.release.set()
+        assert batcher.flush(10) is True
+    finally:
+        exporter.release.set()
+        batcher.shutdown(10)
+
+
+def test_shutdown_exports_what_is_queued_then_drops() -> None:
+    exporter = InMemoryExporter()
+    batcher = BatchExporter(exporter, batch_size=100, flush_interval=60)
+    for i in range(3):
+        batcher.submit(_trace(i))
+    batcher.shutdown(10)
+    assert len(exporter.traces) == 3
+    assert batcher.submit(_trace(9)) is False
+    assert batcher.stats().dropped == 1
+    batcher.shutdown(10)  # idempotent
+    assert exporter.export([_trace(10)]).ok is False  # the in-memory exporter was shut down
+
+
+def test_flush_with_nothing_submitted_does_not_start_a_thread() -> None:
+    batcher = BatchExporter(InMemoryExporter())
+    assert batcher.flush(1)
+    assert not any(t.name == "agentlens-export" and t is batcher._thread for t in threading.enumerate())
+    batcher.shutdown(1)
+
+
+def test_a_conversion_failure_is_counted_as_failed(caplog: pytest.LogCaptureFixture) -> None:
+    def convert(item: object) -> Trace:
+        if item == "bad":
+            raise ValueError("cannot convert")
+        return _trace(int(str(item)))
+
+    exporter = InMemoryExporter()
+    batcher = BatchExporter(exporter, convert=convert, flush_interval=60)
+    try:
+        for item in ("1", "bad", "2"):
+            batcher.submit(item)
+        assert batcher.flush(10)
+        assert [t.id for t in exporter.traces] == ["run-1", "run-2"]
+        assert (batcher.stats().exported, batcher.stats().failed) == (2, 1)
+        assert "cannot convert" in caplog.text
+    finally:
+        batcher.shutdown(10)
+
+
+def test_many_threads_submitting_lose_nothing() -> None:
+    exporter = InMemoryExporter()
+    batcher = BatchExporter(exporter, max_queue=100_000, batch_size=50, flush_interval=60)
+    try:
+
+        def worker(n: int) -> None:
+            for i in range(500):
+                batcher.submit(_trace(n * 1000 + i))
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert batcher.flush(30)
+        assert len({t.id for t in exporter.traces}) == 2000
+        assert batcher.stats().exported == 2000
+    finally:
+        batcher.shutdown(10)
