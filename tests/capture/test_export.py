@@ -143,7 +143,9 @@ def test_shutdown_exports_what_is_queued_then_drops() -> None:
 def test_flush_with_nothing_submitted_does_not_start_a_thread() -> None:
     batcher = BatchExporter(InMemoryExporter())
     assert batcher.flush(1)
-    assert not any(t.name == "agentlens-export" and t is batcher._thread for t in threading.enumerate())
+    assert not any(
+        t.name == "agentlens-export" and t is batcher._thread for t in threading.enumerate()
+    )
     batcher.shutdown(1)
 
 

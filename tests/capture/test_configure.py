@@ -1,0 +1,174 @@
+"""Configuration: no-op by default, AGENTLENS_DB, AGENTLENS_DISABLED, configure() arguments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import agentlens
+from agentlens import config
+from agentlens.capture import InMemoryExporter, StoreExporter, _state, is_enabled, stats
+from agentlens.errors import ConfigError
+
+
+@agentlens.tool
+def double(x: int) -> int:
+    return 2 * x
+
+
+def _export_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "agentlens-export" and t.is_alive())
+
+
+def test_nothing_configured_is_a_no_op(fresh_capture: None) -> None:
+    threads_before = _export_threads()
+    with agentlens.run(agent="a", input="q") as run:
+        assert double(2) == 4
+        step = run.step("tool", "manual", output="x")
+        run.output = "answer"
+        assert agentlens.current_run() is run
+    assert run.recording is False and is_enabled() is False
+    assert run.steps == [] and step.output is None
+    assert run.output == "answer" and run.status == "ok"
+    assert agentlens.flush(1) is True
+    assert stats() == agentlens.capture.CaptureStats()
+    assert _export_threads() == threads_before
+
+
+def test_agentlens_db_turns_capture_on(
+    fresh_capture: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AGENTLENS_DB", f"sqlite:///{tmp_path}/env.db")
+    assert is_enabled() is True
+    pipeline = _state.current()
+    assert pipeline.processor is not None
+    exporter = pipeline.processor.exporter
+    assert isinstance(exporter, StoreExporter)
+    assert exporter.url == f"sqlite:///{tmp_path}/env.db"
+
+
+def test_agentlens_disabled_wins_over_agentlens_db(
+    fresh_capture: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AGENTLENS_DB", f"sqlite:///{tmp_path}/env.db")
+    monkeypatch.setenv("AGENTLENS_DISABLED", "1")
+    assert is_enabled() is False
+
+
+def test_agentlens_disabled_wins_over_configure_but_not_over_enabled_true(
+    fresh_capture: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTLENS_DISABLED", "true")
+    agentlens.configure(exporter=InMemoryExporter())
+    assert is_enabled() is False
+    exporter = InMemoryExporter()
+    agentlens.configure(exporter=exporter, enabled=True)
+    with agentlens.run():
+        double(1)
+    agentlens.flush(10)
+    assert len(exporter.traces) == 1
+
+
+def test_configure_db_sets_the_configured_store_url(fresh_capture: None, tmp_path: Path) -> None:
+    agentlens.configure(db=str(tmp_path / "bare.db"), project="billing")
+    assert config.load_settings(use_file=False).db == f"sqlite:///{tmp_path}/bare.db"
+    with agentlens.run() as run:
+        pass
+    assert run.project == "billing"
+
+
+def test_configure_without_db_uses_the_environment(
+    fresh_capture: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("AGENTLENS_DB", f"sqlite:///{tmp_path}/env.db")
+    agentlens.configure()
+    processor = _state.current().processor
+    assert processor is not None and isinstance(processor.exporter, StoreExporter)
+    assert processor.exporter.url == f"sqlite:///{tmp_path}/env.db"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"db": "sqlite:///x.db", "exporter": InMemoryExporter()}, "either db or exporter"),
+        ({"max_queue": 0}, "max_queue"),
+        ({"batch_size": -1}, "batch_size"),
+        ({"flush_interval": 0}, "flush_interval"),
+        ({"exporter": object()}, r"no export\(\) method"),
+        ({"db": "mysql://host/db"}, "unknown store URL scheme 'mysql'"),
+    ],
+)
+def test_configure_rejects_bad_arguments(
+    fresh_capture: None, kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        agentlens.configure(**kwargs)  # type: ignore[arg-type]
+
+
+def test_reconfiguring_exports_pending_runs_to_the_old_destination(fresh_capture: None) -> None:
+    first, second = InMemoryExporter(), InMemoryExporter()
+    agentlens.configure(exporter=first, flush_interval=60)
+    with agentlens.run(agent="one"):
+        double(1)
+    agentlens.configure(exporter=second, flush_interval=60)
+    with agentlens.run(agent="two"):
+        double(2)
+    agentlens.flush(10)
+    assert [t.agent for t in first.traces] == ["one"]
+    assert [t.agent for t in second.traces] == ["two"]
+
+
+def test_configure_with_an_open_store(fresh_capture: None) -> None:
+    class FakeStore:
+        url = "fake://store"
+
+        def __init__(self) -> None:
+            self.written: list[str] = []
+
+        def put_traces(self, traces: list[agentlens.Trace]) -> int:
+            self.written.extend(t.id for t in traces)
+            return len(traces)
+
+    store = FakeStore()
+    agentlens.configure(db=store, flush_interval=60)  # type: ignore[arg-type]
+    with agentlens.run(run_id="r1"):
+        pass
+    agentlens.flush(10)
+    assert store.written == ["r1"]
+    assert stats().exported == 1
+
+
+def test_runs_left_at_exit_are_exported_by_the_atexit_hook(tmp_path: Path) -> None:
+    out = tmp_path / "exported.txt"
+    script = f"""
+import agentlens
+from agentlens.capture import Exporter, ExportResult
+
+class FileExporter(Exporter):
+    def export(self, traces):
+        with open({str(out)!r}, "a") as f:
+            for t in traces:
+                f.write(t.id + " " + t.status + "\\n")
+        return ExportResult.success(len(traces))
+
+agentlens.configure(exporter=FileExporter(), flush_interval=3600)
+for i in range(3):
+    with agentlens.run(run_id=f"r{{i}}") as run:
+        run.output = i
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
+    assert out.read_text().split("\n") == ["r0 ok", "r1 ok", "r2 ok", ""]
+
+
+def test_importing_capture_is_light() -> None:
+    code = (
+        "import sys, agentlens.capture, agentlens.testing; "
+        "print([m for m in ('sqlite3', 'httpx', 'agentlens.store._sqlite', 'opentelemetry')"
+        " if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
