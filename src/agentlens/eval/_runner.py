@@ -1,0 +1,406 @@
+"""Score stored runs in batch: incremental, resumable, optionally in parallel processes.
+
+:func:`score_runs` re-scores history from the stored evidence, without re-running the agent:
+
+- **Incremental.** A run is scored by a scorer only when the store has no result of that scorer at
+  its *current* version for the run's agent role (``resolve_scorer(name, agent,
+  settings).stored_version``: the declared version, plus a hash of the options configured for
+  the role). Bumping a scorer's version, or changing its options, re-scores history; running the
+  same batch twice scores nothing the second time. ``rescore=True`` scores every selected run.
+- **Resumable.** Runs are taken from the store in chunks and each chunk's scores are written
+  (atomically) as soon as it is done, so an interrupted batch loses at most the chunks in flight:
+  running it again continues where it stopped.
+- **Parallel.** With ``workers > 1`` the traces are scored in that many processes (``spawn``
+  start method): each worker opens the store by its URL and reads the traces of the chunks it is
+  given; the parent alone writes scores (one writer).
+- **Flat memory.** Run ids stream from the store chunk by chunk; at most ``2 * workers`` chunks are
+  in flight.
+
+A scorer that raises gives an ``error`` score for that run; the batch goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import importlib
+import inspect
+import multiprocessing
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from agentlens.config import Settings
+from agentlens.errors import ConfigError, ScorerError
+from agentlens.eval._evidence import Evidence
+from agentlens.eval._scorer import Scorer, get_scorer, resolve_scorer
+from agentlens.model import Score, ScoreResult, Trace
+from agentlens.store import RunFilter
+
+__all__ = ["ScoreSummary", "ScoringInterrupted", "score_runs"]
+
+ProgressFn = Callable[[int, int], None]
+"""``progress(done, total)``: runs examined so far, of the runs selected."""
+
+ScoresFn = Callable[[list[Score]], None]
+"""``on_scores(batch)``: called with each batch of new scores, right after it is stored."""
+
+
+@dataclass
+class ScoreSummary:
+    """What a batch did."""
+
+    selected: int = 0
+    """Runs the selection matched when the batch started."""
+    examined: int = 0
+    """Runs looked at so far."""
+    scored_runs: int = 0
+    """Runs that got at least one new score."""
+    scores_written: int = 0
+    """New scores stored."""
+    skipped: int = 0
+    """Runs every selected scorer had already scored at its current version."""
+    verdicts: Counter[str] = field(default_factory=Counter)
+    """New scores by verdict."""
+    elapsed: float = 0.0
+    """Wall time in seconds."""
+    interrupted: bool = False
+    """True when the batch stopped early (run it again to continue)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of the summary."""
+        return {
+            "selected": self.selected,
+            "examined": self.examined,
+            "scored_runs": self.scored_runs,
+            "scores_written": self.scores_written,
+            "skipped": self.skipped,
+            "verdicts": dict(sorted(self.verdicts.items())),
+            "elapsed": round(self.elapsed, 3),
+            "interrupted": self.interrupted,
+        }
+
+
+class ScoringInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or another KeyboardInterrupt) stopped a batch; ``summary`` says how far it got.
+
+    Everything in ``summary.scores_written`` is stored: running the batch again continues.
+    """
+
+    def __init__(self, summary: ScoreSummary) -> None:
+        super().__init__(f"interrupted after {summary.examined} of {summary.selected} runs")
+        self.summary = summary
+
+
+# A unit of work: each run id with the names of the scorers it still needs.
+_Job = list[tuple[str, list[str]]]
+
+
+def score_runs(
+    store: Any,
+    scorers: Sequence[str | Scorer] | None = None,
+    where: RunFilter | None = None,
+    *,
+    rescore: bool = False,
+    workers: int = 1,
+    settings: Settings | None = None,
+    progress: ProgressFn | None = None,
+    on_scores: ScoresFn | None = None,
+    chunk_size: int = 200,
+) -> ScoreSummary:
+    """Score the stored runs that ``where`` selects with ``scorers``, and store the results.
+
+    Args:
+        store: an open :class:`~agentlens.store.TraceStore`.
+        scorers: scorer names or :class:`Scorer` objects; default: the configured default set.
+        where: which runs (default: all).
+        rescore: score every selected run again, even when a result at the current version exists.
+        workers: processes to score in (1: in this process).
+        settings: per-agent scorer options and evidence kinds (default: :func:`load_settings`).
+        progress: called with ``(runs examined, runs selected)`` after each chunk.
+        on_scores: called with each batch of new scores once it is stored.
+        chunk_size: runs per chunk (the unit of writing and of work handed to a worker).
+
+    Returns:
+        A :class:`ScoreSummary`.
+
+    Raises:
+        ScorerError: an unknown scorer name (the message lists the known ones).
+        ConfigError: ``workers`` below 1, or ``workers > 1`` with an in-memory store.
+        ScoringInterrupted: the batch was interrupted; what was done is stored.
+    """
+    cfg = _settings(settings)
+    bases = _bases(scorers, cfg)
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if chunk_size < 1:
+        raise ConfigError(f"chunk_size must be at least 1, got {chunk_size}")
+    url = str(getattr(store, "url", ""))
+    if workers > 1 and (":memory:" in url or not url):
+        raise ConfigError("--workers needs a store on disk; an in-memory store cannot be shared")
+    where = where or RunFilter()
+    summary = ScoreSummary(selected=store.count_runs(where))
+    started = time.perf_counter()
+    resolver = _Resolver(bases, cfg)
+    jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
+
+    def record(scores: list[Score], runs_in_job: int) -> None:
+        if scores:
+            store.put_scores(scores)
+            summary.scores_written += len(scores)
+            summary.scored_runs += len({s.run_id for s in scores})
+            summary.verdicts.update(str(s.verdict) for s in scores)
+            if on_scores is not None:
+                on_scores(scores)
+        summary.examined += runs_in_job
+        summary.elapsed = time.perf_counter() - started
+        if progress is not None:
+            progress(summary.examined, summary.selected)
+
+    try:
+        if workers == 1:
+            for job, runs_in_job in jobs:
+                record(_score_job(store, job, resolver) if job else [], runs_in_job)
+        else:
+            _run_parallel(url, bases, cfg, jobs, resolver, workers, record)
+    except KeyboardInterrupt as exc:
+        summary.interrupted = True
+        summary.elapsed = time.perf_counter() - started
+        raise ScoringInterrupted(summary) from exc
+    summary.elapsed = time.perf_counter() - started
+    return summary
+
+
+def _settings(settings: Settings | None) -> Settings:
+    if settings is not None:
+        return settings
+    from agentlens.config import load_settings
+
+    return load_settings()
+
+
+def _bases(scorers: Sequence[str | Scorer] | None, cfg: Settings) -> list[Scorer]:
+    names: Sequence[str | Scorer] = scorers if scorers else cfg.default_scorers
+    if not names:
+        raise ScorerError("no scorers selected and no default_scorers configured")
+    bases = [get_scorer(s) if isinstance(s, str) else s for s in names]
+    seen: set[str] = set()
+    unique = []
+    for b in bases:
+        if b.name not in seen:
+            seen.add(b.name)
+            unique.append(b)
+    return unique
+
+
+class _Resolver:
+    """Scorers with each agent role's options bound, cached per (scorer, agent)."""
+
+    def __init__(self, bases: Sequence[Scorer], settings: Settings) -> None:
+        self.bases = {b.name: b for b in bases}
+        self.settings = settings
+        self._cache: dict[tuple[str, str | None], Scorer] = {}
+
+    def get(self, name: str, agent: str | None) -> Scorer:
+        key = (name, agent)
+        found = self._cache.get(key)
+        if found is None:
+            found = resolve_scorer(self.bases[name], agent, self.settings)
+            self._cache[key] = found
+        return found
+
+    def all_for(self, agent: str | None) -> list[Scorer]:
+        return [self.get(name, agent) for name in self.bases]
+
+
+def _jobs(
+    store: Any,
+    where: RunFilter,
+    resolver: _Resolver,
+    *,
+    rescore: bool,
+    chunk_size: int,
+    summary: ScoreSummary,
+) -> Iterator[tuple[_Job, int]]:
+    """Stream ``(job, runs examined)`` chunk by chunk: the runs that still need scoring."""
+    runs = store.list_runs(where, newest_first=False)
+    while True:
+        chunk = [(r.id, r.agent) for r in islice(runs, chunk_size)]
+        if not chunk:
+            return
+        need: dict[str, list[str]] = {}
+        by_agent: dict[str | None, list[str]] = {}
+        for run_id, agent in chunk:
+            by_agent.setdefault(agent, []).append(run_id)
+        for agent, ids in by_agent.items():
+            for scorer in resolver.all_for(agent):
+                if rescore:
+                    todo: Iterable[str] = ids
+                else:
+                    todo = store.unscored_run_ids(
+                        scorer.name, scorer.stored_version, RunFilter(run_ids=ids)
+                    )
+                for run_id in todo:
+                    need.setdefault(run_id, []).append(scorer.name)
+        job = [(run_id, need[run_id]) for run_id, _ in chunk if run_id in need]
+        summary.skipped += len(chunk) - len(job)
+        yield job, len(chunk)
+
+
+def _load(store: Any, job: _Job) -> list[tuple[Trace, list[str]]]:
+    wanted = dict(job)
+    found: list[tuple[Trace, list[str]]] = []
+    for trace in store.query_traces(RunFilter(run_ids=list(wanted)), newest_first=False):
+        names = wanted.get(trace.id)
+        if names is not None:
+            found.append((trace, names))
+    return found
+
+
+def _score_job(store: Any, job: _Job, resolver: _Resolver) -> list[Score]:
+    """Load a chunk's traces and score them (in this process)."""
+    return _score_traces(_load(store, job), resolver)
+
+
+def _score_traces(items: list[tuple[Trace, list[str]]], resolver: _Resolver) -> list[Score]:
+    work: list[tuple[Trace, Evidence, Scorer]] = []
+    for trace, names in items:
+        evidence = Evidence(trace, resolver.settings.for_agent(trace.agent).evidence)
+        for name in names:
+            work.append((trace, evidence, resolver.get(name, trace.agent)))
+    if any(inspect.iscoroutinefunction(s.fn) for _, _, s in work):
+        results = _run_async(work)
+    else:
+        results = [s.score(t, ev) for t, ev, s in work]
+    return [
+        Score.of(r, run_id=t.id, scorer=s.name, version=s.stored_version)
+        for (t, _, s), r in zip(work, results, strict=True)
+    ]
+
+
+_ASYNC_CONCURRENCY = 16
+"""How many (run, scorer) pairs an async batch scores at once (judges bound their own calls)."""
+
+
+def _run_async(work: list[tuple[Trace, Evidence, Scorer]]) -> list[ScoreResult]:
+    async def main() -> list[ScoreResult]:
+        gate = asyncio.Semaphore(_ASYNC_CONCURRENCY)
+
+        async def one(t: Trace, ev: Evidence, s: Scorer) -> ScoreResult:
+            async with gate:
+                return await s.ascore(t, ev)
+
+        return list(await asyncio.gather(*(one(t, ev, s) for t, ev, s in work)))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(main())
+    # Called from inside an event loop: run the batch's own loop in a helper thread.
+    with cf.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, main()).result()
+
+
+# ---------------------------------------------------------------- parallel scoring
+
+
+def _origin_module(scorer: Scorer) -> str | None:
+    """The module that defines a scorer's function (importing it registers the scorer)."""
+    fn: Any = scorer.fn
+    inner = getattr(fn, "__wrapped__", None)
+    if inner is None and getattr(fn, "__closure__", None):
+        for cell in fn.__closure__:
+            content = cell.cell_contents
+            if inspect.isfunction(content):
+                inner = content
+                break
+    module = getattr(inner or fn, "__module__", None)
+    if not module or module in ("__main__", "__mp_main__"):
+        return None  # the spawn start method re-imports the main module itself
+    return str(module)
+
+
+_worker: dict[str, Any] = {}
+
+
+def _init_worker(
+    url: str, specs: list[tuple[str, dict[str, Any], str | None]], settings: Settings, path: list[str]
+) -> None:
+    """Runs once in each worker process: open the store, rebuild the scorers."""
+    for entry in path:
+        if entry not in sys.path:
+            sys.path.append(entry)
+    from agentlens.store import open_store
+
+    bases = []
+    for name, options, module in specs:
+        if module is not None:
+            importlib.import_module(module)
+        base = get_scorer(name)
+        bases.append(base.with_options(**options) if options else base)
+    _worker["store"] = open_store(url)
+    _worker["resolver"] = _Resolver(bases, settings)
+
+
+def _work(job: _Job) -> list[dict[str, Any]]:
+    """Score one chunk in a worker; scores go back to the parent as JSON-ready dicts."""
+    scores = _score_traces(_load(_worker["store"], job), _worker["resolver"])
+    return [s.model_dump(mode="json") for s in scores]
+
+
+def _run_parallel(
+    url: str,
+    bases: list[Scorer],
+    cfg: Settings,
+    jobs: Iterator[tuple[_Job, int]],
+    resolver: _Resolver,
+    workers: int,
+    record: Callable[[list[Score], int], None],
+) -> None:
+    specs = [(b.name, dict(b.options), _origin_module(b)) for b in bases]
+    context = multiprocessing.get_context("spawn")
+    pool = cf.ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(url, specs, cfg, list(sys.path)),
+    )
+    in_flight: dict[cf.Future[list[dict[str, Any]]], int] = {}
+    try:
+
+        def drain(block_until: int) -> None:
+            while len(in_flight) > block_until:
+                done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
+                for fut in done:
+                    runs_in_job = in_flight.pop(fut)
+                    scores = [Score.model_validate(d) for d in fut.result()]
+                    for s in scores:
+                        _check_version(s, resolver)
+                    record(scores, runs_in_job)
+
+        for job, runs_in_job in jobs:
+            if not job:
+                record([], runs_in_job)
+                continue
+            in_flight[pool.submit(_work, job)] = runs_in_job
+            drain(2 * workers - 1)
+        drain(0)
+    except BaseException:
+        for fut in in_flight:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _check_version(score: Score, resolver: _Resolver) -> None:
+    known = {s.stored_version for (name, _), s in resolver._cache.items() if name == score.scorer}
+    if known and score.version not in known:
+        raise ScorerError(
+            f"scorer {score.scorer!r} has version {score.version} in a worker process but "
+            f"{', '.join(sorted(known))} here; define it in an importable module, not inline"
+        )
