@@ -10,10 +10,10 @@ evidence that came before it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from agentlens.config import DEFAULT_EVIDENCE
 from agentlens.model import StepKind, Trace
@@ -21,6 +21,7 @@ from agentlens.model import StepKind, Trace
 __all__ = ["Evidence", "EvidenceItem", "Turn", "text_of"]
 
 _TURN_KINDS = (StepKind.TEXT, StepKind.LLM)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,16 @@ class Evidence:
     def __init__(self, trace: Trace, sources: Iterable[str] = DEFAULT_EVIDENCE) -> None:
         self.trace = trace
         self.sources = frozenset(sources)
+        self._memo: dict[Hashable, Any] = {}
+
+    def memo(self, key: Hashable, factory: Callable[[], _T]) -> _T:
+        """A value computed once per run and shared by the scorers that score it (an index of
+        the evidence, the references in each turn): ``factory()`` on first use of ``key``."""
+        try:
+            value: _T = self._memo[key]
+        except KeyError:
+            value = self._memo[key] = factory()
+        return value
 
     @cached_property
     def items(self) -> tuple[EvidenceItem, ...]:

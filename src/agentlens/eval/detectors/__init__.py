@@ -1,3 +1,6 @@
 """The built-in deterministic detectors. Importing this package registers their scorers."""
 
-from agentlens.eval.detectors import _transcript  # noqa: F401  (registers the transcript analysers)
+from agentlens.eval.detectors import (
+    _grounding,  # noqa: F401  (registers the grounding checks)
+    _transcript,  # noqa: F401  (registers the transcript analysers)
+)

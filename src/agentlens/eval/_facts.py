@@ -1,0 +1,345 @@
+"""Specific facts in an answer, for the deterministic half of ``parametric_leakage``.
+
+A *fact* here is something an answer can only state correctly by having been told it: a
+number (with its unit words), an amount, a percentage, a date, a year, a time of day, or the
+name of a person, organisation or place. :func:`extract_facts` finds them; what does not count,
+and why, is listed in ``docs/grounding.md`` and encoded below:
+
+- small counts (whole numbers 0 to 10 without a scale word or currency), ordinals (``3rd``),
+  list numbering (``1.`` at the start of a line), and numbers labelled ``Step 3``/``Option 2``;
+- numbers inside references that ``no_fabricated_refs`` owns (ids, codes, UUIDs, URLs,
+  e-mail addresses, citation keys, custom patterns): one token, one failure mode;
+- capitalised words that name nothing: a curated list of common English words, greetings and
+  sign-offs, titles, weekdays and months, and a few rules (a single sentence-initial word that
+  the answer also uses in lower case or that ends like an adverb or a gerund; a ``Label:``; a
+  Markdown heading).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentlens.eval._references import (
+    _NUM,
+    _NUMBER_IN_TEXT,
+    Reference,
+    number_key,
+    parse_number,
+)
+
+__all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "name_tokens"]
+
+FACT_KINDS = frozenset({"number", "money", "percent", "year", "date", "time", "name"})
+"""The kinds of fact :func:`extract_facts` finds."""
+
+_OWNED_BY_REFS = frozenset({"id", "code", "uuid", "url", "email", "citation"})
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One specific fact stated in an answer."""
+
+    kind: str
+    """``number``, ``money``, ``percent``, ``year``, ``date``, ``time`` or ``name``."""
+    text: str
+    """The exact text as written."""
+    start: int
+    """Offset of the first character in the answer text."""
+    end: int
+    """Offset after the last character."""
+    key: str
+    """Normalised form: a canonical number, ``YYYY-MM-DD``, ``HH:MM``, or lower-case name tokens."""
+    value: float | None = None
+    """The numeric value, for numeric kinds."""
+    tolerance: float = 0.0
+    """How far from ``value`` an evidence number (or derivation) may be: rounding as written."""
+
+
+# --------------------------------------------------------------------------- common words
+
+COMMON_WORDS: frozenset[str] = frozenset(
+    """
+    a about above absolutely according account accounts across action actions actually add
+    added additional additionally address after afternoon again against agent agents ago all
+    allow allowed almost alone along already also alternatively although always am amount an
+    and another answer any anyone anything anyway apologies apologize apologise app
+    application applied apply appreciate approximately april are area arrival arrive arrives
+    as ask assist assistance at august available away back balance bank based basic be
+    because been before being below best better between bill billing book booked booking
+    both brief business but by call can cancel cancellation cancelled canceled cannot card
+    cards case certainly change changes changed charge charged charges check checked
+    checkout choose city class click close code come company complete completed confirm
+    confirmation confirmed congratulations consider contact continue cost costs could
+    country credit current currently customer customers daily data date day days dear
+    december definitely delay delayed department departure details did different direct
+    discount do does done dont down due during each early east economy either else email end
+    enjoy ensure enter error even evening every everything example excellent except extra
+    fantastic fare feb february fee fees feel few file final finally find fine first flight
+    flights following follow for friday from full further general get gift give glad go good
+    goodbye got great greetings guest guide had happy has have having he hello help her here
+    hey hi high his home hope how however hour hours i if important in included including
+    information instead insurance into is issue it item items its jan january july june just
+    keep key kind kindly know last later latest learn less let like likely limited list
+    local long look looking low made main make manager many march may maybe me member
+    membership message method methods might mine minutes monday month months more morning
+    most mr mrs ms much must my name names need needed new next nice night no none nonstop
+    normal north not note nothing notice november now number numbers october of off offer
+    office ok okay old on once one only open option optional options or order orders other
+    our out over overall page paid part passenger passengers past pay payment payments
+    pending per perfect perhaps phone place plan please plus policy possible premium
+    previous price prices priority pro process processed product products provide provided
+    purchase question questions quick quite rate rather re ready really reason reasons
+    receipt recommend record refund refunds regarding regards regular related remaining
+    remember report request requested required reservation reservations reserved resolve
+    response result results return review right round same saturday save saved schedule
+    scheduled search seat seats second section see select selected september service
+    services set several shall she should show since sincerely single so some someone
+    something soon sorry south special standard start started status step still stop subject
+    submit success successful successfully such summary sunday support sure system take team
+    terms than thank thanks that the their them then there therefore these they thing things
+    third this those though through thursday ticket tickets time times tip tips to today
+    together tomorrow too total travel trip true try tuesday two type under understand
+    unfortunately unless until up update updated upgrade upon us use used user using usually
+    valid value various very via view visit wait want warm was way we website wednesday week
+    weekend weeks welcome well were west what whatever when where whether which while who
+    whole why will wish with within without wonderful work would yes yesterday yet you your
+    yours yourself ok faq note notes tip warning info summary overview step steps total
+    subtotal tax taxes cabin baggage bag bags checked carry fare fares seat layover stopover
+    connection connecting outbound inbound return departure arrival depart departing
+    arriving origin destination itinerary passenger adult child infant senior gold silver
+    bronze platinum member regular economy business first premium basic class upgrade
+    downgrade certificate voucher gift credit debit visa mastercard card transfer human
+    agent representative assistance assistant dr prof sir madam miss mx mrs mr ms captain
+    officer
+    """.split()  # noqa: SIM905
+)
+"""Words that, capitalised, still name nothing: never a fact on their own. Curated, not
+complete: the rules in :func:`_is_name` catch much of the rest."""
+
+_ACRONYMS = frozenset(
+    """
+    ok id ids faq api url urls usd eur gbp am pm est edt pst pdt cst cdt mst mdt utc gmt bst
+    cet pdf csv json xml html http https sms tv ai llm ps nb fyi asap eta etc tba tbd vip
+    n/a na ceo cto cfo hr it qa ui ux os pc dm pin otp kyc faq diy rsvp aka vs hq nda ip ssn
+    dob important note warning yes no ok please thanks total summary
+    """.split()  # noqa: SIM905
+)
+_NON_NAME_SUFFIXES = (
+    "ly", "ing", "ed", "ness", "ment", "tion", "sion", "able", "ible", "ful", "less", "ous",
+    "ive", "ize", "ise", "ity", "ies", "est", "ally",
+)  # fmt: skip
+
+# --------------------------------------------------------------------------- patterns
+
+_SCALE_WORDS = r"(?:thousand|million|billion|trillion|bn|[kKmMbB])"
+_NUMBER = re.compile(
+    rf"(?<![\w.,/:#-]){_NUM}(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"
+    r"(?P<ordinal>st|nd|rd|th)?(?![\w/-]|[.,:]\d)"
+)
+_TIME = re.compile(
+    r"(?<![\w:.])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<ap>[AaPp]\.?[Mm]\.?)(?!\w))?"
+    r"|(?<![\w:.])(?P<h2>1[0-2]|0?[1-9])\s?(?P<ap2>[AaPp]\.?[Mm]\.?)(?!\w)"
+)
+_HEDGE = re.compile(
+    r"(?:about|around|approximately|approx\.?|roughly|nearly|almost|over|under|some|circa|"
+    r"ca\.|more than|less than|fewer than|up to|at least|at most|close to|~|≈)\s*[$€£¥]?\s*$",
+    re.IGNORECASE,
+)
+_LABELLED_NUMBER = re.compile(
+    r"(?:step|option|item|part|chapter|section|page|no\.|number|#|rank|level|tier|round|"
+    r"phase|stage|line|row|column|figure|fig\.|table|version|v)\s*$",
+    re.IGNORECASE,
+)
+_WORD = r"(?:[A-Z][a-z]*['’])?[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:-[A-Z][a-z]+)*"
+_NAME_WORD = rf"(?:[A-Z]\.(?=[ \t]+[A-Z])|{_WORD}|[A-Z]{{2,6}}(?![\w'’]))"
+_CONNECTOR = r"(?:of|de|da|del|della|van|von|der|den|la|le|du|di|&)"
+_NAME = re.compile(
+    rf"(?<![\w'’-]){_NAME_WORD}(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_NAME_WORD})*(?![\w'’-])"
+)
+_WORDS = re.compile(r"[^\W_]+")
+_LEAD_IN = " \t*_#>\"'“‘([`"
+
+
+def name_tokens(text: str) -> list[str]:
+    """The lower-case word tokens of a name, as the evidence is tokenised (``O'Brien`` ->
+    ``o``, ``brien``)."""
+    return _WORDS.findall(text.lower())
+
+
+def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
+    """The specific facts in ``text``. ``refs`` are the references already found in it (by the
+    same extractor ``no_fabricated_refs`` uses): amounts, percentages and dates among them become
+    facts; the spans of the others are not searched for numbers or names again."""
+    facts: list[Fact] = []
+    taken: list[tuple[int, int]] = []
+    for r in refs:
+        taken.append((r.start, r.end))
+        if r.kind in ("money", "percent"):
+            value = float(r.key)
+            facts.append(
+                Fact(
+                    r.kind, r.text, r.start, r.end, r.key, value, _tolerance(r.text, text, r.start)
+                )
+            )
+        elif r.kind == "date":
+            facts.append(Fact("date", r.text, r.start, r.end, r.key))
+
+    def free(start: int, end: int) -> bool:
+        return not any(start < e and s < end for s, e in taken)
+
+    for m in _TIME.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        hour = int(m.group("h") or m.group("h2"))
+        minute = int(m.group("m") or 0)
+        ap = (m.group("ap") or m.group("ap2") or "").lower().replace(".", "")
+        if ap == "pm" and hour < 12:
+            hour += 12
+        elif ap == "am" and hour == 12:
+            hour = 0
+        key = f"{hour:02d}:{minute:02d}" + ("" if ap or hour >= 13 or hour == 0 else "?")
+        facts.append(Fact("time", m.group(0), m.start(), m.end(), key))
+        taken.append((m.start(), m.end()))
+
+    for m in _NUMBER.finditer(text):
+        start, end = m.start(), m.end()
+        if m.group("ordinal") or not free(start, end):
+            continue
+        raw = m.group(0)
+        parsed = parse_number(raw)
+        if parsed is None:
+            continue
+        value = parsed
+        scale = m.group("scale")
+        if not scale and value.is_integer() and 0 <= value <= 10:
+            continue  # a small count: "3 results"
+        if _is_list_number(text, start, end) or _LABELLED_NUMBER.search(
+            text[max(0, start - 12) : start]
+        ):
+            continue
+        digits = raw.replace(",", "")
+        if not scale and len(digits) == 4 and digits.isdigit() and 1900 <= value <= 2100:
+            facts.append(Fact("year", raw, start, end, digits, value, 0.0))
+            continue
+        facts.append(
+            Fact("number", raw, start, end, number_key(value), value, _tolerance(raw, text, start))
+        )
+
+    lowered = text.lower()
+    for m in _NAME.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        fact = _name_fact(text, lowered, m)
+        if fact is not None:
+            facts.append(fact)
+    facts.sort(key=lambda f: f.start)
+    return facts
+
+
+def _tolerance(raw: str, text: str, start: int) -> float:
+    """Rounding allowed for a number as written: half a unit of its last digit; trailing zeros
+    of a whole number count as rounding only with a scale word or a hedge (``about 9,000``);
+    after a hedge, a whole unit (``over 8 million`` for 8.8 million)."""
+    m = _NUMBER_IN_TEXT.search(raw)
+    if m is None:
+        return 0.0
+    digits = m.group("num").replace(",", "")
+    scale = m.group("scale")
+    hedged = bool(_HEDGE.search(text[max(0, start - 24) : start]))
+    whole, _, frac = digits.partition(".")
+    if frac:
+        place = 10.0 ** -len(frac)
+    elif scale or hedged:
+        stripped = whole.rstrip("0")
+        place = 10.0 ** (len(whole) - len(stripped)) if stripped else 1.0
+    else:
+        place = 1.0
+    if scale:
+        place *= _scale_value(scale)
+    return place * (1.0 if hedged else 0.5) * 1.000001
+
+
+def _scale_value(scale: str) -> float:
+    return {
+        "thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "b": 1e9,
+        "bn": 1e9, "trillion": 1e12,
+    }.get(scale.lower(), 1.0)  # fmt: skip
+
+
+def _is_list_number(text: str, start: int, end: int) -> bool:
+    """``1.`` or ``2)`` opening a line (Markdown or plain numbered lists)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    if text[line_start:start].strip(" \t*_#>") != "":
+        return False
+    return text[end : end + 1] in (".", ")", ":")
+
+
+def _at_sentence_start(text: str, start: int) -> bool:
+    i = start
+    while i > 0 and text[i - 1] in _LEAD_IN:
+        i -= 1
+    # a list marker: "- ", "* ", "1. ", "2) "
+    j = i
+    while j > 0 and text[j - 1].isdigit():
+        j -= 1
+    if j < i and j >= 0 and i < len(text) and text[i - 1 : i] in (".", ")"):
+        i = j
+    if i > 0 and text[i - 1] in "-•*.)":
+        i -= 1
+        while i > 0 and text[i - 1] in " \t":
+            i -= 1
+    while i > 0 and text[i - 1] in _LEAD_IN:
+        i -= 1
+    return i == 0 or text[i - 1] in ".!?\n:;"
+
+
+def _name_fact(text: str, lowered: str, m: re.Match[str]) -> Fact | None:
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    if text[line_start:].lstrip(" \t>").startswith("#"):
+        return None  # a Markdown heading
+    after = text[m.end() : m.end() + 4].lstrip("*_ \t")
+    if after.startswith(":"):
+        return None  # a label: "**Departure:** 17:00"
+    words = list(re.finditer(_NAME_WORD, m.group(0)))
+    kept = []
+    for w in words:
+        word = w.group(0)
+        low = word.lower().rstrip(".")
+        if len(low) == 1:
+            continue  # an initial, or "I"
+        if word.isupper() and len(word) > 1:
+            if low in _ACRONYMS or low in COMMON_WORDS:
+                continue
+        elif low in COMMON_WORDS or low.replace("’", "'") in COMMON_WORDS:
+            continue
+        kept.append(w)
+    if not kept:
+        return None
+    if len(words) == 1 and _at_sentence_start(text, m.start()):
+        low = kept[0].group(0).lower()
+        if low.endswith(_NON_NAME_SUFFIXES) or _used_in_lower_case(lowered, text, low):
+            return None
+    first, last = kept[0], kept[-1]
+    start = m.start() + first.start()
+    end = m.start() + last.end()
+    span = text[start:end]
+    tokens = [t for w in kept for t in name_tokens(w.group(0)) if len(t) > 1]
+    if not tokens:
+        return None
+    return Fact("name", span, start, end, " ".join(tokens))
+
+
+def _used_in_lower_case(lowered: str, text: str, word: str) -> bool:
+    """True when ``word`` also appears in ``text`` written in lower case (a common word)."""
+    start = lowered.find(word)
+    while start >= 0:
+        end = start + len(word)
+        whole = (start == 0 or not lowered[start - 1].isalnum()) and (
+            end == len(lowered) or not lowered[end].isalnum()
+        )
+        if whole and text[start].islower():
+            return True
+        start = lowered.find(word, end)
+    return False

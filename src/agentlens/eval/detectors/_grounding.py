@@ -1,0 +1,289 @@
+"""The deterministic grounding checks: ``no_fabricated_refs`` and ``parametric_leakage``.
+
+Both look at every assistant turn of a run (:attr:`Evidence.turns`) and check what it says
+against the evidence that came *before* that turn, never against tool arguments or the model's
+own earlier words. A reference or fact that cannot be found while some earlier evidence was
+truncated at its source is reported as unverifiable, not as a hallucination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from agentlens.errors import ConfigError
+from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
+from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts
+from agentlens.eval._references import (
+    EvidenceIndex,
+    Extractor,
+    Match,
+    Reference,
+    get_extractor,
+)
+from agentlens.eval._scorer import Scorer, get_scorer, scorer
+from agentlens.model import FailureMode, Finding, ScoreResult
+
+__all__ = ["no_fabricated_refs", "parametric_leakage"]
+
+Patterns = Sequence[str] | Mapping[str, str]
+
+
+def _extractor(patterns: Patterns | str | None, kinds: Iterable[str] | str | None) -> Extractor:
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if patterns is not None and not isinstance(patterns, str | Sequence | Mapping):
+        raise ConfigError("option 'patterns' must be a list of regular expressions or a table")
+    return get_extractor(patterns, kinds)
+
+
+def _index(evidence: Evidence, extractor: Extractor) -> EvidenceIndex:
+    base = evidence.memo(("grounding.index",), lambda: EvidenceIndex(evidence.items))
+    return base.with_extractor(extractor)
+
+
+def _refs(evidence: Evidence, extractor: Extractor, turn: Turn) -> list[Reference]:
+    return evidence.memo(
+        ("grounding.refs", id(extractor), turn.location), lambda: extractor.extract(turn.text)
+    )
+
+
+def _step_ids(turn: Turn) -> list[str]:
+    return [] if turn.location == "output" else [turn.location]
+
+
+def _where(item: EvidenceItem) -> str:
+    if item.source == "input":
+        return "the run's input"
+    return f"step {item.source}" + (f" {item.name}" if item.name else "")
+
+
+def _grounded(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
+    attributes: dict[str, Any] = {"kind": kind}
+    if match.derived:
+        attributes["derived"] = match.text
+    return Finding(
+        failure_mode=None,
+        text=text,
+        start=start,
+        end=end,
+        location=turn.location,
+        step_ids=_step_ids(turn),
+        supported_by=match.item.source,
+        attributes=attributes,
+    )
+
+
+def _summary(findings: list[Finding], label: str) -> str:
+    flagged = [f.text for f in findings if not f.unverifiable]
+    unverifiable = [f.text for f in findings if f.unverifiable]
+    parts = []
+    if flagged:
+        parts.append(f"{label}: " + ", ".join(dict.fromkeys(flagged)))
+    if unverifiable:
+        parts.append("unverifiable (truncated evidence): " + ", ".join(dict.fromkeys(unverifiable)))
+    return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------- no_fabricated_refs
+
+
+@scorer(
+    name="no_fabricated_refs",
+    version="1",
+    description="Every reference in an answer (id, code, amount, date, URL...) is in the evidence before it.",
+)
+def _no_fabricated_refs(
+    *,
+    evidence: Evidence,
+    patterns: Patterns | None = None,
+    kinds: Sequence[str] | None = None,
+) -> ScoreResult:
+    """Every reference in an answer (id, code, amount, date, URL...) is in the evidence before it."""
+    extractor = _extractor(patterns, kinds)
+    index = _index(evidence, extractor)
+    findings: list[Finding] = []
+    grounded: list[Finding] = []
+    for turn in evidence.turns:
+        for ref in _refs(evidence, extractor, turn):
+            match = index.find(ref, turn.index)
+            if match is not None:
+                grounded.append(_grounded(ref.text, ref.start, ref.end, turn, match, ref.kind))
+                continue
+            findings.append(_fabricated(ref, turn, index))
+    flagged = sum(not f.unverifiable for f in findings)
+    return ScoreResult(
+        passed=not findings,
+        value=float(flagged),
+        detail=_summary(findings, "ungrounded")
+        or f"{len(grounded)} reference{'s' if len(grounded) != 1 else ''} grounded",
+        findings=findings,
+        grounded=grounded,
+    )
+
+
+def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
+    unverifiable = index.truncated_before(turn.index)
+    attributes: dict[str, Any] = {"kind": ref.kind, "key": ref.key}
+    detail = f"{ref.text} is not in the evidence"
+    if unverifiable:
+        detail += " (some evidence before it was truncated, so it cannot be confirmed)"
+    closest = index.closest(ref, turn.index)
+    if closest is not None:
+        text, item = closest
+        attributes["closest"] = {"text": text, "step_id": item.source, "step_name": item.name}
+        detail += f"; closest: {text} in {_where(item)}"
+    return Finding(
+        failure_mode=FailureMode.FABRICATED_GROUNDING,
+        text=ref.text,
+        start=ref.start,
+        end=ref.end,
+        location=turn.location,
+        step_ids=_step_ids(turn),
+        unverifiable=unverifiable,
+        detail=detail,
+        attributes=attributes,
+    )
+
+
+def no_fabricated_refs(
+    *, patterns: Patterns | None = None, kinds: Sequence[str] | None = None
+) -> Scorer:
+    """The ``no_fabricated_refs`` scorer with options bound.
+
+    Fails when any reference in an assistant turn is absent from the evidence available at that
+    point. Each finding names the exact token, its span, and the closest evidence token.
+
+    Args:
+        patterns: extra reference shapes as regular expressions (a list, or a table of
+            kind name -> expression), e.g. ``[r"CUST-\\d{5}", r"DOC-[a-f0-9]{8}"]``.
+        kinds: the built-in kinds to check (default all): ``id``, ``code``, ``uuid``,
+            ``money``, ``percent``, ``date``, ``url``, ``email``, ``citation``.
+    """
+    options: dict[str, Any] = {}
+    if patterns is not None:
+        options["patterns"] = (
+            list(patterns) if not isinstance(patterns, Mapping) else dict(patterns)
+        )
+    if kinds is not None:
+        options["kinds"] = list(kinds)
+    _extractor(options.get("patterns"), options.get("kinds"))  # fail early on a bad option
+    return get_scorer("no_fabricated_refs").with_options(**options)
+
+
+# --------------------------------------------------------------------------- parametric_leakage
+
+
+@scorer(
+    name="parametric_leakage",
+    version="1",
+    description="Every specific fact in an answer (number, date, year, name) is in the evidence.",
+)
+def _parametric_leakage(
+    *,
+    evidence: Evidence,
+    patterns: Patterns | None = None,
+    kinds: Sequence[str] | None = None,
+    facts: Sequence[str] | None = None,
+    judge: str | None = None,
+) -> ScoreResult:
+    """Every specific fact in an answer (number, date, year, name) is in the evidence."""
+    extractor = _extractor(patterns, kinds)
+    wanted = None if facts is None else frozenset([facts] if isinstance(facts, str) else facts)
+    if wanted is not None and not wanted <= FACT_KINDS:
+        bad = sorted(wanted - FACT_KINDS)[0]
+        raise ConfigError(f"unknown fact kind {bad!r}; choose from {', '.join(sorted(FACT_KINDS))}")
+    index = _index(evidence, extractor)
+    findings: list[Finding] = []
+    grounded: list[Finding] = []
+    for turn in evidence.turns:
+        refs = _refs(evidence, extractor, turn)
+        for fact in extract_facts(turn.text, refs):
+            if wanted is not None and fact.kind not in wanted:
+                continue
+            match = _find_fact(fact, turn.index, index)
+            if match is not None:
+                grounded.append(_grounded(fact.text, fact.start, fact.end, turn, match, fact.kind))
+                continue
+            unverifiable = index.truncated_before(turn.index)
+            findings.append(
+                Finding(
+                    failure_mode=FailureMode.PARAMETRIC_LEAKAGE,
+                    text=fact.text,
+                    start=fact.start,
+                    end=fact.end,
+                    location=turn.location,
+                    step_ids=_step_ids(turn),
+                    unverifiable=unverifiable,
+                    detail=f"{fact.kind} {fact.text!r} is not in the evidence"
+                    + (" (some evidence was truncated)" if unverifiable else ""),
+                    attributes={"kind": fact.kind, "key": fact.key},
+                )
+            )
+    flagged = sum(not f.unverifiable for f in findings)
+    attributes: dict[str, Any] = {}
+    if judge is not None:
+        attributes["judge"] = "not run: the judged half arrives with the judges issue"
+    return ScoreResult(
+        passed=not findings,
+        value=float(flagged),
+        detail=_summary(findings, "not in the evidence")
+        or f"{len(grounded)} fact{'s' if len(grounded) != 1 else ''} grounded",
+        findings=findings,
+        grounded=grounded,
+        attributes=attributes,
+    )
+
+
+def _find_fact(fact: Fact, index_pos: int, index: EvidenceIndex) -> Match | None:
+    kind = fact.kind
+    if kind in ("number", "money", "percent"):
+        assert fact.value is not None
+        return index.find_value(
+            fact.value, index_pos, percent=kind == "percent", tolerance=fact.tolerance
+        )
+    if kind == "year":
+        return index.find_value(float(fact.key), index_pos, arithmetic=False)
+    if kind == "date":
+        return index.find_date(fact.key, index_pos)
+    if kind == "time":
+        return index.find_time(fact.key, index_pos)
+    return index.find_words(fact.key.split(), index_pos, fact.text)
+
+
+def parametric_leakage(
+    *,
+    patterns: Patterns | None = None,
+    kinds: Sequence[str] | None = None,
+    facts: Sequence[str] | None = None,
+    judge: str | None = None,
+) -> Scorer:
+    """The ``parametric_leakage`` scorer (deterministic half) with options bound.
+
+    Fails when an answer states a specific fact (a number, amount, percentage, date, year, time
+    of day, or a person's, organisation's or place's name) that the evidence before it does not
+    contain, even if the fact is true. Rounding and simple arithmetic on evidence numbers are
+    accepted as derived (see ``docs/grounding.md``).
+
+    Args:
+        patterns: the same extra reference shapes as ``no_fabricated_refs``: their matches
+            belong to that scorer and are not checked again here.
+        kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
+        facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
+            ``year``, ``date``, ``time``, ``name``.
+        judge: reserved: the judged half arrives with the judges issue; today it is recorded
+            in the result's attributes and not run.
+    """
+    options: dict[str, Any] = {}
+    if patterns is not None:
+        options["patterns"] = (
+            list(patterns) if not isinstance(patterns, Mapping) else dict(patterns)
+        )
+    if kinds is not None:
+        options["kinds"] = list(kinds)
+    if facts is not None:
+        options["facts"] = list(facts)
+    if judge is not None:
+        options["judge"] = judge
+    _extractor(options.get("patterns"), options.get("kinds"))
+    return get_scorer("parametric_leakage").with_options(**options)
