@@ -6,8 +6,10 @@ what a model or a serialiser varies without changing the meaning:
 - JSON key order (``{"a": 1, "b": 2}`` and ``{"b": 2, "a": 1}``);
 - a JSON object or array given as a string (``'{"q": "x"}'`` and ``{"q": "x"}``);
 - number formatting (``1``, ``1.0`` and ``1e0``);
-- whitespace in strings: leading and trailing whitespace, and runs of whitespace (``"a  b\\n"``
-  and ``"a b"``), including line endings (``\\r\\n`` and ``\\n``).
+- whitespace in strings: leading and trailing whitespace, trailing whitespace on each line,
+  runs of spaces and tabs inside a line (``"a  b\\n"`` and ``"a b"``), and line endings
+  (``\\r\\n`` and ``\\n``). Indentation at the start of a line is kept: in code it is meaning
+  (found on Who&When logs, where re-indenting a script turned an ``IndentationError`` into a run).
 
 Fingerprints are SHA-1 digests of the canonical JSON: cheap to compare and to keep, whatever the
 size of a tool's output.
@@ -24,6 +26,8 @@ from typing import Any
 __all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result"]
 
 _WS = re.compile(r"\s+")
+_TRAILING = re.compile(r"[ \t\f\v]+$", re.MULTILINE)
+_INNER = re.compile(r"(?<=\S)[ \t\f\v]{2,}|(?<=\S)[\t\f\v]")
 _MAX_DEPTH = 64
 
 _EMPTY_TEXT = re.compile(
@@ -63,7 +67,7 @@ def canonical(value: Any, _depth: int = 0) -> Any:
             else:
                 if isinstance(parsed, dict | list):
                     return canonical(parsed, _depth + 1)
-        return _WS.sub(" ", stripped)
+        return _text(stripped)
     if _depth >= _MAX_DEPTH:
         return repr(value)
     if isinstance(value, dict):
@@ -71,6 +75,13 @@ def canonical(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [canonical(v, _depth + 1) for v in value]
     return _WS.sub(" ", repr(value).strip())
+
+
+def _text(text: str) -> str:
+    if False:
+        return _WS.sub(" ", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _INNER.sub(" ", _TRAILING.sub("", text))
 
 
 def canonical_json(value: Any) -> str:
