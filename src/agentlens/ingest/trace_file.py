@@ -232,9 +232,11 @@ def _scan_jsonl(
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            err = FormatError(
-                f"not UTF-8 text (byte {exc.start + 1} of the line)", source=source, line=lineno
-            )
+            if not raw.endswith(b"\n") and exc.reason == "unexpected end of data":
+                reason = "the file is truncated: the last line ends in the middle of a run"
+            else:
+                reason = f"not UTF-8 text (byte {exc.start + 1} of the line)"
+            err = FormatError(reason, source=source, line=lineno)
             yield Record(lineno, None, err, None, offset)
             continue
         body = text.strip()
@@ -267,9 +269,18 @@ def _scan_jsonl(
         yield _validate(obj, source, lineno, offset)
 
 
+_PARTIAL_TOKEN = re.compile(
+    r"(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|N|Na|I|In|Inf|Infi|Infin|Infini|Infinit"
+    r"|-|-?\d+\.|-?\d+(?:\.\d+)?[eE][+-]?|-I|-In|-Inf|-Infi|-Infin|-Infini|-Infinit)[ \t\r\n]*"
+)
+
+
 def _ends_early(exc: json.JSONDecodeError, text: str) -> bool:
-    """True when a decode error means the text stopped before the value was complete."""
-    return exc.pos >= len(text) or exc.msg.startswith("Unterminated string")
+    """True when a decode error means the text stopped before the value was complete: the
+    error is at the very end, inside an unterminated string, or on a cut-off literal or number."""
+    if exc.pos >= len(text) or exc.msg.startswith("Unterminated string"):
+        return True
+    return _PARTIAL_TOKEN.fullmatch(text, exc.pos) is not None
 
 
 def _bad_json(exc: BaseException, source: str, line: int) -> FormatError:
@@ -301,7 +312,11 @@ class _ArrayBuffer:
             text = self.decoder.decode(data, final=final)
         except UnicodeDecodeError as exc:
             line = self.line + self.buf.count("\n", self.pos) + data.count(b"\n", 0, exc.start)
-            raise FormatError("not UTF-8 text", source=self.source, line=line) from None
+            if final and exc.reason == "unexpected end of data":
+                reason = "the file is truncated: it ends in the middle of a run"
+            else:
+                reason = "not UTF-8 text"
+            raise FormatError(reason, source=self.source, line=line) from None
         if self.pos:
             self.buf = self.buf[self.pos :]
             self.pos = 0
