@@ -78,7 +78,7 @@ def canonical(value: Any, _depth: int = 0) -> Any:
 
 
 def _text(text: str) -> str:
-    if False:
+    if "\n" not in text and "\r" not in text:
         return _WS.sub(" ", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _INNER.sub(" ", _TRAILING.sub("", text))
