@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import inspect
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -288,7 +288,8 @@ def test_generator_items_become_the_output(captured_traces: CapturedTraces) -> N
     @agentlens.retrieval
     def search(query: str) -> Iterator[dict[str, str]]:
         for i in range(3):
-            yield {"id": f"DOC-{i}", "text": leaf(i) and query}
+            leaf(i)
+            yield {"id": f"DOC-{i}", "text": query}
 
     with agentlens.run():
         docs = list(search("refund"))
@@ -301,7 +302,7 @@ def test_generator_items_become_the_output(captured_traces: CapturedTraces) -> N
 
 def test_generator_return_value_send_and_throw(captured_traces: CapturedTraces) -> None:
     @agentlens.tool
-    def echo() -> Iterator[int]:
+    def echo() -> Generator[int, int, int]:
         received = 0
         while received < 3:
             try:
@@ -364,7 +365,7 @@ def test_generator_exception_is_recorded_and_reraised(captured_traces: CapturedT
 
 def test_async_generator(captured_traces: CapturedTraces) -> None:
     @agentlens.retrieval
-    async def stream(n: int) -> AsyncIterator[str]:
+    async def stream(n: int) -> AsyncGenerator[str, None]:
         for i in range(n):
             await asyncio.sleep(0)
             leaf(i)

@@ -82,7 +82,7 @@ def test_async_with(captured_traces: CapturedTraces) -> None:
     async def agent() -> str:
         async with agentlens.run(agent="async", input="k") as run:
             run.output = await lookup("k")
-            return run.output  # type: ignore[no-any-return]
+            return run.output
 
     assert asyncio.run(agent()) == "K"
     trace = captured_traces.one()

@@ -33,7 +33,7 @@ def test_runs_captured_to_sqlite_read_back_identically(fresh_capture: None, tmp_
             customer = get_customer("a@example.com")
             docs = await search(question)
             run.output = f"{customer['id']}: {docs[0]['id']}"
-            return run.output  # type: ignore[no-any-return]
+            return run.output
 
     assert asyncio.run(agent("refund policy")) == "CUST-00042: DOC-0"
     with pytest.raises(ValueError), agentlens.run(agent="support", input="boom") as failed:
