@@ -19,7 +19,14 @@ from datetime import UTC, datetime
 
 from agentlens.errors import SchemaVersionError
 
-__all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "Migration", "latest_version", "migrate"]
+__all__ = [
+    "MIGRATIONS",
+    "MIGRATIONS_TABLE",
+    "Migration",
+    "current_version",
+    "latest_version",
+    "migrate",
+]
 
 MIGRATIONS_TABLE = "_agentlens_migrations"
 """The table that records which migrations a store has had."""
@@ -119,37 +126,59 @@ MIGRATIONS: tuple[Migration, ...] = (_INITIAL,)
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 
-def latest_version(migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+def latest_version(migrations: tuple[Migration, ...] | None = None) -> int:
     """The schema version a fully migrated store has."""
+    migrations = MIGRATIONS if migrations is None else migrations
     return migrations[-1].version if migrations else 0
 
 
+def current_version(conn: sqlite3.Connection) -> int:
+    """The highest migration recorded in the store (0 for a new or foreign database)."""
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)
+    ).fetchone()
+    if found is None:
+        return 0
+    (version,) = conn.execute(f"SELECT ifnull(max(version), 0) FROM {MIGRATIONS_TABLE}").fetchone()
+    return int(version)
+
+
+def _check_not_newer(current: int, newest: int, where: str) -> None:
+    if current > newest:
+        raise SchemaVersionError(
+            f"{where}: the store has schema version {current}, newer than the {newest} this "
+            "agentlens knows; upgrade agentlens to read it"
+        )
+
+
 def migrate(
-    conn: sqlite3.Connection, where: str, migrations: tuple[Migration, ...] = MIGRATIONS
+    conn: sqlite3.Connection, where: str, migrations: tuple[Migration, ...] | None = None
 ) -> int:
     """Bring the store behind ``conn`` up to date, in one transaction; return its version.
 
-    ``conn`` must be in autocommit mode (``isolation_level=None``) and not in a transaction.
+    An up-to-date store is only read (no write lock is taken), so opening a store never waits
+    for another process's long write. ``conn`` must be in autocommit mode
+    (``isolation_level=None``) and not in a transaction. ``migrations`` defaults to
+    :data:`MIGRATIONS`.
 
     Raises:
         SchemaVersionError: the store was written by a newer agentlens (``where`` names it).
         sqlite3.Error: a migration failed; nothing of it was kept.
     """
+    migrations = MIGRATIONS if migrations is None else migrations
+    newest = latest_version(migrations)
+    current = current_version(conn)
+    _check_not_newer(current, newest, where)
+    if current == newest:
+        return newest
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(
             f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
             "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )
-        (current,) = conn.execute(
-            f"SELECT ifnull(max(version), 0) FROM {MIGRATIONS_TABLE}"
-        ).fetchone()
-        newest = latest_version(migrations)
-        if current > newest:
-            raise SchemaVersionError(
-                f"{where}: the store has schema version {current}, newer than the {newest} this "
-                "agentlens knows; upgrade agentlens to read it"
-            )
+        current = current_version(conn)  # another process may have migrated meanwhile
+        _check_not_newer(current, newest, where)
         for migration in migrations:
             if migration.version <= current:
                 continue

@@ -141,6 +141,14 @@ def parse_sqlite_url(url: str) -> Path | None:
     return Path(path).expanduser()
 
 
+class _StoreFailure(StoreError):
+    """A :class:`StoreError` from SQLite; ``reason`` is the message without the path."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 @dataclass(slots=True)
 class _Prepared:
     """A run turned into rows, ready to insert."""
@@ -186,7 +194,8 @@ class SQLiteStore:
             raise
         except sqlite3.Error as exc:
             self._writer.close()
-            raise StoreError(f"{self._label}: cannot open the store: {exc}") from None
+            err = self._error(exc)
+            raise StoreError(f"{self._label}: cannot open the store: {err.reason}") from None
 
     # -- connections --------------------------------------------------------------------------
 
@@ -219,14 +228,11 @@ class SQLiteStore:
         if self._closed:
             raise StoreError(f"{self._label}: the store is closed")
 
-    def _error(self, exc: sqlite3.Error) -> StoreError:
+    def _error(self, exc: sqlite3.Error) -> _StoreFailure:
         text = str(exc)
         if "locked" in text or "busy" in text:
-            return StoreError(
-                f"{self._label}: the store is locked by another writer "
-                f"(waited {self._timeout_s:g} s)"
-            )
-        return StoreError(f"{self._label}: {text}")
+            text = f"the store is locked by another writer (waited {self._timeout_s:g} s)"
+        return _StoreFailure(f"{self._label}: {text}", text)
 
     def _acquire(self) -> sqlite3.Connection:
         with self._pool_lock:
