@@ -7,7 +7,7 @@ configured default scorers. Each run gets a fresh id, so the demo can be run aga
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +17,7 @@ from rich.text import Text
 from agentlens.cli._app import app, err_console, fail, out_console, state
 from agentlens.cli._util import user_errors
 
-__all__ = ["DEMO_AGENT", "demo", "wilson_interval"]
+__all__ = ["DEMO_AGENT", "demo"]
 
 DEMO_AGENT = "support-demo"
 """The agent role of the demo runs (``agentlens runs --agent support-demo``)."""
@@ -195,13 +195,22 @@ def _tools() -> dict[str, Callable[..., Any]]:
         )
         return [dict(a) for a in ranked[:1]]
 
-    @agentlens.llm(name="scripted-model")
-    def chat(messages: list[Any], *, reply: str) -> dict[str, Any]:
-        """A scripted model: returns the reply it was given (no network)."""
-        return {"model": "scripted-model", "content": reply, "usage": {"input_tokens": 0}}
+    script: list[str] = []
 
-    def ask(messages: list[Any], *, reply: str) -> str:
-        return str(chat(messages, reply=reply)["content"])
+    @agentlens.llm(name="scripted-model")
+    def chat(messages: list[dict[str, Any]], model: str = "scripted-model") -> dict[str, Any]:
+        """A scripted model: answers with the next reply of its script (no network)."""
+        return {"role": "assistant", "content": script.pop()}
+
+    def ask(context: list[Any], *, reply: str) -> str:
+        messages = [{"role": "system", "content": _SYSTEM_PROMPT}]
+        for item in context:
+            if isinstance(item, str):
+                messages.append({"role": "user", "content": item})
+            else:
+                messages.append({"role": "tool", "content": json.dumps(item)})
+        script.append(reply)
+        return str(chat(messages)["content"])
 
     return {
         "get_customer": get_customer,
@@ -209,20 +218,6 @@ def _tools() -> dict[str, Callable[..., Any]]:
         "search_docs": search_docs,
         "chat": ask,
     }
-
-
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """The Wilson score interval of ``k`` successes in ``n`` trials (95% by default).
-
-    Returns ``(0.0, 1.0)`` when ``n`` is 0.
-    """
-    if n <= 0:
-        return 0.0, 1.0
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @app.command()
@@ -273,9 +268,9 @@ def demo() -> None:
 
 
 def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
-    from agentlens.cli._runs import latest_scores, print_score, render_answer, verdict_summary
+    from agentlens.analytics import ScoreFacts, facts_of, tally, wilson_interval
+    from agentlens.cli._runs import latest_scores, print_score, render_answer
     from agentlens.eval import registered_scorers, run_scorers
-    from agentlens.model import Verdict
 
     known = registered_scorers()
     names = [n for n in settings.default_scorers if n in known]
@@ -285,13 +280,13 @@ def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
             f"note: not available yet, skipped: {', '.join(missing)}", markup=False, style="dim"
         )
 
-    flagged = passed = unverifiable = 0
-    by_mode: dict[str, int] = {}
+    outcomes: list[tuple[str, list[ScoreFacts]]] = []
     for i, (run_id, scenario) in enumerate(zip(run_ids, _SCENARIOS, strict=True), 1):
         if names:
             run_scorers(names, run_id=run_id, store=store, settings=settings)
         trace = store.get_trace(run_id)
         scores = latest_scores(store.get_scores(run_id))
+        outcomes.append((run_id, [facts_of(s) for s in scores]))
         out_console.print()
         title = Text(f"{i}. {scenario.title}", style="bold")
         title.append(f"  ({scenario.expect})", style="dim")
@@ -304,41 +299,34 @@ def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
         )
         for score in scores:
             print_score(score, trace, indent="   ")
-        verdict, _ = verdict_summary(scores)
-        if verdict is Verdict.FLAGGED:
-            flagged += 1
-            modes = {
-                str(f.failure_mode)
-                for s in scores
-                if s.verdict is Verdict.FLAGGED
-                for f in s.findings
-                if f.failure_mode is not None
-            }
-            for mode in modes:
-                by_mode[mode] = by_mode.get(mode, 0) + 1
-        elif verdict is Verdict.PASSED:
-            passed += 1
-        elif verdict is Verdict.UNVERIFIABLE:
-            unverifiable += 1
 
     out_console.print()
-    scored = flagged + passed
+    counts = tally(outcomes)
+    scored = counts.flagged + counts.passed
     if not names or scored == 0:
         out_console.print(
             Text("hallucination rate: pending (no scorer is available yet)", style="bold")
         )
     else:
-        low, high = wilson_interval(flagged, scored)
+        low, high = wilson_interval(counts.flagged, scored)
         line = Text("hallucination rate: ", style="bold")
-        line.append(f"{flagged}/{scored} runs flagged = {flagged / scored:.0%}", style="bold red")
+        line.append(
+            f"{counts.flagged}/{scored} runs flagged = {counts.flagged / scored:.0%}",
+            style="bold red",
+        )
         line.append(f"  (95% Wilson interval {low:.0%}–{high:.0%}; {scored} runs is a tiny sample)")
         out_console.print(line)
-        if by_mode:
-            modes_text = ", ".join(f"{m} {k}/{scored}" for m, k in sorted(by_mode.items()))
+        modes = [(m, k) for m, k in counts.by_mode.items() if k]
+        if modes:
+            modes_text = ", ".join(f"{m} {k}/{scored}" for m, k in modes)
             out_console.print(Text(f"  by failure mode: {modes_text}", style="dim"))
-        if unverifiable:
+        apart = counts.unverifiable + counts.errors
+        if apart:
             out_console.print(
-                Text(f"  {unverifiable} run(s) could not be verified (counted apart)", style="dim")
+                Text(
+                    f"  {apart} run(s) unverifiable or errored, counted apart (never as passes)",
+                    style="dim",
+                )
             )
 
     db_flag = f"--db {state.db} " if state.db else ""

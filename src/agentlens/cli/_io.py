@@ -86,7 +86,7 @@ def import_(
                     if not skip_invalid:
                         if total.runs:
                             _print_total(total, len(files))
-                        raise fail(f"{exc} (nothing imported from this file)") from None
+                        raise fail(f"{exc}; nothing was imported from this file") from None
                     tally = _Tally(skipped=[(exc.line, None, f"{exc} (the whole file)")])
                 _report(name, tally)
                 skipped_any = skipped_any or bool(tally.skipped) or tally.stopped is not None

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, out_console, state
 from agentlens.cli._util import format_time, preview, time_window, user_errors
-from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict
+from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc
 from agentlens.store import RunFilter, RunSummary, TraceStore
 
 __all__ = [
@@ -123,14 +125,20 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
     }
 
 
-def _iso(value: Any) -> str | None:
-    return None if value is None else format_time(value).replace(" ", "T")
+def _iso(value: datetime | None) -> str | None:
+    """A time as the trace format writes it: ISO 8601 in UTC with a ``Z``."""
+    return None if value is None else utc(value).isoformat().replace("+00:00", "Z")
 
 
 def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for column in ("id", "agent", "name", "started", "steps", "status", "verdict"):
-        table.add_column(column, justify="right" if column == "steps" else "left")
+    table.add_column("id", no_wrap=True, min_width=26)
+    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=20)
+    table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=40)
+    table.add_column("started", no_wrap=True, min_width=20)
+    table.add_column("steps", justify="right", no_wrap=True, min_width=5)
+    table.add_column("status", no_wrap=True, min_width=7)
+    table.add_column("verdict", overflow="fold", min_width=10)
     count = 0
     for summary in rows:
         count += 1
@@ -147,7 +155,10 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
     if count == 0:
         out_console.print("no runs match", markup=False)
         return
-    out_console.print(table)
+    if out_console.is_terminal:
+        out_console.print(table)
+    else:  # a pipe or a file gets the whole table, not one squeezed into 80 columns
+        Console(file=out_console.file, width=240, highlight=False).print(table)
 
 
 @app.command()
@@ -219,8 +230,11 @@ def render_answer(
     trace: Trace, scores: Sequence[Score], texts: dict[str, str] | None = None
 ) -> Text:
     """The run's final answer with every finding's token in it highlighted."""
-    answer = (texts if texts is not None else _turn_texts(trace)).get("output", "")
-    spans = [_span(f, answer) for s in scores for f in s.findings if f.location == "output"]
+    texts = texts if texts is not None else _turn_texts(trace)
+    answer = texts.get("output", "")
+    # A finding in a model reply that is the answer itself is marked in the answer too.
+    same = {loc for loc, text in texts.items() if text == answer}
+    spans = [_span(f, answer) for s in scores for f in s.findings if f.location in same]
     return _highlighted(answer, [sp for sp in spans if sp])
 
 
@@ -342,11 +356,22 @@ def print_score(
     if score.detail:
         line.append(f" — {score.detail}")
     out_console.print(line)
+    # The same token found in several turns (a model reply and the final answer that repeats
+    # it) is shown once, in the answer when it is there, naming the other places.
+    groups: dict[tuple[str, str, bool], list[Finding]] = {}
     for finding in score.findings:
-        out_console.print(_finding_line(finding, trace, indent + "    "))
-        where = _context(finding, texts, indent + "      ")
+        key = (str(finding.failure_mode), finding.text, finding.unverifiable)
+        groups.setdefault(key, []).append(finding)
+    for group in groups.values():
+        shown = next((f for f in group if f.location == "output"), group[0])
+        out_console.print(_finding_line(shown, trace, indent + "    "))
+        where = _context(shown, texts, indent + "      ", trace)
         if where is not None:
             out_console.print(where)
+        others = sorted({f.location for f in group if f is not shown and f.location != "output"})
+        if others:
+            also = Text(f"{indent}      also in step {', '.join(others)}", style="dim")
+            out_console.print(also)
 
 
 def _finding_line(finding: Finding, trace: Trace, indent: str) -> Text:
@@ -390,7 +415,9 @@ def describe_finding(finding: Finding, trace: Trace | None = None) -> str:
     return text
 
 
-def _context(finding: Finding, texts: dict[str, str], indent: str, width: int = 30) -> Text | None:
+def _context(
+    finding: Finding, texts: dict[str, str], indent: str, trace: Trace, width: int = 30
+) -> Text | None:
     """``in the answer, chars 21-31: …customer »CUST-48231« has…`` for a finding with a span."""
     text = texts.get(finding.location)
     if text is None:
@@ -402,6 +429,12 @@ def _context(finding: Finding, texts: dict[str, str], indent: str, width: int = 
     before = text[max(0, start - width) : start]
     after = text[end : end + width]
     where = "the answer" if finding.location == "output" else f"step {finding.location}"
+    if finding.location != "output":
+        try:
+            step = trace.step(finding.location)
+            where += f" ({step.kind}{' ' + step.name if step.name else ''})"
+        except KeyError:
+            pass
     line = Text(f"{indent}in {where}, chars {start}-{end}: ", style="dim")
     line.append(("…" if start > width else "") + before.replace("\n", " "))
     line.append("»")
