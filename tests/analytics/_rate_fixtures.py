@@ -33,9 +33,7 @@ def check_refs(*, trace: Trace, evidence: Evidence) -> ScoreResult:
         findings.append(Finding(failure_mode=FailureMode.PARAMETRIC_LEAKAGE, text="1912"))
     if "TRUNC" in text:
         findings.append(
-            Finding(
-                failure_mode=FailureMode.FABRICATED_GROUNDING, text="DOC-9", unverifiable=True
-            )
+            Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="DOC-9", unverifiable=True)
         )
     return ScoreResult(passed=not findings, value=float(len(findings)), findings=findings)
 
@@ -54,7 +52,8 @@ def check_prefix(*, trace: Trace, evidence: Evidence, prefix: str = "OK") -> Sco
     """An option-taking scorer: passes when the output starts with ``prefix``."""
     ok = str(trace.output or "").startswith(prefix)
     return ScoreResult(
-        passed=ok, findings=[] if ok else [Finding(failure_mode=FailureMode.NO_PROGRESS, text=prefix)]
+        passed=ok,
+        findings=[] if ok else [Finding(failure_mode=FailureMode.NO_PROGRESS, text=prefix)],
     )
 
 

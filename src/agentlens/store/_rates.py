@@ -280,7 +280,7 @@ def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[Rat
         for k, n in runs_by_key.items():
             if k not in found:
                 found[k] = RateCounts(key=k, runs=n, by_mode=dict.fromkeys(mode_list, 0))
-    elif not found:
+    elif by is None and not found:
         found[None] = RateCounts(key=None, runs=total_runs, by_mode=dict.fromkeys(mode_list, 0))
     return sorted(found.values(), key=lambda c: (c.key is None, c.key or ""))
 
@@ -318,9 +318,7 @@ def stored_versions(
     if end_us is not None:
         window += " AND run_started_at < :b"
         args["b"] = end_us
-    latest_sql = (
-        f"SELECT max(scored_at) FROM scores WHERE scorer = :s AND version = :v{window}"
-    )
+    latest_sql = f"SELECT max(scored_at) FROM scores WHERE scorer = :s AND version = :v{window}"
 
     def work(conn: sqlite3.Connection) -> list[tuple[str, int]]:
         found = []

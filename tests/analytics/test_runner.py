@@ -1,0 +1,166 @@
+"""Batch scoring of stored runs: incremental, re-scoring on a new version, resume, workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from _rate_fixtures import NOW, register, trace
+
+from agentlens.config import AgentSettings, Settings
+from agentlens.errors import ConfigError, ScorerError
+from agentlens.eval import ScoreResult, define_scorer
+from agentlens.eval._runner import ScoringInterrupted, score_runs
+from agentlens.model import Score
+from agentlens.store import RunFilter, open_store
+
+CFG = Settings()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[object]:
+    s = open_store(f"sqlite:///{tmp_path / 'runner.db'}")
+    outputs = ["fine", "FAKE ref", "TRUNC", "BOOM", "LEAK"] * 6
+    s.put_traces(trace(o, day=i % 9, loop=i % 7 == 0) for i, o in enumerate(outputs))
+    yield s
+    s.close()
+
+
+def _all_scores(store) -> dict[tuple[str, str, str], dict]:  # type: ignore[no-untyped-def]
+    found = {}
+    for run in store.list_runs():
+        for s in store.get_scores(run.id):
+            found[(s.run_id, s.scorer, s.version)] = s.model_dump(
+                mode="json", exclude={"scored_at"}
+            )
+    return found
+
+
+def test_scores_everything_then_nothing_new(store) -> None:  # type: ignore[no-untyped-def]
+    seen: list[tuple[int, int]] = []
+    written: list[Score] = []
+    first = score_runs(
+        store,
+        ["t_refs", "t_loops"],
+        settings=CFG,
+        progress=lambda d, t: seen.append((d, t)),
+        on_scores=written.extend,
+        chunk_size=7,
+    )
+    assert (first.selected, first.examined, first.scored_runs, first.scores_written) == (
+        30,
+        30,
+        30,
+        60,
+    )
+    # t_refs: 6 fine, 12 FAKE/LEAK, 6 TRUNC, 6 BOOM; t_loops: runs 0, 7, 14, 21, 28 loop.
+    assert first.verdicts == {"passed": 6 + 25, "flagged": 12 + 5, "unverifiable": 6, "error": 6}
+    assert len(written) == 60
+    assert seen[-1] == (30, 30) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    second = score_runs(store, ["t_refs", "t_loops"], settings=CFG, chunk_size=7)
+    assert (second.scores_written, second.skipped, second.examined) == (0, 30, 30)
+
+
+def test_verdicts_are_those_of_the_scorers(store) -> None:  # type: ignore[no-untyped-def]
+    score_runs(store, ["t_refs"], settings=CFG)
+    verdicts = {}
+    for run in store.list_runs():
+        (s,) = store.get_scores(run.id)
+        verdicts[str(store.get_trace(run.id).output)] = str(s.verdict)
+    assert verdicts == {
+        "fine": "passed",
+        "FAKE ref": "flagged",
+        "TRUNC": "unverifiable",
+        "BOOM": "error",  # a scorer that raises gives an error result; the batch goes on
+        "LEAK": "flagged",
+    }
+
+
+def test_a_new_scorer_version_rescores_history(store) -> None:  # type: ignore[no-untyped-def]
+    score_runs(store, ["t_refs"], settings=CFG)
+    try:
+        register(version="2")
+        again = score_runs(store, ["t_refs"], settings=CFG)
+        assert again.scores_written == 30
+        assert all(len(store.get_scores(r.id)) == 2 for r in store.list_runs())  # old results kept
+        assert score_runs(store, ["t_refs"], settings=CFG).scores_written == 0
+    finally:
+        register(version="1")
+
+
+def test_changed_options_for_one_role_rescore_only_that_role(store) -> None:  # type: ignore[no-untyped-def]
+    extra = trace("BILL", day=1, agent="billing")
+    store.put_traces([extra])
+    score_runs(store, ["t_prefix"], settings=CFG)
+    cfg = Settings(agents={"billing": AgentSettings(scorers={"t_prefix": {"prefix": "BILL"}})})
+    again = score_runs(store, ["t_prefix"], settings=cfg)
+    assert (again.scored_runs, again.scores_written) == (1, 1)
+    newest = max(store.get_scores(extra.id), key=lambda s: s.scored_at)
+    assert newest.passed and newest.version.startswith("1+")
+
+
+def test_rescore_forces(store) -> None:  # type: ignore[no-untyped-def]
+    score_runs(store, ["t_loops"], settings=CFG)
+    forced = score_runs(store, ["t_loops"], settings=CFG, rescore=True)
+    assert forced.scores_written == 30
+    assert all(len(store.get_scores(r.id)) == 1 for r in store.list_runs())  # replaced, not added
+
+
+def test_where_selects_runs(store) -> None:  # type: ignore[no-untyped-def]
+    window = RunFilter(start=NOW - timedelta(days=3), end=NOW)
+    summary = score_runs(store, ["t_loops"], window, settings=CFG)
+    assert summary.selected == store.count_runs(window) == summary.scored_runs
+    assert 0 < summary.selected < 30
+
+
+def test_interrupted_batch_resumes_where_it_stopped(store) -> None:  # type: ignore[no-untyped-def]
+    order = [r.id for r in store.list_runs(newest_first=False)]
+    stop_at = order[17]
+
+    def fragile(*, trace, evidence):  # type: ignore[no-untyped-def]
+        if trace.id == stop_at:
+            raise KeyboardInterrupt
+        return ScoreResult(passed=True)
+
+    define_scorer("t_fragile", fragile)
+    with pytest.raises(ScoringInterrupted) as info:
+        score_runs(store, ["t_fragile"], settings=CFG, chunk_size=5)
+    done = info.value.summary
+    assert done.interrupted and done.scores_written == 15  # three whole chunks were stored
+    assert len(list(store.unscored_run_ids("t_fragile", "1"))) == 15
+
+    define_scorer("t_fragile", lambda *, trace: ScoreResult(passed=True))
+    rest = score_runs(store, ["t_fragile"], settings=CFG, chunk_size=5)
+    assert (rest.scores_written, rest.skipped) == (15, 15)
+    assert list(store.unscored_run_ids("t_fragile", "1")) == []
+
+
+def test_two_workers_give_the_same_scores_as_one(tmp_path: Path) -> None:
+    urls = [f"sqlite:///{tmp_path / name}" for name in ("one.db", "two.db")]
+    runs = [
+        trace(o, day=i % 5, loop=i % 4 == 0)
+        for i, o in enumerate(["ok", "FAKE", "TRUNC", "BOOM"] * 10)
+    ]
+    results = []
+    for url, workers in zip(urls, (1, 2), strict=True):
+        with open_store(url) as s:  # type: ignore[attr-defined]
+            s.put_traces(runs)
+            summary = score_runs(
+                s, ["t_refs", "t_loops"], settings=CFG, workers=workers, chunk_size=6
+            )
+            assert summary.scores_written == 80
+            results.append(_all_scores(s))
+    assert results[0] == results[1]
+
+
+def test_bad_arguments(store) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ScorerError, match=r"unknown scorer 'nope'.*known scorers:.*t_refs"):
+        score_runs(store, ["nope"], settings=CFG)
+    with pytest.raises(ConfigError, match="workers"):
+        score_runs(store, ["t_refs"], settings=CFG, workers=0)
+    memory = open_store("sqlite:///:memory:")
+    with pytest.raises(ConfigError, match="in-memory"):
+        score_runs(memory, ["t_refs"], settings=CFG, workers=2)
+    memory.close()
