@@ -1,0 +1,167 @@
+"""Judges: decide claim by claim whether the evidence supports what the agent said.
+
+Backends: ``offline`` (deterministic, no network), ``openai`` (any OpenAI-compatible
+chat-completions endpoint: OpenAI, vLLM, Ollama, llama.cpp server...) and ``anthropic``. The
+network backends import httpx only when built. Every judge follows one rule: a claim that is
+correct but absent from the evidence is NOT supported; a failure is ``unverifiable``, never
+``supported``.
+
+Build one with :func:`get_judge` (arguments), or :func:`judge_from_settings` (the ``[judge]``
+table of ``agentlens.toml`` and the ``AGENTLENS_JUDGE_*`` environment variables).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from agentlens.errors import ConfigError
+from agentlens.eval.judges._cache import VerdictCache, default_cache_path
+from agentlens.eval.judges._offline import OfflineJudge, coverage_baseline, evidence_items
+from agentlens.eval.judges._protocol import (
+    RULE,
+    ClaimVerdict,
+    EvidenceSpan,
+    Judge,
+    JudgeUsage,
+    Label,
+    as_claims,
+    unverifiable,
+)
+
+__all__ = [
+    "BACKENDS",
+    "RULE",
+    "ClaimVerdict",
+    "EvidenceSpan",
+    "Judge",
+    "JudgeUsage",
+    "Label",
+    "OfflineJudge",
+    "VerdictCache",
+    "as_claims",
+    "coverage_baseline",
+    "default_cache_path",
+    "evidence_items",
+    "get_judge",
+    "judge_from_settings",
+    "judge_options",
+    "unverifiable",
+]
+
+BACKENDS = ("anthropic", "offline", "openai")
+"""The judge backends :func:`get_judge` knows."""
+
+# Keys of the [judge] table (and AGENTLENS_JUDGE_<KEY> variables) and their types.
+_KEYS: dict[str, type] = {
+    "backend": str,
+    "model": str,
+    "base_url": str,
+    "api_key_env": str,
+    "timeout": float,
+    "max_concurrency": int,
+    "max_retries": int,
+    "budget_usd": float,
+    "batch_size": int,
+    "cache": str,
+    "mode": str,
+    "min_coverage": float,
+    "max_tokens": int,
+}
+
+
+def get_judge(
+    backend: str = "offline",
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **options: Any,
+) -> Judge:
+    """Build a judge.
+
+    Args:
+        backend: ``offline``, ``openai`` or ``anthropic``.
+        model: the model name (required by the network backends unless
+            ``AGENTLENS_JUDGE_MODEL`` is set).
+        base_url: the endpoint (OpenAI-compatible: e.g. ``http://localhost:11434/v1``).
+        api_key: the key; default from ``api_key_env``, ``AGENTLENS_JUDGE_API_KEY``, then
+            ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``.
+        **options: backend options: ``timeout``, ``max_concurrency``, ``max_retries``,
+            ``budget_usd``, ``batch_size``, ``cache`` (a SQLite path, ``"default"``, or
+            ``"memory"``/``"off"``), ``prices`` ({model: (usd per 1M input, per 1M output)}),
+            ``structured_output``, ``max_tokens``, ``api_key_env``; for ``offline``: ``mode``
+            and ``min_coverage``.
+
+    Raises:
+        ConfigError: an unknown backend or option.
+        MissingExtraError: httpx is not installed (network backends).
+    """
+    name = (backend or "offline").strip().lower()
+    if name == "offline":
+        bad = set(options) - {"mode", "min_coverage", "cache", "timeout", "max_concurrency",
+                              "budget_usd", "max_retries", "batch_size", "api_key_env", "max_tokens"}
+        if bad:
+            raise ConfigError(f"judge 'offline': unknown option {sorted(bad)[0]!r}")
+        kwargs: dict[str, Any] = {}
+        if "mode" in options:
+            kwargs["mode"] = options["mode"]
+        if "min_coverage" in options:
+            kwargs["min_coverage"] = float(options["min_coverage"])
+        return OfflineJudge(**kwargs)
+    if name == "openai":
+        from agentlens.eval.judges._openai import OpenAIJudge
+
+        return OpenAIJudge(model=model, base_url=base_url, api_key=api_key, **options)
+    if name == "anthropic":
+        from agentlens.eval.judges._anthropic import AnthropicJudge
+
+        return AnthropicJudge(model=model, base_url=base_url, api_key=api_key, **options)
+    raise ConfigError(f"unknown judge backend {backend!r}; choose from {', '.join(BACKENDS)}")
+
+
+def judge_options(table: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The judge settings: ``AGENTLENS_JUDGE_<KEY>`` environment variables over the
+    ``[judge]`` table. Unknown keys and values of the wrong type raise :class:`ConfigError`."""
+    merged: dict[str, Any] = {}
+    for key, value in (table or {}).items():
+        if key == "prices":
+            merged[key] = value
+            continue
+        if key not in _KEYS:
+            raise ConfigError(f"[judge]: unknown key {key!r}; known keys: {', '.join(sorted(_KEYS))}")
+        merged[key] = _coerce(key, value, f"[judge] {key}")
+    for key in _KEYS:
+        raw = os.environ.get(f"AGENTLENS_JUDGE_{key.upper()}")
+        if raw not in (None, ""):
+            merged[key] = _coerce(key, raw, f"AGENTLENS_JUDGE_{key.upper()}")
+    return merged
+
+
+def _coerce(key: str, value: Any, where: str) -> Any:
+    kind = _KEYS[key]
+    try:
+        if kind is str:
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+        if isinstance(value, bool):
+            raise TypeError
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}") from None
+
+
+def judge_from_settings(settings: Any = None, **overrides: Any) -> Judge:
+    """The judge configured by ``settings.judge`` (the ``[judge]`` table), the environment, and
+    ``overrides`` (e.g. from the CLI's ``--judge`` and ``--model``; ``None`` values are ignored).
+    """
+    if settings is None:
+        from agentlens.config import load_settings
+
+        settings = load_settings()
+    opts = judge_options(getattr(settings, "judge", None) or {})
+    opts.update({k: v for k, v in overrides.items() if v is not None})
+    backend = opts.pop("backend", "offline")
+    return get_judge(backend, **opts)

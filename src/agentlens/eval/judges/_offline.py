@@ -1,0 +1,327 @@
+"""The offline judge: deterministic claim-to-evidence alignment, no network, no download.
+
+For each claim it
+
+1. aligns the claim to the evidence: the evidence is cut into segments (sentences of prose, the
+   innermost objects of JSON), and segments are ranked by BM25 over the claim's content words;
+2. measures coverage: which of the claim's content words (lightly stemmed, no synonyms) the best
+   aligned segment contains; numbers match across formats (``1,000`` = ``1000``, ``5.2 million``
+   = ``5200000``, ``twelve`` = ``12``);
+3. checks agreement: a number, date or name of the claim that is absent from the evidence, or a
+   negation on one side only, makes the claim unsupported.
+
+Two modes:
+
+``strict`` (the default)
+    Every content word of the claim must be found in one aligned evidence segment (a sentence,
+    or one JSON record). This is the rule "correct but absent from the evidence is NOT
+    supported" applied literally; it suits answers built from tool outputs, where claims restate
+    the evidence. Paraphrase counts against a claim.
+``lenient``
+    Names and numbers must all occur in the evidence, and the share of the claim's content
+    (names and numbers weigh double) found anywhere in the evidence must reach
+    ``min_coverage``. It suits long, paraphrased claims.
+
+The thresholds were calibrated on half of WiCE dev and HaluEval QA (see ``docs/judges.md``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentlens.eval._claims import Claim, split_sentences
+from agentlens.eval._evidence import EvidenceItem
+from agentlens.eval.judges._protocol import (
+    ClaimVerdict,
+    EvidenceSpan,
+    JudgeUsage,
+    Label,
+    as_claims,
+)
+from agentlens.eval.judges._text import NEGATIONS, STOPWORDS, Token, number_values, tokenize
+
+__all__ = ["OfflineJudge", "coverage_baseline", "evidence_items"]
+
+_BREAK = re.compile(r"\n+|(?<=[a-z0-9)\"])\.(?=[A-Z][a-z])")
+_TOP_K = 5
+_K1, _B = 1.2, 0.75
+
+
+def evidence_items(evidence: Sequence[EvidenceItem] | str) -> list[tuple[str, str]]:
+    """Evidence as ``(source, text)`` pairs; a plain string is one item named ``evidence``."""
+    if isinstance(evidence, str):
+        return [("evidence", evidence)]
+    return [(item.source, item.text) for item in evidence]
+
+
+@dataclass(slots=True)
+class _Segment:
+    source: str
+    start: int
+    end: int
+    text: str
+    stems: frozenset[str]
+    prefixes: frozenset[str]
+    numbers: frozenset[str]
+    negated: bool
+    length: int
+
+
+def _prefixes(stems: frozenset[str] | set[str]) -> frozenset[str]:
+    return frozenset(w[:5] for w in stems if len(w) >= 6 and not w[0].isdigit())
+
+
+def _json_objects(text: str) -> list[tuple[int, int]]:
+    """Spans of the innermost JSON objects of ``text`` (records), by bracket matching."""
+    spans: list[tuple[int, int]] = []
+    stack: list[list[int]] = []  # [start, has_child]
+    in_str = False
+    esc = False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch == "{":
+            if stack:
+                stack[-1][1] = 1
+            stack.append([i, 0])
+        elif ch == "}" and stack:
+            start, has_child = stack.pop()
+            if not has_child:
+                spans.append((start, i + 1))
+    return spans
+
+
+def _segment_spans(text: str) -> list[tuple[int, int]]:
+    stripped = text.lstrip()
+    if stripped[:1] in ("{", "["):
+        objects = _json_objects(text)
+        if objects:
+            return objects
+    spans: list[tuple[int, int]] = []
+    for s, e in split_sentences(text):
+        pos = s
+        for m in _BREAK.finditer(text, s, e):
+            if m.start() > pos:
+                spans.append((pos, m.start()))
+            pos = m.end()
+        if e > pos:
+            spans.append((pos, e))
+    return spans
+
+
+@dataclass
+class _Index:
+    segments: list[_Segment]
+    df: Counter[str] = field(default_factory=Counter)
+    all_stems: set[str] = field(default_factory=set)
+    all_prefixes: frozenset[str] = frozenset()
+    all_numbers: set[str] = field(default_factory=set)
+    avg_len: float = 1.0
+
+
+def _build_index(items: list[tuple[str, str]]) -> _Index:
+    segments: list[_Segment] = []
+    for source, text in items:
+        if not text:
+            continue
+        for s, e in _segment_spans(text):
+            seg_text = text[s:e]
+            if seg_text.rstrip().endswith("?"):
+                continue  # a question asserts nothing
+            toks = tokenize(seg_text)
+            if not toks:
+                continue
+            stems = frozenset(t.stem for t in toks)
+            content = [t for t in stems if t not in STOPWORDS]
+            segments.append(
+                _Segment(
+                    source, s, e, seg_text, stems, _prefixes(stems),
+                    frozenset(number_values(toks)),
+                    any(t.stem in NEGATIONS for t in toks),
+                    max(1, len(content)),
+                )
+            )
+    index = _Index(segments)
+    for seg in segments:
+        index.df.update(t for t in seg.stems if t not in STOPWORDS)
+        index.all_stems |= seg.stems
+        index.all_numbers |= seg.numbers
+    index.all_prefixes = _prefixes(index.all_stems)
+    index.avg_len = sum(s.length for s in segments) / max(1, len(segments))
+    return index
+
+
+def _covered(tok: Token, values: set[str], stems: frozenset[str] | set[str],
+             prefixes: frozenset[str], numbers: frozenset[str] | set[str]) -> bool:
+    if tok.stem in stems:
+        return True
+    if tok.number:
+        return bool(values & numbers)
+    return len(tok.stem) >= 6 and tok.stem[:5] in prefixes
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    tokens: list[Token]
+    content: list[Token]
+    values: list[set[str]]
+    weights: list[float]
+    negated: bool
+
+
+def _prepare(text: str) -> _Claim:
+    tokens = tokenize(text)
+    content: list[Token] = []
+    seen: set[str] = set()
+    for t in tokens:
+        if t.stem in STOPWORDS or t.stem in seen:
+            continue
+        seen.add(t.stem)
+        content.append(t)
+    values = [number_values([t]) if t.number else set() for t in content]
+    weights = [
+        2.0 if (t.number or (t.capital and t.start > 0)) else (1.0 if len(t.stem) > 4 else 0.6)
+        for t in content
+    ]
+    negated = any(t.stem in NEGATIONS for t in tokens)
+    return _Claim(tokens, content, values, weights, negated)
+
+
+class OfflineJudge:
+    """A deterministic, lexical judge: no network, no model, no download.
+
+    Args:
+        mode: ``"strict"`` (every content word in one aligned evidence segment) or
+            ``"lenient"`` (names and numbers present, weighted coverage >= ``min_coverage``).
+        min_coverage: the lenient mode's coverage threshold.
+    """
+
+    name = "offline"
+    prompt_version = "offline-1"
+
+    def __init__(self, *, mode: Literal["strict", "lenient"] = "strict", min_coverage: float = 0.75) -> None:
+        if mode not in ("strict", "lenient"):
+            from agentlens.errors import ConfigError
+
+            raise ConfigError(f"offline judge: mode must be 'strict' or 'lenient', not {mode!r}")
+        self.mode = mode
+        self.min_coverage = float(min_coverage)
+        self.model = f"lexical-{mode}" + ("" if mode == "strict" else f"-{self.min_coverage:g}")
+        self.usage = JudgeUsage()
+
+    async def judge(
+        self, *, claims: Sequence[Claim | str], evidence: Sequence[EvidenceItem] | str
+    ) -> list[ClaimVerdict]:
+        """One verdict per claim (see :meth:`judge_sync`)."""
+        return self.judge_sync(claims=claims, evidence=evidence)
+
+    def judge_sync(
+        self, *, claims: Sequence[Claim | str], evidence: Sequence[EvidenceItem] | str
+    ) -> list[ClaimVerdict]:
+        """One verdict per claim, computed in this thread."""
+        index = _build_index(evidence_items(evidence))
+        return [self._one(claim, index) for claim in as_claims(claims)]
+
+    # -- one claim -------------------------------------------------------------------------
+
+    def _one(self, claim: Claim, index: _Index) -> ClaimVerdict:
+        who = f"offline/{self.model}"
+        prepared = _prepare(claim.text)
+        if not prepared.content:
+            return ClaimVerdict(Label.UNVERIFIABLE, 0.0, "nothing checkable in the claim "
+                                "(no content words, numbers or names)", None, claim, who)
+        if not index.segments:
+            return ClaimVerdict(Label.UNSUPPORTED, 0.9, "there is no evidence", None, claim, who)
+        ranked = self._rank(prepared, index)
+        best, missing = self._best_segment(prepared, index, ranked)
+        span = EvidenceSpan(best.source, best.start, best.end, _shorten(best.text))
+        total_w = sum(prepared.weights)
+        if self.mode == "strict":
+            if missing:
+                words = ", ".join(repr(prepared.content[i].stem) for i in missing[:6])
+                frac = sum(prepared.weights[i] for i in missing) / total_w
+                return ClaimVerdict(
+                    Label.UNSUPPORTED, round(0.55 + 0.45 * frac, 3),
+                    f"not in the closest evidence: {words}", span, claim, who,
+                )
+        else:
+            absent = [
+                i for i, t in enumerate(prepared.content)
+                if not _covered(t, prepared.values[i], index.all_stems, index.all_prefixes, index.all_numbers)
+            ]
+            names = [i for i in absent if prepared.content[i].number or
+                     (prepared.content[i].capital and prepared.content[i].start > 0)]
+            if names:
+                words = ", ".join(repr(prepared.content[i].stem) for i in names[:6])
+                return ClaimVerdict(Label.UNSUPPORTED, 0.8,
+                                    f"names or numbers not in the evidence: {words}", span, claim, who)
+            cov = 1.0 - sum(prepared.weights[i] for i in absent) / total_w
+            if cov < self.min_coverage:
+                words = ", ".join(repr(prepared.content[i].stem) for i in absent[:6])
+                return ClaimVerdict(
+                    Label.UNSUPPORTED, round(0.55 + 0.45 * (1 - cov), 3),
+                    f"only {cov:.0%} of the claim is in the evidence; missing {words}", span, claim, who,
+                )
+        if self.mode == "strict" and prepared.negated != best.negated:
+            side = "the claim" if prepared.negated else "the evidence"
+            return ClaimVerdict(Label.UNSUPPORTED, 0.7, f"negation mismatch: only {side} is negated",
+                                span, claim, who)
+        cov_best = 1.0 - sum(prepared.weights[i] for i in missing) / total_w
+        return ClaimVerdict(Label.SUPPORTED, round(0.6 + 0.4 * cov_best, 3),
+                            "every content word, number and name is in the evidence"
+                            if not missing else f"{cov_best:.0%} of the claim is in the closest evidence",
+                            span, claim, who)
+
+    @staticmethod
+    def _rank(prepared: _Claim, index: _Index) -> list[int]:
+        n = len(index.segments)
+        scores = []
+        stems = [t.stem for t in prepared.content]
+        idf = {w: math.log(1 + (n - index.df[w] + 0.5) / (index.df[w] + 0.5)) for w in stems}
+        for seg in index.segments:
+            norm = _K1 * (1 - _B + _B * seg.length / index.avg_len)
+            scores.append(sum(idf[w] * (_K1 + 1) / (1 + norm) for w in stems if w in seg.stems))
+        return sorted(range(n), key=lambda i: -scores[i])[:_TOP_K]
+
+    @staticmethod
+    def _best_segment(prepared: _Claim, index: _Index, ranked: list[int]) -> tuple[_Segment, list[int]]:
+        best: tuple[float, _Segment, list[int]] | None = None
+        for i in ranked:
+            seg = index.segments[i]
+            missing = [
+                j for j, t in enumerate(prepared.content)
+                if not _covered(t, prepared.values[j], seg.stems, seg.prefixes, seg.numbers)
+            ]
+            lost = sum(prepared.weights[j] for j in missing)
+            if best is None or lost < best[0]:
+                best = (lost, seg, missing)
+        assert best is not None
+        return best[1], best[2]
+
+
+def _shorten(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def coverage_baseline(claim: str, evidence: Sequence[EvidenceItem] | str, threshold: float = 0.6) -> bool:
+    """The plain baseline: True (supported) when the share of the claim's content words found
+    anywhere in the evidence reaches ``threshold``. For benchmarks, side by side with the judge."""
+    stems = {t.stem for t in tokenize(" ".join(text for _, text in evidence_items(evidence)))}
+    content = {t.stem for t in tokenize(claim) if t.stem not in STOPWORDS}
+    if not content:
+        return True
+    return len(content & stems) / len(content) >= threshold

@@ -1,0 +1,166 @@
+"""Text normalisation for the offline judge: tokens, light stemming, numbers, negations.
+
+Pure Python and deterministic. Nothing here knows about claims or verdicts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["STOPWORDS", "Token", "char_ngrams", "number_values", "stem", "tokenize"]
+
+_STOP_WORDS = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "nor", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "can", "will", "just", "don", "should", "now", "ve", "ll", "re", "d", "m", "o", "y", "ma", "one's", "it's", "one", "also", "well", "may", "might", "must", "shall", "upon", "via", "per", "among", "amongst", "within", "without", "whose", "whether", "yet", "since", "though", "although", "however", "thus", "therefore", "hence", "currently", "later", "earlier", "still", "already", "ever", "many", "much", "several", "often", "around", "including", "include", "includes", "included", "like", "during", "whilst", "instead", "due", "prior", "became", "become", "becomes", "becoming", "began", "begin", "begins", "beginning", "time", "times", "year", "years"]
+) - {"no", "not", "nor", "never"}
+
+NEGATIONS = frozenset(
+    ["no", "not", "never", "none", "nobody", "nothing", "neither", "nor", "cannot", "without", "n't", "isn't", "aren't", "wasn't", "weren't", "doesn't", "don't", "didn't", "hasn't", "haven't", "hadn't", "won't", "wouldn't", "can't", "couldn't", "shouldn't", "unable", "fail", "failed", "fails", "false"]
+)
+
+_MONTHS = {
+    "jan": "january", "feb": "february", "mar": "march", "apr": "april", "jun": "june",
+    "jul": "july", "aug": "august", "sep": "september", "sept": "september", "oct": "october",
+    "nov": "november", "dec": "december",
+}
+_NUMBER_WORDS = {
+    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
+    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+    "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "dozen": 12,
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+    "eighth": 8, "ninth": 9, "tenth": 10, "twice": 2, "once": 1, "single": 1, "double": 2,
+    "triple": 3, "half": 0.5,
+}
+_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mn": 1e6, "billion": 1e9,
+           "bn": 1e9, "b": 1e9, "trillion": 1e12, "percent": 1, "%": 1}
+
+_TOKEN = re.compile(
+    r"\d+(?:[.,:/]\d+)*(?:st|nd|rd|th|s)?|[A-Za-zÀ-ÖØ-öø-ÿ]+(?:['’][A-Za-z]+)?|%",
+)
+_ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th|s)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One word or number of a text."""
+
+    stem: str
+    """Lower-cased, lightly stemmed form (numbers normalised, ``n't`` → ``not``)."""
+    start: int
+    end: int
+    capital: bool
+    """Starts with a capital letter (a name, when not the first word of a sentence)."""
+    number: bool
+    """A number (digits or a number word)."""
+
+
+def stem(word: str) -> str:
+    """A light, conservative stem: plural and common verb/adverb suffixes removed."""
+    w = word.lower().replace("’", "'")
+    if w.endswith("n't"):
+        return "not"
+    if w.endswith("'s"):
+        w = w[:-2]
+    elif w.endswith("'"):
+        w = w[:-1]
+    if w in _MONTHS:
+        return _MONTHS[w]
+    n = len(w)
+    if n <= 3:
+        return w
+    if w.endswith("ies") and n > 4:
+        return w[:-3] + "y"
+    if w.endswith(("sses", "xes", "ches", "shes")):
+        return w[:-2]
+    if w.endswith("s") and not w.endswith(("ss", "us", "is", "ous")):
+        w = w[:-1]
+        n -= 1
+    if w.endswith("ing") and n > 5:
+        return _undouble(w[:-3])
+    if w.endswith("ied") and n > 4:
+        return w[:-3] + "y"
+    if w.endswith("ed") and n > 4:
+        return _undouble(w[:-2])
+    if w.endswith("ly") and n > 5:
+        return w[:-2]
+    if w.endswith("e") and n > 4:
+        return w[:-1]
+    return w
+
+
+def _undouble(w: str) -> str:
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
+        return w[:-1]
+    if w.endswith("e") and len(w) > 4:
+        return w[:-1]
+    return w
+
+
+STOPWORDS: frozenset[str] = _STOP_WORDS | frozenset(stem(w) for w in _STOP_WORDS)
+"""Function words (and their stems) that carry no checkable content."""
+
+
+def _norm_number(raw: str) -> str:
+    m = _ORDINAL.match(raw)
+    if m:
+        raw = m.group(1)
+    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", raw):
+        raw = raw.replace(",", "")
+    if re.fullmatch(r"\d+\.\d+", raw):
+        raw = raw.rstrip("0").rstrip(".")
+    if re.fullmatch(r"0+\d+", raw):
+        raw = raw.lstrip("0") or "0"
+    return raw
+
+
+def tokenize(text: str) -> list[Token]:
+    """The words and numbers of ``text`` with their spans."""
+    out: list[Token] = []
+    for m in _TOKEN.finditer(text):
+        raw = m.group(0)
+        if raw[0].isdigit():
+            out.append(Token(_norm_number(raw), m.start(), m.end(), False, True))
+        elif raw == "%":
+            out.append(Token("percent", m.start(), m.end(), False, False))
+        else:
+            low = raw.lower()
+            is_num = low in _NUMBER_WORDS and low not in ("one", "second", "once", "single")
+            out.append(Token(stem(raw), m.start(), m.end(), raw[0].isupper(), is_num))
+    return out
+
+
+def number_values(tokens: list[Token]) -> set[str]:
+    """The numbers of a token list as normalised strings, with scaled forms.
+
+    ``5.2 million`` yields ``5.2`` and ``5200000``; ``twelve`` yields ``12``; ``1,000`` → ``1000``.
+    """
+    values: set[str] = set()
+    for i, tok in enumerate(tokens):
+        if not tok.number:
+            continue
+        if tok.stem[0].isdigit():
+            values.add(tok.stem)
+            base = tok.stem
+        else:
+            base = _fmt(_NUMBER_WORDS.get(tok.stem, _NUMBER_WORDS.get(tok.stem + "s", 0)))
+            values.add(base)
+        if i + 1 < len(tokens) and tokens[i + 1].stem in _SCALES:
+            try:
+                values.add(_fmt(float(base.replace(",", "")) * _SCALES[tokens[i + 1].stem]))
+            except ValueError:
+                pass
+    return values
+
+
+def _fmt(value: float) -> str:
+    if value == int(value):
+        return str(int(value))
+    return f"{value:g}"
+
+
+def char_ngrams(text: str, n: int = 4) -> set[str]:
+    """Character n-grams of the lower-cased text with spaces collapsed."""
+    t = " " + re.sub(r"\s+", " ", text.lower()) + " "
+    return {t[i : i + n] for i in range(max(0, len(t) - n + 1))}
