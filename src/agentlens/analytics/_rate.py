@@ -88,7 +88,9 @@ def hallucination_rate(
         ConfigError: conflicting window options or an unknown failure mode.
     """
     window = resolve_window(since_hours=since_hours, start=start, end=end, now=now)
-    return _with_store(store, settings, lambda st, cfg: _rate(st, cfg, window, agent, modes, scorers))
+    return _with_store(
+        store, settings, lambda st, cfg: _rate(st, cfg, window, agent, modes, scorers)
+    )
 
 
 def rate_breakdown(
@@ -335,11 +337,15 @@ def python_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> l
 
     if by not in (None, *_BY):
         raise ValueError(f"unknown breakdown {by!r}; choose from {', '.join(_BY)}")
-    start = None if query.start_us is None else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
-        microseconds=query.start_us
+    start = (
+        None
+        if query.start_us is None
+        else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=query.start_us)
     )
-    end = None if query.end_us is None else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
-        microseconds=query.end_us
+    end = (
+        None
+        if query.end_us is None
+        else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=query.end_us)
     )
     selected = _selected(query)
     modes = list(query.modes) if query.modes is not None else None
@@ -359,9 +365,7 @@ def python_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> l
         all_runs.append(entry)
         groups.setdefault(_key(run, by), []).append(entry)
     if by == "mode":
-        return [
-            _with_runs(tally(all_runs, [m], key=m), len(all_runs)) for m in mode_keys(modes)
-        ]
+        return [_with_runs(tally(all_runs, [m], key=m), len(all_runs)) for m in mode_keys(modes)]
     if by == "scorer_version":
         return [
             _with_runs(tally(entries, modes, key=k), len(all_runs))

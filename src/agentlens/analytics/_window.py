@@ -9,6 +9,7 @@ from agentlens.errors import ConfigError
 
 __all__ = ["Window", "parse_time", "resolve_window"]
 
+
 def parse_time(text: str, *, label: str = "time") -> datetime:
     """Parse an ISO 8601 date or time; a value without an offset is UTC.
 
@@ -51,7 +52,7 @@ class Window:
             ConfigError: this window has no start.
         """
         if self.start is None:
-            raise ConfigError("a baseline needs a current window with a start (--since or --from)")
+            raise ConfigError("a baseline needs a current window with a start")
         return Window(self.start - length, self.start)
 
     def label(self) -> str:
@@ -81,11 +82,11 @@ def resolve_window(
         ConfigError: conflicting options, a bad duration or time, or ``start >= end``.
     """
     if since is not None and since_hours is not None:
-        raise ConfigError("give --since or since_hours, not both")
+        raise ConfigError("give since or since_hours, not both")
     if (since is not None or since_hours is not None) and start is not None:
-        raise ConfigError("give either --since or --from, not both")
-    end_t = _as_time(end, "--to") if end is not None else None
-    start_t = _as_time(start, "--from") if start is not None else None
+        raise ConfigError("give since_hours (or since) or start, not both")
+    end_t = _as_time(end, "end") if end is not None else None
+    start_t = _as_time(start, "start") if start is not None else None
     length: timedelta | None
     if since is not None:
         if since <= timedelta(0):
@@ -103,7 +104,10 @@ def resolve_window(
         end_t = end_t or (now or datetime.now(UTC)).astimezone(UTC)
         start_t = end_t - length
     if start_t is not None and end_t is not None and start_t >= end_t:
-        raise ConfigError(f"the window is empty: --from {start_t:%Y-%m-%dT%H:%M:%SZ} is not before --to {end_t:%Y-%m-%dT%H:%M:%SZ}")
+        raise ConfigError(
+            f"the window is empty: start {start_t:%Y-%m-%dT%H:%M:%SZ} is not before "
+            f"end {end_t:%Y-%m-%dT%H:%M:%SZ}"
+        )
     return Window(start_t, end_t)
 
 

@@ -328,7 +328,10 @@ _worker: dict[str, Any] = {}
 
 
 def _init_worker(
-    url: str, specs: list[tuple[str, dict[str, Any], str | None]], settings: Settings, path: list[str]
+    url: str,
+    specs: list[tuple[str, dict[str, Any], str | None]],
+    settings: Settings,
+    path: list[str],
 ) -> None:
     """Runs once in each worker process: open the store, rebuild the scorers."""
     for entry in path:
