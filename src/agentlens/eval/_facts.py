@@ -113,6 +113,7 @@ COMMON_WORDS: frozenset[str] = frozenset(
     downgrade certificate voucher gift credit debit visa mastercard card transfer human
     agent representative assistance assistant dr prof sir madam miss mx mrs mr ms captain
     officer
+        safe sold sound enjoy hope alright awesome cheers noted understood outgoing nearby major
     """.split()  # noqa: SIM905
 )
 """Words that, capitalised, still name nothing: never a fact on their own. Curated, not
@@ -312,7 +313,7 @@ def _name_fact(text: str, lowered: str, m: re.Match[str]) -> Fact | None:
         if word.isupper() and len(word) > 1:
             if low in _ACRONYMS or low in COMMON_WORDS:
                 continue
-        elif low in COMMON_WORDS or low.replace("’", "'") in COMMON_WORDS:
+        elif _common(low):
             continue
         kept.append(w)
     if not kept:
@@ -329,6 +330,17 @@ def _name_fact(text: str, lowered: str, m: re.Match[str]) -> Fact | None:
     if not tokens:
         return None
     return Fact("name", span, start, end, " ".join(tokens))
+
+
+def _common(word: str) -> bool:
+    """A common word, or the plural / third person of one (``Members``, ``Sounds``)."""
+    if word in COMMON_WORDS:
+        return True
+    if word.endswith("ies") and word[:-3] + "y" in COMMON_WORDS:
+        return True
+    if word.endswith("es") and word[:-2] in COMMON_WORDS:
+        return True
+    return word.endswith("s") and word[:-1] in COMMON_WORDS
 
 
 def _used_in_lower_case(lowered: str, text: str, word: str) -> bool:

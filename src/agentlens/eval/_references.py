@@ -16,6 +16,7 @@ them, are in ``docs/grounding.md``.
 from __future__ import annotations
 
 import bisect
+import datetime as _dt
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -591,7 +592,8 @@ class _ItemIndex:
 
     @property
     def dates(self) -> frozenset[str]:
-        """Dates as ``YYYY-MM-DD`` and ``--MM-DD`` keys, from ISO and worded forms."""
+        """Dates as ``YYYY-MM-DD`` and ``--MM-DD`` keys, from ISO and worded forms; a date
+        written without its year also as ``?--MM-DD``."""
         if self._dates is None:
             keys: set[str] = set()
             for y, mo, d in _ISO_DATE.findall(self.item.text):
@@ -605,6 +607,8 @@ class _ItemIndex:
                     if k:
                         keys.add(k)
                         keys.add("--" + k[-5:])
+                        if k.startswith("--"):
+                            keys.add("?" + k)  # written without its year
             self._dates = frozenset(keys)
         return self._dates
 
@@ -613,7 +617,8 @@ class _ItemIndex:
         """Times of day as ``HH:MM``."""
         if self._times is None:
             self._times = frozenset(
-                f"{int(h):02d}:{mi}" for h, mi in _CLOCK.findall(self.item.text) if int(h) < 24
+                [f"{int(h):02d}:{mi}" for h, mi in _CLOCK.findall(self.item.text) if int(h) < 24]
+                + [_clock12(h, mi, ap) for h, mi, ap in _CLOCK12.findall(self.item.text)]
             )
         return self._times
 
@@ -631,7 +636,29 @@ class _ItemIndex:
 
 
 _HAS_MONTH = re.compile(_MONTH)
+_RELATIVE_DAY = re.compile(
+    r"(?i)\b(?:next|following|previous|prior) day\b|\bday (?:after|before|later|earlier)\b"
+    r"|\b(?:by|in) (?:one|a|1) day\b|\btomorrow\b|\byesterday\b|\d:\d\d(?::\d\d)?\+1\b"
+)
+
+
+def _shift_day(key: str) -> set[str]:
+    """The dates one day before and after ``YYYY-MM-DD``."""
+    try:
+        day = _dt.date.fromisoformat(key)
+    except ValueError:
+        return set()
+    one = _dt.timedelta(days=1)
+    return {(day - one).isoformat(), (day + one).isoformat()}
+
+
 _CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):([0-5]\d)(?!\d)")
+_CLOCK12 = re.compile(r"(?<![\d:])(1[0-2]|0?[1-9])(?::([0-5]\d))?\s?([AaPp])\.?[Mm]\b")
+
+
+def _clock12(hour: str, minute: str, ap: str) -> str:
+    h = int(hour) % 12 + (12 if ap in "Pp" else 0)
+    return f"{h:02d}:{minute or '00'}"
 
 
 class EvidenceIndex:
@@ -669,11 +696,12 @@ class EvidenceIndex:
         """True when evidence before ``index`` was truncated at its source."""
         return any(e.item.truncated for e in self.before(index))
 
-    def find(self, ref: Reference, index: int) -> Match | None:
-        """Where ``ref`` is found in the evidence before step position ``index``, or ``None``."""
+    def find(self, ref: Reference, index: int, extra: Sequence[float] = ()) -> Match | None:
+        """Where ``ref`` is found in the evidence before step position ``index``, or ``None``.
+        ``extra``: amounts the same turn already derived, usable in arithmetic."""
         kind = ref.kind
         if kind in _NUMERIC_KINDS:
-            return self._find_number(ref, index)
+            return self._find_number(ref, index, extra)
         if kind == "date":
             return self.find_date(ref.key, index)
         if kind == "url":
@@ -736,10 +764,32 @@ class EvidenceIndex:
     # ---- dates and URLs
 
     def find_date(self, key: str, index: int) -> Match | None:
-        """A date key (``YYYY-MM-DD``, or ``--MM-DD`` for a date written without its year)."""
+        """A date key (``YYYY-MM-DD``, or ``--MM-DD`` for a date written without its year).
+
+        A full date is also grounded by the same day written without a year ("May 20th") when
+        the year appears in the evidence too (typically today's date in the system prompt), and
+        by an evidence date one day away when the evidence speaks of a relative day ("the day
+        after", "next day", "tomorrow", an overnight arrival ``03:00:00+1``)."""
         for e in self.before(index):
             if key in e.dates:
                 return Match(e.item, key)
+        if key.startswith("--"):
+            return None
+        shifted = _shift_day(key)
+        if shifted and any(_RELATIVE_DAY.search(e.item.text) for e in self.before(index)):
+            for e in self.before(index):
+                near = shifted & e.dates
+                if near:
+                    return Match(e.item, f"{min(near)} ± 1 day", derived=True)
+        yearless = "?--" + key[5:]
+        year = key[:4]
+        day = next((e for e in self.before(index) if yearless in e.dates), None)
+        if day is None:
+            return None
+        if any(year in e.numbers for e in self.before(index)):
+            return Match(
+                day.item, f"{key[5:]} with the year {year} from the evidence", derived=True
+            )
         return None
 
     def find_time(self, key: str, index: int) -> Match | None:
@@ -772,10 +822,11 @@ class EvidenceIndex:
         percent: bool = False,
         tolerance: float = 0.0,
         arithmetic: bool = True,
+        extra: Sequence[float] = (),
     ) -> Match | None:
         """A number as written in the evidence (any common formatting), else within
         ``tolerance`` of an evidence number or, with ``arithmetic``, of simple arithmetic on
-        them (see :class:`_NumberPool`)."""
+        them and on ``extra`` (numbers the same turn already derived; see :class:`_NumberPool`)."""
         key = number_key(abs(value))
         variants = _number_variants(key)
         frac = _number_variants(number_key(abs(value) / 100)) if percent else None
@@ -787,7 +838,7 @@ class EvidenceIndex:
                 return Match(e.item, number_key(abs(value) / 100))
         if not arithmetic:
             return None
-        return self.derive(abs(value), index, percent=percent, tolerance=tolerance)
+        return self.derive(abs(value), index, percent=percent, tolerance=tolerance, extra=extra)
 
     def _find_url(self, key: str, index: int) -> Match | None:
         for e in self.before(index):
@@ -801,12 +852,13 @@ class EvidenceIndex:
 
     # ---- amounts and percentages
 
-    def _find_number(self, ref: Reference, index: int) -> Match | None:
+    def _find_number(self, ref: Reference, index: int, extra: Sequence[float] = ()) -> Match | None:
         return self.find_value(
             float(ref.key),
             index,
             percent=ref.kind == "percent",
             tolerance=written_tolerance(ref.text),
+            extra=extra,
         )
 
     def pool(self, index: int) -> _NumberPool:
@@ -826,10 +878,15 @@ class EvidenceIndex:
         *,
         percent: bool = False,
         tolerance: float = 0.0,
+        extra: Sequence[float] = (),
     ) -> Match | None:
         """Whether ``value`` is a number of the evidence before ``index``, or simple arithmetic
         on them (see :class:`_NumberPool`), within ``tolerance``."""
         pool = self.pool(index)
+        if not pool.entries:
+            return None
+        if extra:
+            pool = pool.with_extra(extra)
         how = pool.derive(value, tolerance=tolerance, percent=percent)
         if how is None:
             return None
@@ -882,9 +939,10 @@ class _NumberPool:
 
     Accepted as derived (each within ``tolerance``): a number itself; for a percentage, the
     number times 100 (a fraction), ``a / b * 100`` and ``(b - a) / a * 100`` (a share and a
-    change); ``a + b``, ``|a - b|``, ``a * b``, ``a / b`` of two numbers; ``k * a`` for a whole
-    ``k`` from 2 to 10; and ``a + b + c`` when at most 80 distinct numbers are available.
-    Arithmetic uses the 200 numbers nearest the turn.
+    change); ``a + b``, ``|a - b|`` and ``a / b`` of two numbers; ``k * a`` for a whole ``k``
+    from 2 to 10; and ``a + b + c`` when at most 80 distinct numbers are available. Arithmetic
+    uses the 200 numbers nearest the turn, plus the numbers the turn itself already derived
+    (so "$500 + $250 = $750, plus $129 is $879" is followed step by step).
     """
 
     def __init__(self, entries: list[_ItemIndex]) -> None:
@@ -897,6 +955,18 @@ class _NumberPool:
         recent = sorted(origin, key=lambda v: -origin[v])[:_MAX_ARITH]
         self.values = sorted(recent)
         self._pair_sums: list[tuple[float, float, float]] | None = None
+
+    def with_extra(self, extra: Sequence[float]) -> _NumberPool:
+        """This pool plus ``extra`` numbers, attributed to the latest evidence item."""
+        pool = _NumberPool.__new__(_NumberPool)
+        pool.entries = self.entries
+        pool.origin = dict(self.origin)
+        last = len(self.entries) - 1
+        for v in extra:
+            pool.origin.setdefault(v, last)
+        pool.values = sorted(set(self.values) | set(extra))
+        pool._pair_sums = None
+        return pool
 
     def _has(self, target: float, tol: float) -> float | None:
         vals = self.values
@@ -946,9 +1016,6 @@ class _NumberPool:
             if b is not None:
                 return f"{number_key(a)} - {number_key(b)}", max(self.origin[a], self.origin[b])
             if a != 0:
-                b = self._has(x / a, tol / abs(a))
-                if b is not None and b not in (0.0, 1.0):
-                    return f"{number_key(a)} × {number_key(b)}", max(self.origin[a], self.origin[b])
                 b = self._has(a / x, tol * abs(a) / (x * x)) if x else None
                 if b is not None and b not in (0.0, 1.0):
                     return f"{number_key(a)} / {number_key(b)}", max(self.origin[a], self.origin[b])

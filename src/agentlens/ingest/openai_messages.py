@@ -168,6 +168,8 @@ def _conversation(conv: Any, source: str, index: int, line: int | None, where: s
     name = fields.pop("name", None)
     if name is None and "task_id" in fields:
         name = f"task {fields['task_id']}"
+        if "trial" in fields:
+            name += f" trial {fields['trial']}"
     metadata: dict[str, Any] = {"source_format": "openai", "source": source}
     metadata.update(fields)
     user_text = next((s.output for s in steps if s.kind is StepKind.USER), None)

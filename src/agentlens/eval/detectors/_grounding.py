@@ -13,7 +13,7 @@ from typing import Any
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
-from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts
+from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
 from agentlens.eval._references import (
     EvidenceIndex,
     Extractor,
@@ -105,10 +105,13 @@ def _no_fabricated_refs(
     findings: list[Finding] = []
     grounded: list[Finding] = []
     for turn in evidence.turns:
+        amounts: list[float] = []  # amounts this turn already grounded: operands for the next
         for ref in _refs(evidence, extractor, turn):
-            match = index.find(ref, turn.index)
+            match = index.find(ref, turn.index, amounts)
             if match is not None:
                 grounded.append(_grounded(ref.text, ref.start, ref.end, turn, match, ref.kind))
+                if ref.kind in ("money", "percent"):
+                    amounts.append(float(ref.key))
                 continue
             findings.append(_fabricated(ref, turn, index))
     flagged = sum(not f.unverifiable for f in findings)
@@ -185,6 +188,7 @@ def _parametric_leakage(
     patterns: Patterns | None = None,
     kinds: Sequence[str] | None = None,
     facts: Sequence[str] | None = None,
+    allow: Sequence[str] | None = None,
     judge: str | None = None,
 ) -> ScoreResult:
     """Every specific fact in an answer (number, date, year, name) is in the evidence."""
@@ -193,17 +197,25 @@ def _parametric_leakage(
     if wanted is not None and not wanted <= FACT_KINDS:
         bad = sorted(wanted - FACT_KINDS)[0]
         raise ConfigError(f"unknown fact kind {bad!r}; choose from {', '.join(sorted(FACT_KINDS))}")
+    allowed = frozenset(
+        w for a in ([allow] if isinstance(allow, str) else allow or ()) for w in name_tokens(a)
+    )
     index = _index(evidence, extractor)
     findings: list[Finding] = []
     grounded: list[Finding] = []
     for turn in evidence.turns:
         refs = _refs(evidence, extractor, turn)
+        numbers: list[float] = []  # numbers this turn already grounded: operands for the next
         for fact in extract_facts(turn.text, refs):
             if wanted is not None and fact.kind not in wanted:
                 continue
-            match = _find_fact(fact, turn.index, index)
+            if fact.kind == "name" and allowed and set(fact.key.split()) <= allowed:
+                continue
+            match = _find_fact(fact, turn.index, index, numbers)
             if match is not None:
                 grounded.append(_grounded(fact.text, fact.start, fact.end, turn, match, fact.kind))
+                if fact.value is not None:
+                    numbers.append(abs(fact.value))
                 continue
             unverifiable = index.truncated_before(turn.index)
             findings.append(
@@ -235,12 +247,18 @@ def _parametric_leakage(
     )
 
 
-def _find_fact(fact: Fact, index_pos: int, index: EvidenceIndex) -> Match | None:
+def _find_fact(
+    fact: Fact, index_pos: int, index: EvidenceIndex, numbers: Sequence[float]
+) -> Match | None:
     kind = fact.kind
     if kind in ("number", "money", "percent"):
         assert fact.value is not None
         return index.find_value(
-            fact.value, index_pos, percent=kind == "percent", tolerance=fact.tolerance
+            fact.value,
+            index_pos,
+            percent=kind == "percent",
+            tolerance=fact.tolerance,
+            extra=numbers,
         )
     if kind == "year":
         return index.find_value(float(fact.key), index_pos, arithmetic=False)
@@ -256,6 +274,7 @@ def parametric_leakage(
     patterns: Patterns | None = None,
     kinds: Sequence[str] | None = None,
     facts: Sequence[str] | None = None,
+    allow: Sequence[str] | None = None,
     judge: str | None = None,
 ) -> Scorer:
     """The ``parametric_leakage`` scorer (deterministic half) with options bound.
@@ -271,6 +290,8 @@ def parametric_leakage(
         kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
         facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
             ``year``, ``date``, ``time``, ``name``.
+        allow: names that are always accepted (the company's own name, its products): a name
+            whose words are all among these is not checked.
         judge: reserved: the judged half arrives with the judges issue; today it is recorded
             in the result's attributes and not run.
     """
@@ -283,6 +304,8 @@ def parametric_leakage(
         options["kinds"] = list(kinds)
     if facts is not None:
         options["facts"] = list(facts)
+    if allow is not None:
+        options["allow"] = list(allow)
     if judge is not None:
         options["judge"] = judge
     _extractor(options.get("patterns"), options.get("kinds"))
