@@ -69,7 +69,17 @@ def tau_bench_runs(root: Path) -> Iterator[Trace]:
             yield from _tau_bench_fallback(path)
         return
     for path in paths:
-        yield from openai_messages.read(path)
+        for trace in openai_messages.read(path):
+            yield _tau_errors(trace)
+
+
+def _tau_errors(trace: Trace) -> Trace:
+    """tau-bench tools report a failure as a result starting with ``Error:``; make it the
+    step's ``error`` so that repeated failures count as error loops."""
+    for step in trace.steps:
+        if step.kind is StepKind.TOOL and isinstance(step.output, str) and step.output.startswith("Error:"):
+            step.error, step.output = step.output, None
+    return trace
 
 
 def _tau_bench_fallback(path: Path) -> Iterator[Trace]:
@@ -93,8 +103,9 @@ def _tau_bench_fallback(path: Path) -> Iterator[Trace]:
                     steps.append(step)
                     calls[call.get("id", "")] = step
             elif role == "tool":
-                step = calls.get(message.get("tool_call_id", ""))
-                if step is not None:
+                answered = calls.get(message.get("tool_call_id", ""))
+                if answered is not None:
+                    step = answered
                     content = message.get("content")
                     if isinstance(content, str) and content.startswith("Error:"):
                         step.error = content  # tau-bench tools report failures this way

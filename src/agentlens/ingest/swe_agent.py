@@ -83,7 +83,9 @@ def read(path: Path) -> Iterator[Trace]:
     else:
         steps.extend(_from_history(history or [], name, len(steps)))
 
-    info = data.get("info") or {}
+    info = data.get("info")
+    if info is None:
+        info = {}
     if not isinstance(info, dict):
         raise FormatError("must be an object", source=name, field="info")
     exit_status = info.get("exit_status")

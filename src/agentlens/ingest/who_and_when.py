@@ -19,11 +19,13 @@ become ``tool`` steps:
   step named after the sub-agent (``WebSurfer``, ``FileSurfer``, ``Assistant``,
   ``ComputerTerminal``), with ``input`` = the instruction and ``output`` = the reply.
 
-Every other message is a ``text`` step named after its speaker (``name``, else ``role``);
+Every other message is a ``text`` step named after its speaker (``name``, else ``role`` without
+a parenthesised qualifier: ``Orchestrator (termination condition)`` -> ``Orchestrator``);
 ``Orchestrator (thought)`` messages (ledgers, "Next speaker ...") are ``thinking`` steps named
 ``Orchestrator``; ``human`` is a ``user`` step. Each step keeps ``attributes.role`` and
 ``attributes.history_index`` (the message's position, which ``mistake_step`` refers to).
-The run's ``input`` is the ``question``, its ``output`` the last text message, and every other
+The run's ``input`` is the ``question``, its ``output`` the last text message (other than a bare
+``TERMINATE``), and every other
 field (annotation included) goes to ``metadata``.
 """
 
@@ -46,6 +48,7 @@ _CODE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _EXIT = re.compile(r"exitcode:\s*(-?\d+)")
 _TO = re.compile(r"^(?P<who>.+?)\s*\(->\s*(?P<to>[^)]+)\)$")
 _THOUGHT = re.compile(r"^(?P<who>.+?)\s*\(thought\)$")
+_QUALIFIED = re.compile(r"^(?P<who>.+?)\s*\((?P<what>[^)]*)\)$")
 
 
 def read(path: Path) -> Iterator[Trace]:
@@ -64,7 +67,7 @@ def read(path: Path) -> Iterator[Trace]:
     steps = _steps(history, name)
     output = None
     for step in reversed(steps):
-        if step.kind is StepKind.TEXT and step.output not in (None, ""):
+        if step.kind is StepKind.TEXT and step.output not in (None, "", "TERMINATE"):
             output = step.output
             break
     metadata: dict[str, Any] = {"source_format": "who-and-when", "source": name}
@@ -141,7 +144,9 @@ def _steps(history: list[Any], source: str) -> list[Step]:
         elif speaker == "human":
             add(StepKind.USER, output=content, attributes=attributes)
         else:
-            add(StepKind.TEXT, name=speaker, output=content, attributes=attributes)
+            qualified = _QUALIFIED.match(speaker)
+            who = qualified.group("who").strip() if qualified is not None else speaker
+            add(StepKind.TEXT, name=who, output=content, attributes=attributes)
         last_content = content
     for step in waiting.values():
         step.attributes["unpaired"] = True

@@ -230,7 +230,9 @@ def _llm_before(trace: Trace, calls: Sequence[_Call]) -> dict[int, list[int]]:
     return out
 
 
-def waste_of(trace: Trace, step_indexes: Iterable[int], *, llm_steps: Iterable[int] = ()) -> dict[str, Any]:
+def waste_of(
+    trace: Trace, step_indexes: Iterable[int], *, llm_steps: Iterable[int] = ()
+) -> dict[str, Any]:
     """What the steps at ``step_indexes`` (positions in ``trace.steps``) cost, with the ``llm``
     steps attributed to them: ``steps``, ``llm_steps`` and, when any step carried them,
     ``input_tokens``, ``output_tokens``, ``total_tokens``, ``duration_s`` and ``cost_usd``."""
@@ -276,7 +278,9 @@ def _args_text(value: Any) -> str:
     if isinstance(canon, str):
         text = json.dumps(canon, ensure_ascii=False)
     else:
-        text = json.dumps(canon, ensure_ascii=False, sort_keys=True, separators=(", ", ": "), default=repr)
+        text = json.dumps(
+            canon, ensure_ascii=False, sort_keys=True, separators=(", ", ": "), default=repr
+        )
     if len(text) > _ARGS_SHOWN:
         text = text[: _ARGS_SHOWN - 1] + "…"
     return text
@@ -609,7 +613,14 @@ def repeated_tool_calls(
             kinds=kinds,
             polling=polling,
         ),
-        dict(max_repeats=3, max_errors=3, min_cycles=3, exempt_tools=(), kinds=DEFAULT_KINDS, polling=True),
+        dict(
+            max_repeats=3,
+            max_errors=3,
+            min_cycles=3,
+            exempt_tools=(),
+            kinds=DEFAULT_KINDS,
+            polling=True,
+        ),
     )
 
 
