@@ -172,3 +172,13 @@ def test_importing_capture_is_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_configure_enabled_false_is_a_no_op_and_leaves_the_store_url(fresh_capture: None) -> None:
+    config.set_configured_db(None)
+    agentlens.configure(enabled=False)
+    assert is_enabled() is False
+    assert config._configured_db is None
+    with agentlens.run() as run:
+        assert double(3) == 6
+    assert run.steps == []

@@ -110,7 +110,7 @@ def _begin(
             return None
         step = ActiveStep(run, kind, name, ctx[1], _state.now_ns())
         try:
-            step._input = to_jsonable(binder(args, kwargs))
+            step._input = jsonable(binder(args, kwargs))
         except Exception:
             step._input = {"args": to_jsonable(args), "kwargs": to_jsonable(kwargs)}
         run.steps.append(step)

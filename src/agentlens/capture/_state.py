@@ -156,7 +156,7 @@ def configure(
 
     from agentlens.config import set_configured_db
 
-    if exporter is None:
+    if exporter is None and (enabled or db is not None):
         if db is None or isinstance(db, str):
             url = _resolve_url(db)
             set_configured_db(url)
@@ -165,7 +165,11 @@ def configure(
             set_configured_db(getattr(db, "url", None))
             exporter = StoreExporter(db)
 
-    processor = _processor(exporter, max_queue, batch_size, flush_interval) if enabled else None
+    processor = (
+        _processor(exporter, max_queue, batch_size, flush_interval)
+        if enabled and exporter is not None
+        else None
+    )
     with _lock:
         previous, _pipeline = (
             _pipeline,
