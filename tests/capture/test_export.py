@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -187,3 +191,42 @@ def test_many_threads_submitting_lose_nothing() -> None:
         assert batcher.stats().exported == 2000
     finally:
         batcher.shutdown(10)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_exports_its_own_runs_only(tmp_path: Path) -> None:
+    out = tmp_path / "exported.txt"
+    script = f"""
+import os, agentlens
+from agentlens.capture import Exporter, ExportResult
+
+class FileExporter(Exporter):
+    def export(self, traces):
+        with open({str(out)!r}, "a") as f:
+            for t in traces:
+                f.write(f"{{t.id}} {{os.getpid()}}\\n")
+        return ExportResult.success(len(traces))
+
+agentlens.configure(exporter=FileExporter(), flush_interval=3600)
+with agentlens.run(run_id="parent-before-fork"):
+    pass
+pid = os.fork()
+if pid == 0:
+    with agentlens.run(run_id="child"):
+        pass
+    ok = agentlens.flush(30)
+    os._exit(0 if ok else 3)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0
+with agentlens.run(run_id="parent-after-fork"):
+    pass
+"""
+    subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=60)
+    lines = [line.split() for line in out.read_text().splitlines()]
+    assert sorted(run_id for run_id, _ in lines) == [
+        "child",
+        "parent-after-fork",
+        "parent-before-fork",
+    ]
+    pids = {run_id: pid for run_id, pid in lines}
+    assert pids["child"] != pids["parent-before-fork"] == pids["parent-after-fork"]

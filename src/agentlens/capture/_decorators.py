@@ -155,7 +155,7 @@ def _wrap_function(func: Callable[..., Any], kind: StepKind, name: str) -> Calla
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = get()
-        if ctx is None:
+        if ctx is None or not ctx[0]._recording:
             return func(*args, **kwargs)
         step = _begin(ctx, kind, name, binder, args, kwargs)
         if step is None:
@@ -180,7 +180,7 @@ def _wrap_coroutine(func: Callable[..., Any], kind: StepKind, name: str) -> Call
     @functools.wraps(func)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = _CTX.get()
-        if ctx is None:
+        if ctx is None or not ctx[0]._recording:
             return await func(*args, **kwargs)
         step = _begin(ctx, kind, name, binder, args, kwargs)
         if step is None:

@@ -14,6 +14,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -266,12 +267,12 @@ class BatchExporter:
         self._lock = threading.Lock()  # guards thread start/stop, not the queue
         self._count_lock = threading.Lock()  # drops are counted from many agent threads
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
         self._stopped = False
         self._exported = 0
         self._dropped = 0
         self._failed = 0
         self._log = _RateLimitedLog()
+        _instances.add(self)
 
     # -- agent side ---------------------------------------------------------------------------
 
@@ -292,7 +293,7 @@ class BatchExporter:
                 )
                 return False
             queue.append(item)
-            if self._thread is None or self._pid != os.getpid():
+            if self._thread is None:
                 self._ensure_thread()
             if len(queue) >= self._batch_size:
                 self._wake.set()
@@ -309,8 +310,6 @@ class BatchExporter:
             True when done within ``timeout`` seconds (``None``: wait as long as it takes).
         """
         try:
-            if self._pid != os.getpid():
-                self._ensure_thread()
             if not self._queue and self._thread is None:
                 return self._exporter_flush(timeout)
             if self._thread is threading.current_thread():
@@ -336,7 +335,7 @@ class BatchExporter:
         try:
             thread = self._thread
             deadline = None if timeout is None else time.monotonic() + timeout
-            if thread is not None and thread.is_alive() and self._pid == os.getpid():
+            if thread is not None and thread.is_alive():
                 self._wake.set()
                 thread.join(timeout)
             else:
@@ -359,13 +358,17 @@ class BatchExporter:
 
     # -- background side ----------------------------------------------------------------------
 
+    def _after_fork(self) -> None:
+        # In a forked child the parent's thread does not exist and its locks may be held;
+        # the runs still queued belong to the parent, which exports them itself.
+        self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread = None
+        self._queue.clear()
+
     def _ensure_thread(self) -> None:
         with self._lock:
-            pid = os.getpid()
-            if self._pid != pid:  # forked: the parent's thread does not exist here
-                self._pid = pid
-                self._thread = None
-                self._wake = threading.Event()
             if self._thread is not None or self._stopped:
                 return
             thread = threading.Thread(target=self._loop, name="agentlens-export", daemon=True)
@@ -438,6 +441,18 @@ class BatchExporter:
         except Exception as exc:
             self._log.warning("flush", "agentlens: exporter flush failed: %s", _describe(exc))
             return False
+
+
+_instances: weakref.WeakSet[BatchExporter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for batcher in list(_instances):
+        batcher._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _describe(exc: BaseException) -> str:
