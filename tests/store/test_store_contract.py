@@ -388,3 +388,17 @@ def test_scores_keep_their_findings(store: TraceStore) -> None:
     assert isinstance(got, Score)
     assert [f.failure_mode for f in got.findings] == ["fabricated_grounding"]
     assert got.scored_at == score.scored_at
+
+
+@pytest.mark.parametrize("run_id", ["a\x00b", "ünïcødé 😀", "x" * 500, "1", "with 'quotes\" and ,"])
+def test_any_string_is_a_run_id(store: TraceStore, run_id: str) -> None:
+    trace = Trace(id=run_id, output="first")
+    store.put_traces([trace])
+    store.put_scores([make_score(run_id)])
+    store.put_traces([trace.model_copy(update={"output": "second"})])  # replace: found by id
+    assert store.get_trace(run_id).output == "second"
+    assert store.get_scores(run_id) == []
+    assert ids(store.query_traces(RunFilter(run_ids=[run_id]))) == [run_id]
+    assert list(store.unscored_run_ids("no_fabricated_refs", "1")) == [run_id]
+    assert store.delete_runs([run_id]) == 1
+    assert store.count_runs() == 0

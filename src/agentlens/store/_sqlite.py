@@ -97,6 +97,10 @@ _FIRST_PAGE = 32
 _MAX_PAGE = 512
 """Pages double in size up to this many runs."""
 _MAX_IDLE_READERS = 4
+_ID_BATCH = 500
+"""Run ids bound per statement when a write handles a list of ids."""
+_MAX_BOUND_IDS = 30000
+"""A ``run_ids`` filter up to this size is bound as parameters (SQLite allows 32766)."""
 _PAGE_SIZE = 16384
 """SQLite page size of a new store: rows of 1-2 KB step JSON waste less space than at 4 KiB."""
 
@@ -370,9 +374,9 @@ class SQLiteStore:
                     f"{type(trace).__name__}, not a Trace; nothing was written"
                 )
             prepared[trace.id] = self._prepare(trace)
-        ids = json.dumps(list(prepared))
+        ids = list(prepared)
         existing = conn.execute(
-            "SELECT key, id, doc FROM runs WHERE id IN (SELECT value FROM json_each(?))", (ids,)
+            f"SELECT key, id, doc FROM runs WHERE id IN {_marks(len(ids))}", ids
         ).fetchall()
         replaced_keys: list[int] = []
         replaced_ids: list[str] = []
@@ -464,18 +468,20 @@ class SQLiteStore:
 
     @staticmethod
     def _delete(conn: sqlite3.Connection, keys: list[int], run_ids: list[str]) -> None:
-        key_list = json.dumps(keys)
-        id_list = json.dumps(run_ids)
+        """Delete runs (by key) with their steps, and the scores of ``run_ids``.
+
+        Ids are bound as parameters, never passed through ``json_each``: a run id may hold any
+        character, NUL included, and SQLite's JSON functions cut text at a NUL.
+        """
+        key_list = json.dumps(keys)  # integers: safe in JSON
         conn.execute(
             "DELETE FROM steps WHERE run_key IN (SELECT value FROM json_each(?))", (key_list,)
         )
-        conn.execute(
-            "DELETE FROM score_modes WHERE run_id IN (SELECT value FROM json_each(?))", (id_list,)
-        )
-        conn.execute(
-            "DELETE FROM scores WHERE run_id IN (SELECT value FROM json_each(?))", (id_list,)
-        )
         conn.execute("DELETE FROM runs WHERE key IN (SELECT value FROM json_each(?))", (key_list,))
+        for start in range(0, len(run_ids), _ID_BATCH):
+            part = run_ids[start : start + _ID_BATCH]
+            conn.execute(f"DELETE FROM score_modes WHERE run_id IN {_marks(len(part))}", part)
+            conn.execute(f"DELETE FROM scores WHERE run_id IN {_marks(len(part))}", part)
 
     def get_trace(self, run_id: str) -> Trace:
         """Return one run with its steps.
@@ -585,13 +591,11 @@ class SQLiteStore:
         ids = list(dict.fromkeys(_as_ids(run_ids)))
 
         def work(conn: sqlite3.Connection) -> int:
-            keys = [
-                k
-                for (k,) in conn.execute(
-                    "SELECT key FROM runs WHERE id IN (SELECT value FROM json_each(?))",
-                    (json.dumps(ids),),
-                )
-            ]
+            keys: list[int] = []
+            for start in range(0, len(ids), _ID_BATCH):
+                part = ids[start : start + _ID_BATCH]
+                sql = f"SELECT key FROM runs WHERE id IN {_marks(len(part))}"
+                keys.extend(k for (k,) in conn.execute(sql, part))
             self._delete(conn, keys, ids)
             return len(keys)
 
@@ -687,8 +691,8 @@ class SQLiteStore:
             row[0]: row[1:]
             for row in conn.execute(
                 "SELECT id, project, agent, release, started_at FROM runs"
-                " WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(run_ids),),
+                f" WHERE id IN {_marks(len(run_ids))}",
+                run_ids,
             )
         }
         for run_id in run_ids:
@@ -779,6 +783,11 @@ def _assemble(doc: str, step_docs: list[str]) -> str:
     return f'{doc[:-1]},"steps":[{",".join(step_docs)}]}}'
 
 
+def _marks(n: int) -> str:
+    """``(?, ?, ...)`` with ``n`` parameters (``(NULL)`` when ``n`` is 0: matches nothing)."""
+    return "(" + ", ".join("?" * n) + ")" if n else "(NULL)"
+
+
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ConfigError(f"limit must be a non-negative integer, got {limit!r}")
@@ -841,6 +850,11 @@ def _filter_sql(where: RunFilter | None) -> _FilterSQL:
         clauses.append("r.has_output = ?")
         params.append(int(where.has_output))
     if where.run_ids is not None:
-        clauses.append("r.id IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(_as_ids(where.run_ids)))
+        run_ids = _as_ids(where.run_ids)
+        if len(run_ids) <= _MAX_BOUND_IDS:
+            clauses.append(f"r.id IN {_marks(len(run_ids))}")
+            params.extend(run_ids)
+        else:  # too many to bind one by one (ids with a NUL character cannot match here)
+            clauses.append("r.id IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(run_ids))
     return _FilterSQL(to_us(where.start), to_us(where.end), tuple(clauses), tuple(params))
