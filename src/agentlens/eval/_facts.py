@@ -114,6 +114,43 @@ COMMON_WORDS: frozenset[str] = frozenset(
     agent representative assistance assistant dr prof sir madam miss mx mrs mr ms captain
     officer
         safe sold sound enjoy hope alright awesome cheers noted understood outgoing nearby major
+        sales sale invoice invoices revenue revenues profit profits income cost growth market
+    markets report reports analysis results result data figure figures chart table tables
+    sum average mean median minimum maximum rate rates ratio share shares stock stocks price
+    budget budgets expense expenses forecast quarter quarters annual monthly weekly yearly
+    customers client clients vendor vendors supplier suppliers partner partners employee
+    employees staff people person user users owner owners buyer buyers seller sellers
+    product service plan plans project projects task tasks ticket issue issues bug bugs
+    feature features release releases version versions update updates fix fixes change
+    changes event events meeting meetings call calls email emails letter letters document
+    documents documentation file files folder folders link links source sources reference
+    references record records entry entries field fields form forms request requests reply
+    replies answer answers question questions comment comments review reviews rating ratings
+    score scores level levels tier tiers group groups category categories type types kind
+    status state stage stages phase phases step process processes policy policies rule rules
+    law laws contract contracts agreement agreements term terms condition conditions
+    price cost fee charge charges discount discounts offer offers deal deals coupon coupons
+    order purchase purchases shipment shipments delivery deliveries shipping return returns
+    refund exchange exchanges warranty warranties claim claims case cases account
+    balance credit debit card cash check payment transfer deposit withdrawal loan loans
+    interest tax taxes total subtotal amount amounts number numbers count counts quantity
+    size weight height width length distance speed time times hour minute second day week
+    month year years today tomorrow yesterday morning afternoon evening night noon midnight
+    north south east west northern southern eastern western central left right top bottom
+    front back inside outside upper lower new old young big small large little long short
+    high low good bad better worse best worst great poor rich full empty open closed free
+    busy ready early late fast slow easy hard simple complex clear sure true false real
+    main major minor key important necessary possible impossible likely unlikely certain
+    general specific public private personal local national international global online
+    offline digital mobile social financial economic political legal medical technical
+    based according regarding including following given given overall however therefore
+    meanwhile otherwise furthermore moreover nevertheless instead besides also still yet
+    here there now then today once twice again always never often sometimes usually rarely
+    first second third last next previous final initial original current recent future
+    yes no maybe okay ok sure thanks thank please sorry welcome hello hi hey goodbye bye
+    rose fell increased decreased grew dropped rising falling went came made took gave got
+    said says told asks asked found find shows showed shown seems seemed looks looked
+    approved approve rejected reject accepted accept declined decline confirmed pending
     """.split()  # noqa: SIM905
 )
 """Words that, capitalised, still name nothing: never a fact on their own. Curated, not
@@ -201,7 +238,10 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         elif ap == "am" and hour == 12:
             hour = 0
         key = f"{hour:02d}:{minute:02d}" + ("" if ap or hour >= 13 or hour == 0 else "?")
-        facts.append(Fact("time", m.group(0), m.start(), m.end(), key))
+        raw = m.group(0)
+        if raw.endswith(".") and raw.count(".") == 1:
+            raw = raw[:-1]  # "7:30 PM." ends a sentence
+        facts.append(Fact("time", raw, m.start(), m.start() + len(raw), key))
         taken.append((m.start(), m.end()))
 
     for m in _NUMBER.finditer(text):
