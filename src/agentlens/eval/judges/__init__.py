@@ -12,6 +12,7 @@ table of ``agentlens.toml`` and the ``AGENTLENS_JUDGE_*`` environment variables)
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -110,14 +111,18 @@ def get_judge(
         if "min_coverage" in options:
             kwargs["min_coverage"] = float(options["min_coverage"])
         return OfflineJudge(**kwargs)
-    if name == "openai":
-        from agentlens.eval.judges._openai import OpenAIJudge
-
-        return OpenAIJudge(model=model, base_url=base_url, api_key=api_key, **options)
-    if name == "anthropic":
-        from agentlens.eval.judges._anthropic import AnthropicJudge
-
-        return AnthropicJudge(model=model, base_url=base_url, api_key=api_key, **options)
+    if name in ("openai", "anthropic"):
+        if name == "openai":
+            from agentlens.eval.judges._openai import OpenAIJudge as cls
+        else:
+            from agentlens.eval.judges._anthropic import AnthropicJudge as cls  # type: ignore[assignment]
+        for offline_only in ("mode", "min_coverage"):
+            options.pop(offline_only, None)
+        params = set(inspect.signature(cls.__init__).parameters) - {"self"}
+        bad = set(options) - params
+        if bad:
+            raise ConfigError(f"judge {name!r}: unknown option {sorted(bad)[0]!r}")
+        return cls(model=model, base_url=base_url, api_key=api_key, **options)
     raise ConfigError(f"unknown judge backend {backend!r}; choose from {', '.join(BACKENDS)}")
 
 

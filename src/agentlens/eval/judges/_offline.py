@@ -212,7 +212,7 @@ class OfflineJudge:
     name = "offline"
     prompt_version = "offline-1"
 
-    def __init__(self, *, mode: Literal["strict", "lenient"] = "strict", min_coverage: float = 0.75) -> None:
+    def __init__(self, *, mode: Literal["strict", "lenient"] = "strict", min_coverage: float = 0.5) -> None:
         if mode not in ("strict", "lenient"):
             from agentlens.errors import ConfigError
 

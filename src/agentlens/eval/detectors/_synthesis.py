@@ -1,0 +1,216 @@
+"""``faithful_synthesis``: every claim of every assistant turn must be supported by the evidence
+that came before it, as decided by a judge; and :func:`judged_leakage`, the judged half of
+``parametric_leakage``.
+
+The judge is ``offline`` unless the scorer's options or the ``[judge]`` table say otherwise. A
+claim the judge could not decide (failure, timeout, budget) is reported as an ``unverifiable``
+finding, never as a pass; so is an unsupported claim when the evidence was truncated at its source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from agentlens.eval._claims import Claim, extract_claims
+from agentlens.eval._evidence import Evidence, Turn
+from agentlens.eval._scorer import scorer
+from agentlens.eval.judges import Judge, get_judge, judge_from_settings
+from agentlens.eval.judges._protocol import ClaimVerdict, Label
+from agentlens.model import FailureMode, Finding, ScoreResult, Trace
+
+__all__ = ["ajudged_leakage", "faithful_synthesis", "judged_leakage", "resolve_judge"]
+
+_JUDGES: dict[tuple[Any, ...], Judge] = {}
+_LOCK = threading.Lock()
+
+
+def resolve_judge(judge: Judge | str | None = None, **options: Any) -> Judge:
+    """A judge instance: ``judge`` itself, a backend name built with ``options``, or (``None``)
+    the configured one (``[judge]`` table, ``AGENTLENS_JUDGE_*``, default ``offline``).
+
+    Built judges are kept per configuration, so their verdict cache lives across runs.
+    """
+    if judge is not None and not isinstance(judge, str):
+        return judge
+    opts = {k: v for k, v in options.items() if v is not None}
+    key = (judge, tuple(sorted((k, repr(v)) for k, v in opts.items())))
+    with _LOCK:
+        found = _JUDGES.get(key)
+        if found is None:
+            found = judge_from_settings(**opts) if judge is None else get_judge(judge, **opts)
+            _JUDGES[key] = found
+        return found
+
+
+async def _judge_turn(judge: Judge, turn: Turn) -> list[tuple[Claim, ClaimVerdict]]:
+    claims = extract_claims(turn.text)
+    if not claims:
+        return []
+    verdicts = await judge.judge(claims=claims, evidence=turn.evidence)
+    if len(verdicts) != len(claims):  # a judge that breaks the protocol decides nothing
+        return [
+            (c, ClaimVerdict(Label.UNVERIFIABLE, 0.0, "the judge returned the wrong number of verdicts",
+                             claim=c, judge=getattr(judge, "name", "")))
+            for c in claims
+        ]
+    return list(zip(claims, verdicts, strict=True))
+
+
+def _finding(
+    mode: FailureMode | None, claim: Claim, verdict: ClaimVerdict, turn: Turn, *, unverifiable: bool = False,
+    reason: str | None = None,
+) -> Finding:
+    span = verdict.evidence_span
+    attrs: dict[str, Any] = {"confidence": verdict.confidence, "judge": verdict.judge, "label": str(verdict.label)}
+    if span is not None:
+        attrs["evidence"] = {"source": span.source, "start": span.start, "end": span.end, "text": span.text}
+    if verdict.cached:
+        attrs["cached"] = True
+    if verdict.error:
+        attrs["error"] = verdict.error
+    return Finding(
+        failure_mode=mode,
+        text=claim.text,
+        start=claim.start,
+        end=claim.end,
+        location=turn.location,
+        step_ids=[] if turn.location == "output" else [turn.location],
+        supported_by=span.source if (mode is None and span is not None) else None,
+        unverifiable=unverifiable,
+        detail=reason or verdict.reason,
+        attributes=attrs,
+    )
+
+
+def _classify(
+    mode: FailureMode, turn: Turn, claim: Claim, verdict: ClaimVerdict
+) -> tuple[str, Finding]:
+    if verdict.label is Label.SUPPORTED:
+        return "supported", _finding(None, claim, verdict, turn)
+    if verdict.label is Label.UNVERIFIABLE:
+        return "unverifiable", _finding(mode, claim, verdict, turn, unverifiable=True)
+    if turn.truncated:
+        return "unverifiable", _finding(
+            mode, claim, verdict, turn, unverifiable=True,
+            reason=f"not found, but the evidence was truncated at its source: {verdict.reason}",
+        )
+    return "unsupported", _finding(mode, claim, verdict, turn)
+
+
+@scorer(name="faithful_synthesis", version="1")
+async def faithful_synthesis(
+    *,
+    trace: Trace,
+    evidence: Evidence,
+    judge: Any = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    mode: str | None = None,
+    timeout: float | None = None,
+    max_concurrency: int | None = None,
+    budget_usd: float | None = None,
+    cache: str | None = None,
+) -> ScoreResult:
+    """Every claim of every assistant turn is supported by the evidence before it (judged).
+
+    Options:
+        judge: ``offline`` (default unless configured), ``openai``, ``anthropic``, or a Judge.
+        model, base_url, timeout, max_concurrency, budget_usd, cache: passed to the judge.
+        mode: the offline judge's ``strict`` (default) or ``lenient`` mode.
+    """
+    the_judge = resolve_judge(
+        judge, model=model, base_url=base_url, mode=mode, timeout=timeout,
+        max_concurrency=max_concurrency, budget_usd=budget_usd, cache=cache,
+    )
+    turns = evidence.turns
+    results = await asyncio.gather(*(_judge_turn(the_judge, t) for t in turns))
+    findings: list[Finding] = []
+    grounded: list[Finding] = []
+    counts = {"supported": 0, "unsupported": 0, "unverifiable": 0}
+    tokens_in = tokens_out = cached = 0
+    cost = 0.0
+    for turn, pairs in zip(turns, results, strict=True):
+        for claim, verdict in pairs:
+            kind, finding = _classify(FailureMode.UNSUPPORTED_SYNTHESIS, turn, claim, verdict)
+            counts[kind] += 1
+            (grounded if kind == "supported" else findings).append(finding)
+            tokens_in += verdict.input_tokens
+            tokens_out += verdict.output_tokens
+            cost += verdict.cost_usd
+            cached += verdict.cached
+    total = sum(counts.values())
+    who = f"{the_judge.name}/{the_judge.model}"
+    if total == 0:
+        detail = "no checkable claims"
+    else:
+        detail = f"{counts['supported']} of {total} claims supported"
+        extra = [f"{counts[k]} {k}" for k in ("unsupported", "unverifiable") if counts[k]]
+        if extra:
+            detail += "; " + ", ".join(extra)
+        detail += f" (judge {who})"
+    return ScoreResult(
+        passed=not findings,
+        value=counts["supported"] / total if total else 1.0,
+        detail=detail,
+        findings=findings,
+        grounded=grounded,
+        attributes={
+            "judge": the_judge.name,
+            "judge_model": the_judge.model,
+            "prompt_version": the_judge.prompt_version,
+            "claims": total,
+            **counts,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": round(cost, 6),
+            "cache_hits": cached,
+        },
+    )
+
+
+async def ajudged_leakage(
+    trace: Trace, evidence: Evidence | None = None, judge: Judge | str | None = None, **options: Any
+) -> list[Finding]:
+    """The judged half of ``parametric_leakage``: claims of each assistant turn that the judge
+    finds absent from the evidence before it, as ``parametric_leakage`` findings. A claim the
+    judge could not decide gives a finding with ``unverifiable=True``."""
+    ev = evidence if evidence is not None else Evidence(trace)
+    the_judge = resolve_judge(judge, **options)
+    turns = ev.turns
+    results = await asyncio.gather(*(_judge_turn(the_judge, t) for t in turns))
+    out: list[Finding] = []
+    for turn, pairs in zip(turns, results, strict=True):
+        for claim, verdict in pairs:
+            kind, finding = _classify(FailureMode.PARAMETRIC_LEAKAGE, turn, claim, verdict)
+            if kind != "supported":
+                out.append(finding)
+    return out
+
+
+def judged_leakage(
+    trace: Trace, evidence: Evidence | None = None, judge: Judge | str | None = None, **options: Any
+) -> list[Finding]:
+    """Synchronous :func:`ajudged_leakage`; safe to call from a sync scorer even when an event
+    loop is running in this thread (the judge then runs in a worker thread)."""
+    coro_args: tuple[Trace, Evidence | None, Judge | str | None] = (trace, evidence, judge)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(ajudged_leakage(*coro_args, **options))
+    box: list[Any] = []
+
+    def work() -> None:
+        try:
+            box.append(asyncio.run(ajudged_leakage(*coro_args, **options)))
+        except BaseException as exc:
+            box.append(exc)
+
+    worker = threading.Thread(target=work, name="agentlens-judge")
+    worker.start()
+    worker.join()
+    if isinstance(box[0], BaseException):
+        raise box[0]
+    result: list[Finding] = box[0]
+    return result
