@@ -233,7 +233,7 @@ def demo() -> None:
         url = normalize_url(settings.db)
         store = state.open_store()  # fail early, with a clear message, on a bad --db
     before = stats()
-    configure(db=url)
+    configure(db=url, enabled=True)  # the demo records even with AGENTLENS_DISABLED set
     tools = _tools()
     run_ids: list[str] = []
     out_console.print(

@@ -271,7 +271,8 @@ def _scan_jsonl(
 
 _PARTIAL_TOKEN = re.compile(
     r"(?:t|tr|tru|f|fa|fal|fals|n|nu|nul|N|Na|I|In|Inf|Infi|Infin|Infini|Infinit"
-    r"|-|-?\d+\.|-?\d+(?:\.\d+)?[eE][+-]?|-I|-In|-Inf|-Infi|-Infin|-Infini|-Infinit)[ \t\r\n]*"
+    r"|-|-?\d+\.|-?\d+(?:\.\d+)?[eE][+-]?|\.|[eE][+-]?"
+    r"|-I|-In|-Inf|-Infi|-Infin|-Infini|-Infinit)[ \t\r\n]*"
 )
 
 
