@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentlens.model import Step, Trace, to_jsonable
+from agentlens.model import Step, Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.capture._run import ActiveStep, Run
@@ -30,9 +30,8 @@ def _text(value: Any) -> str | None:
 
 
 def _step(step: ActiveStep) -> Step:
-    attributes: dict[str, Any] = {}
-    if step._attributes:
-        attributes = to_jsonable(step._attributes)
+    # Attributes were copied into JSON form when the run ended (Run._finish).
+    attributes: dict[str, Any] = dict(step._attributes) if step._attributes else {}
     if step._ended_ns is None:
         attributes["incomplete"] = True
     return Step.model_construct(
