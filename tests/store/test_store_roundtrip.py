@@ -23,7 +23,7 @@ json_scalars = (
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=12,
+    max_leaves=8,
 )
 # unknown field names: anything that is not a declared field
 extra_names = st.text(min_size=1, max_size=12).map(lambda s: "x_" + s)
@@ -55,7 +55,7 @@ steps = st.builds(
 
 @st.composite
 def traces(draw: st.DrawFn) -> Trace:
-    step_list = draw(st.lists(steps, max_size=5, unique_by=lambda s: s.id))
+    step_list = draw(st.lists(steps, max_size=4, unique_by=lambda s: s.id))
     data: dict[str, Any] = {
         "id": draw(st.text(min_size=1, max_size=30)),
         "agent": draw(st.none() | st.text(max_size=10)),
@@ -82,7 +82,7 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TraceStor
 
 
 @settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=75, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(trace=traces())
 def test_round_trip_is_exact(shared: TraceStore, trace: Trace) -> None:
