@@ -76,14 +76,15 @@ def trace(
     release: str | None = None,
     loop: bool = False,
     run_id: str | None = None,
+    now: datetime | None = None,
 ) -> Trace:
-    """A small run that started ``day`` days (and ``hours`` hours) before NOW."""
+    """A small run that started ``day`` days (and ``hours`` hours) before ``now`` (default NOW)."""
     metadata: dict[str, Any] = {}
     if release is not None:
         metadata["release"] = release
     if loop:
         metadata["loop"] = True
-    started = NOW - timedelta(days=day, hours=hours)
+    started = (now or NOW) - timedelta(days=day, hours=hours)
     kwargs: dict[str, Any] = {"id": run_id} if run_id else {}
     return Trace(
         agent=agent,

@@ -11,6 +11,14 @@ Per-run scorers live in :mod:`agentlens.eval`; what is computed over many runs l
 See ``docs/rates.md`` for exactly what is counted how.
 """
 
+from agentlens.analytics._gate import (
+    FlaggedRun,
+    GateCheck,
+    GateResult,
+    evaluate_gate,
+    render_junit,
+    render_markdown,
+)
 from agentlens.analytics._interval import Z_95, wilson_interval
 from agentlens.analytics._outcome import Outcome, ScoreFacts, classify_run, facts_of, tally
 from agentlens.analytics._rate import (
@@ -28,6 +36,9 @@ __all__ = [
     "BREAKDOWNS",
     "Z_95",
     "Breakdown",
+    "FlaggedRun",
+    "GateCheck",
+    "GateResult",
     "Outcome",
     "RateGroup",
     "RateReport",
@@ -36,11 +47,14 @@ __all__ = [
     "Trend",
     "Window",
     "classify_run",
+    "evaluate_gate",
     "facts_of",
     "hallucination_rate",
     "parse_time",
     "python_rate_counts",
     "rate_breakdown",
+    "render_junit",
+    "render_markdown",
     "resolve_selection",
     "resolve_window",
     "tally",

@@ -1,0 +1,262 @@
+"""``agentlens score``: score stored runs (only what the current scorer versions have not seen)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from agentlens.cli._app import app, err_console, fail, out_console, state
+from agentlens.cli._util import time_window, user_errors
+from agentlens.model import Score, Verdict
+
+__all__ = ["score"]
+
+_TABLE_LIMIT = 100
+"""Rows the table shows; beyond that only what did not pass is listed."""
+_PROGRESS_FROM = 50
+"""Batches of at least this many runs get a progress bar (on a terminal)."""
+
+_STYLE = {
+    Verdict.PASSED: "green",
+    Verdict.FLAGGED: "bold red",
+    Verdict.UNVERIFIABLE: "yellow",
+    Verdict.ERROR: "magenta",
+}
+
+
+@app.command()
+def score(
+    scorer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scorer",
+            "-s",
+            help="A scorer to run (repeat for several). Default: the configured default set.",
+            metavar="NAME",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Runs started in the last 30m, 36h, 7d... or since a date."),
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
+    ] = None,
+    end: Annotated[
+        str | None, typer.Option("--to", help="Runs started before this ISO time.")
+    ] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent role.")] = None,
+    rescore: Annotated[
+        bool,
+        typer.Option(
+            "--rescore", help="Score again even runs already scored at the current version."
+        ),
+    ] = False,
+    workers: Annotated[
+        int, typer.Option("--workers", "-j", help="Score in N parallel processes.", min=1)
+    ] = 1,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Judge backend for scorers that use one (openai, anthropic, offline...).",
+            metavar="BACKEND",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="The judge's model.", metavar="MODEL")
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="JSON Lines on stdout, one object per (run, scorer)."),
+    ] = False,
+) -> None:
+    """Score stored runs from their evidence, without re-running the agent.
+
+    Only what the current scorer versions have not seen yet is scored (a new scorer version, or
+    new options for an agent role, re-scores history); --rescore forces. Results are stored in
+    batches as they are done, so an interrupted batch continues where it stopped when run again.
+    Exit status: 0 when scoring completed (flagged runs included), 2 on a usage or data error.
+    """
+    from agentlens.config import load_settings
+    from agentlens.eval import get_scorer
+    from agentlens.eval._runner import ScoringInterrupted, score_runs
+    from agentlens.store import RunFilter
+
+    with user_errors():
+        lower, upper = time_window(since, start, end)
+        settings = load_settings(db=state.db)
+        names = list(dict.fromkeys(scorer or settings.default_scorers))
+        bases = [get_scorer(name) for name in names]
+        if judge is not None or model is not None:
+            bases = _with_judge(bases, judge, model)
+        where = RunFilter(start=lower, end=upper, agent=agent)
+        store = state.open_store()
+        shown: list[Score] = []
+        try:
+            closed: list[bool] = []
+
+            def emit(batch: list[Score]) -> None:
+                if as_json:
+                    if closed:
+                        return
+                    lines = (json.dumps(s.to_json_line(), ensure_ascii=False) for s in batch)
+                    try:
+                        sys.stdout.write("".join(line + "\n" for line in lines))
+                        sys.stdout.flush()
+                    except BrokenPipeError:
+                        # The reader went away (``| head``): keep scoring, stop printing.
+                        closed.append(True)
+                        _silence_stdout()
+                else:
+                    shown.extend(batch)
+                    _trim(shown)
+
+            with _progress(enabled=not as_json) as progress:
+                try:
+                    summary = score_runs(
+                        store,
+                        bases,
+                        where,
+                        rescore=rescore,
+                        workers=workers,
+                        settings=settings,
+                        progress=progress,
+                        on_scores=emit,
+                    )
+                except ScoringInterrupted as stop:
+                    done = stop.summary
+                    err_console.print(
+                        f"interrupted after {done.examined} of {done.selected} runs; "
+                        f"{done.scores_written} scores are stored. Run the same command again "
+                        "to continue where it stopped.",
+                        markup=False,
+                    )
+                    raise typer.Exit(130) from None
+        finally:
+            store.close()
+    if as_json:
+        return
+    if summary.selected == 0:
+        err_console.print("no runs match the selection; nothing to score", markup=False)
+        return
+    _print_table(shown, summary.scores_written)
+    verdicts = ", ".join(f"{n} {v}" for v, n in sorted(summary.verdicts.items())) or "none"
+    out_console.print(
+        f"scored {summary.scored_runs} runs ({summary.scores_written} scores: {verdicts}); "
+        f"{summary.skipped} already scored at the current versions; "
+        f"{summary.elapsed:.1f} s",
+        markup=False,
+    )
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor (e.g. a test runner's buffer)
+        pass
+
+
+def _with_judge(bases: list[Any], judge: str | None, model: str | None) -> list[Any]:
+    """Bind ``judge``/``model`` to the scorers that take them; refuse when none does."""
+    options = {k: v for k, v in (("judge", judge), ("model", model)) if v is not None}
+    bound = []
+    takers = []
+    for base in bases:
+        params = inspect.signature(base.fn).parameters
+        accepted = {k: v for k, v in options.items() if k in params}
+        if accepted:
+            takers.append(base.name)
+            base = base.with_options(**accepted)
+        bound.append(base)
+    if not takers:
+        flags = " and ".join(f"--{k}" for k in options)
+        raise fail(
+            f"{flags} apply to scorers that use a judge (faithful_synthesis, parametric_leakage); "
+            f"none of {', '.join(b.name for b in bases)} takes them"
+        )
+    return bound
+
+
+def _trim(rows: list[Score]) -> None:
+    """Keep the table's rows bounded: past the limit, drop passes, then the oldest rows."""
+    if len(rows) <= _TABLE_LIMIT:
+        return
+    kept = [s for s in rows if s.verdict is not Verdict.PASSED]
+    rows[:] = kept[-_TABLE_LIMIT:]
+
+
+def _print_table(rows: list[Score], total: int) -> None:
+    if not rows:
+        return
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    table.add_column("run", no_wrap=True)
+    table.add_column("scorer", no_wrap=True)
+    table.add_column("verdict", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for s in rows:
+        verdict = s.verdict or Verdict.ERROR
+        detail = s.detail
+        if not detail and s.findings:
+            detail = "; ".join(f"{f.failure_mode}: {f.text}" for f in s.findings[:3])
+        table.add_row(s.run_id, s.scorer, Text(str(verdict), style=_STYLE.get(verdict, "")), detail)
+    out_console.print(table)
+    if total > len(rows):
+        out_console.print(
+            f"({total - len(rows)} more scores not shown: past {_TABLE_LIMIT} rows only "
+            "results that did not pass are listed)",
+            markup=False,
+        )
+
+
+@contextmanager
+def _progress(*, enabled: bool) -> Iterator[Any]:
+    """A progress callback: a bar with ETA on stderr when it is a terminal, else nothing."""
+    if not enabled or not err_console.is_terminal:
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    progress = Progress(
+        TextColumn("scoring"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("runs"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+    task: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if total < _PROGRESS_FROM:
+            return
+        if not task:
+            progress.start()
+            task.append(progress.add_task("scoring", total=total))
+        progress.update(task[0], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if task:
+            progress.stop()
