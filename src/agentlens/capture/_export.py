@@ -334,16 +334,29 @@ class BatchExporter:
             self._stopped = True
         try:
             thread = self._thread
-            deadline = None if timeout is None else time.monotonic() + timeout
             if thread is not None and thread.is_alive():
+                # The thread exports what is queued, shuts the exporter down and ends; the
+                # exporter is only ever touched from that thread.
                 self._wake.set()
                 thread.join(timeout)
+                if thread.is_alive():
+                    self._log.warning(
+                        "shutdown",
+                        "agentlens: export thread still busy after %ss; %d run(s) not exported",
+                        timeout,
+                        self.stats().pending,
+                    )
             else:
                 self._drain()
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self.exporter.shutdown(remaining)
+                self._shutdown_exporter(timeout)
         except Exception as exc:
             self._log.warning("shutdown", "agentlens: shutdown failed: %s", _describe(exc))
+
+    def _shutdown_exporter(self, timeout: float | None) -> None:
+        try:
+            self.exporter.shutdown(timeout)
+        except Exception as exc:
+            self._log.warning("shutdown", "agentlens: exporter shutdown failed: %s", _describe(exc))
 
     def _count_drop(self) -> None:
         with self._count_lock:
@@ -383,6 +396,7 @@ class BatchExporter:
                 self._drain()
                 if self._stopped:
                     self._drain()
+                    self._shutdown_exporter(None)
                     return
             except Exception as exc:  # pragma: no cover - defensive: keep the thread alive
                 self._log.warning("loop", "agentlens: export thread error: %s", _describe(exc))
