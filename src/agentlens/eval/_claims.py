@@ -185,9 +185,9 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
     m = _HEADING.match(text, start, end)
     if m:
         start = m.end()
-    while start < end and text[start] in _EDGE_MARKUP + "#|":
+    while start < end and (text[start].isspace() or text[start] in _EDGE_MARKUP + "#|"):
         start += 1
-    while end > start and text[end - 1] in _EDGE_MARKUP + "|":
+    while end > start and (text[end - 1].isspace() or text[end - 1] in _EDGE_MARKUP + "|"):
         end -= 1
     # keep a closing quote that has its opening partner inside the span
     if end < len(text) and text[end] in "\"”" and ("\"" in text[start:end] or "“" in text[start:end]):
@@ -279,7 +279,7 @@ def _split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
         trimmed = _trim(text, s, e)
         if trimmed is not None:
             s2, e2 = trimmed
-            while e2 > s2 and text[e2 - 1] in ",;":
+            while e2 > s2 and (text[e2 - 1] in ",;" or text[e2 - 1].isspace()):
                 e2 -= 1
             out.append((s2, e2))
     return out

@@ -68,8 +68,25 @@ class _Segment:
     stems: frozenset[str]
     prefixes: frozenset[str]
     numbers: frozenset[str]
-    negated: bool
+    negations: tuple[tuple[str, ...], ...]
+    """For each negation word in the segment, the stems of the (up to 4) words after it."""
     length: int
+
+
+def _negation_scopes(toks: list[Token], text: str) -> tuple[tuple[str, ...], ...]:
+    scopes = []
+    for i, tok in enumerate(toks):
+        if tok.stem not in NEGATIONS:
+            continue
+        scope: list[str] = []
+        prev_end = tok.end
+        for nxt in toks[i + 1 : i + 5]:
+            if any(ch in ";,:.!?" for ch in text[prev_end : nxt.start]):
+                break  # a negation does not reach past the end of its clause
+            scope.append(nxt.stem)
+            prev_end = nxt.end
+        scopes.append(tuple(scope))
+    return tuple(scopes)
 
 
 def _prefixes(stems: frozenset[str] | set[str]) -> frozenset[str]:
@@ -150,7 +167,7 @@ def _build_index(items: list[tuple[str, str]]) -> _Index:
                 _Segment(
                     source, s, e, seg_text, stems, _prefixes(stems),
                     frozenset(number_values(toks)),
-                    any(t.stem in NEGATIONS for t in toks),
+                    _negation_scopes(toks, seg_text),
                     max(1, len(content)),
                 )
             )
@@ -179,7 +196,7 @@ class _Claim:
     content: list[Token]
     values: list[set[str]]
     weights: list[float]
-    negated: bool
+    negations: tuple[tuple[str, ...], ...]
 
 
 def _prepare(text: str) -> _Claim:
@@ -196,8 +213,12 @@ def _prepare(text: str) -> _Claim:
         2.0 if (t.number or (t.capital and t.start > 0)) else (1.0 if len(t.stem) > 4 else 0.6)
         for t in content
     ]
-    negated = any(t.stem in NEGATIONS for t in tokens)
-    return _Claim(tokens, content, values, weights, negated)
+    return _Claim(tokens, content, values, weights, _negation_scopes(tokens, text))
+
+
+def _negated_about(scopes: tuple[tuple[str, ...], ...], stems: set[str]) -> bool:
+    """True when a negation bears on one of ``stems`` (appears within the 4 words after it)."""
+    return any(stems.intersection(scope) for scope in scopes)
 
 
 class OfflineJudge:
@@ -275,8 +296,11 @@ class OfflineJudge:
                     Label.UNSUPPORTED, round(0.55 + 0.45 * (1 - cov), 3),
                     f"only {cov:.0%} of the claim is in the evidence; missing {words}", span, claim, who,
                 )
-        if self.mode == "strict" and prepared.negated != best.negated:
-            side = "the claim" if prepared.negated else "the evidence"
+        shared = {t.stem for t in prepared.content if t.stem in best.stems}
+        claim_neg = _negated_about(prepared.negations, shared | {t.stem for t in prepared.content})
+        ev_neg = _negated_about(best.negations, shared)
+        if self.mode == "strict" and claim_neg != ev_neg:
+            side = "the claim" if claim_neg else "the evidence"
             return ClaimVerdict(Label.UNSUPPORTED, 0.7, f"negation mismatch: only {side} is negated",
                                 span, claim, who)
         cov_best = 1.0 - sum(prepared.weights[i] for i in missing) / total_w

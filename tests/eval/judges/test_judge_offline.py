@@ -1,0 +1,126 @@
+"""The offline judge: alignment, coverage, numbers, names, negations; and its accuracy on data."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentlens.eval._claims import Claim
+from agentlens.eval._evidence import EvidenceItem
+from agentlens.eval.judges import Judge, Label, OfflineJudge, get_judge
+
+EVIDENCE = (
+    "Order 4417 was placed on 3 March 2024 by Dana Reyes. The total was $1,250.00. "
+    "The package was not delivered; the carrier reported a damaged label."
+)
+
+
+def verdict(claim: str, evidence: str | list[EvidenceItem] = EVIDENCE, **kw: object) -> Label:
+    judge = OfflineJudge(**kw)  # type: ignore[arg-type]
+    return judge.judge_sync(claims=[claim], evidence=evidence)[0].label
+
+
+def test_is_a_judge() -> None:
+    assert isinstance(OfflineJudge(), Judge)
+    assert isinstance(get_judge("offline"), OfflineJudge)
+
+
+def test_restated_facts_are_supported() -> None:
+    assert verdict("Order 4417 was placed by Dana Reyes.") is Label.SUPPORTED
+    assert verdict("The total was $1250.") is Label.SUPPORTED  # 1,250.00 == 1250
+    assert verdict("The carrier reported a damaged label.") is Label.SUPPORTED
+
+
+def test_numbers_dates_and_names_must_agree() -> None:
+    assert verdict("Order 4418 was placed by Dana Reyes.") is Label.UNSUPPORTED
+    assert verdict("The total was $1,300.") is Label.UNSUPPORTED
+    assert verdict("Order 4417 was placed on 4 March 2024.") is Label.UNSUPPORTED
+    assert verdict("Order 4417 was placed by Sam Reyes.") is Label.UNSUPPORTED
+
+
+def test_negation_mismatch_is_unsupported() -> None:
+    assert verdict("The package was delivered.") is Label.UNSUPPORTED
+    assert verdict("The package was not delivered.") is Label.SUPPORTED
+
+
+def test_correct_but_absent_is_not_supported() -> None:
+    # true in the world, absent from the evidence
+    assert verdict("Paris is the capital of France.") is Label.UNSUPPORTED
+
+
+def test_a_question_in_the_evidence_supports_nothing() -> None:
+    ev = [
+        EvidenceItem("input", "input", None, "Was order 77 refunded?", "Was order 77 refunded?", -1),
+    ]
+    assert verdict("Order 77 was refunded.", ev) is Label.UNSUPPORTED
+
+
+def test_json_records_are_aligned_as_units() -> None:
+    value = '[{"id": "A-1", "status": "shipped", "city": "Lyon"}, {"id": "A-2", "status": "lost", "city": "Oslo"}]'
+    ev = [EvidenceItem("s1", "tool", "orders", value, value, 0)]
+    judge = OfflineJudge()
+    ok, mixed = judge.judge_sync(claims=["A-2 was lost in Oslo.", "A-1 was lost in Lyon."], evidence=ev)
+    assert ok.label is Label.SUPPORTED
+    assert ok.evidence_span is not None and ok.evidence_span.source == "s1"
+    assert value[ok.evidence_span.start : ok.evidence_span.end].startswith('{"id": "A-2"')
+    assert mixed.label is Label.UNSUPPORTED
+
+
+def test_verdicts_keep_order_claims_and_spans() -> None:
+    claims = [Claim("The total was $1,250.00.", 10, 34), "Nothing about it."]
+    out = OfflineJudge().judge_sync(claims=claims, evidence=EVIDENCE)
+    assert [v.claim.text for v in out if v.claim] == ["The total was $1,250.00.", "Nothing about it."]
+    assert out[0].claim is not None and out[0].claim.start == 10
+    assert out[0].evidence_span is not None
+    assert EVIDENCE[out[0].evidence_span.start : out[0].evidence_span.end] == "The total was $1,250.00."
+    assert 0.0 <= out[1].confidence <= 1.0 and out[1].reason
+
+
+def test_no_evidence_and_no_content() -> None:
+    assert verdict("Order 4417 shipped.", "") is Label.UNSUPPORTED
+    assert verdict("It is.") is Label.UNVERIFIABLE
+
+
+def test_lenient_mode_tolerates_paraphrase_but_not_new_names() -> None:
+    ev = "The Royal Society asked Canadians to choose a national bird online in 2015."
+    claim = "In 2015 the Royal Society ran an online poll asking Canadians to choose a national bird."
+    assert verdict(claim, ev) is Label.UNSUPPORTED  # strict: "poll", "ran" are not in the evidence
+    assert verdict(claim, ev, mode="lenient") is Label.SUPPORTED
+    assert verdict("In 2016 the Royal Society asked Canadians.", ev, mode="lenient") is Label.UNSUPPORTED
+    assert verdict("The Audubon Society asked Canadians.", ev, mode="lenient") is Label.UNSUPPORTED
+
+
+def test_async_api_matches_sync() -> None:
+    judge = OfflineJudge()
+    a = asyncio.run(judge.judge(claims=["The total was $1,250.00."], evidence=EVIDENCE))
+    b = judge.judge_sync(claims=["The total was $1,250.00."], evidence=EVIDENCE)
+    assert a == b
+
+
+DATA = Path(os.environ.get("AGENTLENS_DATA", Path(__file__).resolve().parents[3] / ".." / "shared" / "data"))
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not (DATA / "wice" / "dev.jsonl").is_file(), reason="public data not available")
+def test_accuracy_targets_on_public_data() -> None:
+    """Regression guard for the figures in docs/judges.md (holdout half included)."""
+    import json
+
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "judge_accuracy.py"
+    out = {}
+    for mode in ("strict", "lenient"):
+        proc = subprocess.run(
+            [sys.executable, str(script), str(DATA), "--mode", mode, "--json"],
+            capture_output=True, text=True, check=True,
+        )
+        out[mode] = json.loads(proc.stdout)["results"]
+    assert out["strict"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95
+    assert out["strict"]["halueval"]["holdout"]["judge"]["balanced_accuracy"] >= 0.95
+    assert out["lenient"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.75
+    wice = out["lenient"]["wice"]["holdout"]
+    assert wice["judge"]["balanced_accuracy"] > wice["baseline"]["balanced_accuracy"]
