@@ -49,11 +49,21 @@ class _Tally:
 def import_(
     files: Annotated[
         list[str],
-        typer.Argument(help="Trace files (JSON array or JSONL); '-' reads standard input."),
+        typer.Argument(
+            help="Trace files (JSON array or JSONL); '-' reads standard input.",
+            metavar="FILE",
+            show_default=False,
+        ),
     ],
     format: Annotated[
         str,
-        typer.Option("--format", "-f", help="Input format: trace (agentlens's own) or another."),
+        typer.Option(
+            "--format",
+            "-f",
+            metavar="NAME",
+            help="Input format: trace (agentlens's own; the default), transcript, openai, "
+            "swe-agent, openhands, who-and-when.",
+        ),
     ] = "trace",
     skip_invalid: Annotated[
         bool,
@@ -216,22 +226,33 @@ def _plural(n: int, word: str) -> str:
 def export(
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Write to this file (atomically) instead of stdout."),
+        typer.Option(
+            "--out", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout."
+        ),
     ] = None,
-    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent role.")] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Only this agent role.", metavar="AGENT")
+    ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Runs started in the last 30m, 36h, 7d... or since a date."),
+        typer.Option(
+            "--since",
+            help="Runs started in the last 30m, 36h, 7d... or since a date.",
+            metavar="WHEN",
+        ),
     ] = None,
     start: Annotated[
-        str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
+        str | None,
+        typer.Option("--from", help="Runs started at or after this ISO time.", metavar="TIME"),
     ] = None,
     end: Annotated[
-        str | None, typer.Option("--to", help="Runs started before this ISO time.")
+        str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
     ] = None,
     limit: Annotated[
         int | None,
-        typer.Option("--limit", "-n", min=1, help="At most the N most recent matching runs."),
+        typer.Option(
+            "--limit", "-n", min=1, metavar="N", help="At most the N most recent matching runs."
+        ),
     ] = None,
 ) -> None:
     """Export runs as JSON Lines in the trace format, oldest first."""

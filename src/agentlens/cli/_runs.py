@@ -70,20 +70,33 @@ def verdict_summary(scores: Sequence[Score]) -> tuple[Verdict | None, str]:
 
 @app.command()
 def runs(
-    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent role.")] = None,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Only this agent role.", metavar="AGENT")
+    ] = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Runs started in the last 30m, 36h, 7d... or since a date."),
+        typer.Option(
+            "--since",
+            help="Runs started in the last 30m, 36h, 7d... or since a date.",
+            metavar="WHEN",
+        ),
     ] = None,
     start: Annotated[
-        str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
+        str | None,
+        typer.Option("--from", help="Runs started at or after this ISO time.", metavar="TIME"),
     ] = None,
     end: Annotated[
-        str | None, typer.Option("--to", help="Runs started before this ISO time.")
+        str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
     ] = None,
     limit: Annotated[
         int,
-        typer.Option("--limit", "-n", min=0, help="Show at most N runs, newest first; 0 for all."),
+        typer.Option(
+            "--limit",
+            "-n",
+            min=0,
+            metavar="N",
+            help="Show at most N runs, newest first; 0 for all.",
+        ),
     ] = 50,
     as_json: Annotated[
         bool, typer.Option("--json", help="JSON Lines, one object per run.")
@@ -163,7 +176,9 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
 
 @app.command()
 def show(
-    run_id: Annotated[str, typer.Argument(help="The run id (see `agentlens runs`).")],
+    run_id: Annotated[
+        str, typer.Argument(help="The run id (see `agentlens runs`).", metavar="RUN_ID")
+    ],
     as_json: Annotated[
         bool, typer.Option("--json", help="The run in the trace format, plus a 'scores' list.")
     ] = False,
