@@ -77,6 +77,11 @@ class RateStats(BaseModel):
         """The public JSON shape (``agentlens rate --json``)."""
         return self.model_dump(mode="json")
 
+    @classmethod
+    def of(cls, counts: RateCounts) -> RateStats:
+        """The stats of raw counts: adds the rate and its 95% Wilson interval."""
+        return RateStats(**RateStats._fields(counts))
+
 
 class RateReport(RateStats):
     """The hallucination rate over one window, with what was selected."""

@@ -1,0 +1,274 @@
+"""Evaluate an agent in pytest: run it over fixed inputs, capture, score, assert on the rate.
+
+The ``agentlens_eval`` fixture (served by the :mod:`agentlens.testing` plugin) gives an
+:class:`AgentEval`. Its :meth:`~AgentEval.run` calls the agent once per input inside
+``agentlens.run(...)`` (capture goes to memory for the test, as with ``captured_traces``),
+scores every captured run, and returns an :class:`EvalResult` to assert on::
+
+    def test_support_agent_does_not_invent_ids(agentlens_eval):
+        result = agentlens_eval.run(
+            support_agent,                         # a callable: input -> answer (sync or async)
+            ["where is order 1?", "refund INV-7781", "what is my plan?"],
+            agent="support",
+            scorers=["no_fabricated_refs", "repeated_tool_calls"],
+        )
+        result.assert_rate_below(0.05)
+
+A failed assertion lists the flagged runs with their findings. The rules are those of
+``agentlens rate``: runs a check could not verify, and runs a scorer failed on, are counted apart
+and never as passes.
+
+When the agent is itself instrumented (it opens its own ``agentlens.run``), its runs nest under
+the harness's run (``metadata.parent_run_id``) and those inner runs are what gets scored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.analytics import RateStats
+    from agentlens.config import Settings
+    from agentlens.eval import Scorer
+    from agentlens.model import FailureMode, Score, Trace
+
+__all__ = ["AgentEval", "EvalCase", "EvalResult", "agentlens_eval"]
+
+
+@dataclass
+class EvalCase:
+    """One input of an evaluation: the runs it produced and their scores."""
+
+    index: int
+    """Position of the input in the list given to :meth:`AgentEval.run`."""
+    input: Any
+    """The input the agent was called with."""
+    output: Any
+    """What the agent callable returned."""
+    traces: list[Trace]
+    """The runs scored for this input (the harness's run, or the agent's own nested runs)."""
+    scores: dict[str, list[Score]] = field(default_factory=dict)
+    """Scores per run id."""
+    outcome: str = "unscored"
+    """``flagged``, ``passed``, ``unverifiable``, ``error`` or ``unscored`` (worst of its runs)."""
+
+
+@dataclass
+class EvalResult:
+    """The scored runs of an evaluation, with the rate over them."""
+
+    cases: list[EvalCase]
+    stats: RateStats
+    """Runs, scored, flagged, unverifiable, errors, rate and its 95% Wilson interval."""
+
+    @property
+    def rate(self) -> float | None:
+        """Flagged / scored runs; ``None`` when no run had a definite verdict."""
+        return self.stats.rate
+
+    @property
+    def flagged(self) -> list[EvalCase]:
+        """The inputs with at least one flagged run."""
+        return [c for c in self.cases if c.outcome == "flagged"]
+
+    def explain(self, limit: int = 20) -> str:
+        """A multi-line summary: the rate, what was counted apart, and the flagged runs."""
+        s = self.stats
+        head = (
+            f"hallucination rate {s.flagged}/{s.scored} = {_pct(s.rate)} "
+            f"(95% CI {_pct(s.ci_low)} – {_pct(s.ci_high)}); "
+            f"{s.unverifiable} unverifiable and {s.errors} errored runs counted apart"
+        )
+        lines = [head]
+        flagged = self.flagged
+        if flagged:
+            lines.append(f"flagged ({len(flagged)}):")
+        for case in flagged[:limit]:
+            lines.append(f"  [{case.index}] input={_short(case.input)}")
+            for trace in case.traces:
+                for score in case.scores.get(trace.id, []):
+                    if str(score.verdict) != "flagged":
+                        continue
+                    if not score.findings:
+                        lines.append(f"      run {trace.id} {score.scorer}: {score.detail}")
+                    for f in score.findings:
+                        detail = f" — {f.detail}" if f.detail else ""
+                        lines.append(
+                            f"      run {trace.id} {score.scorer}: {f.failure_mode}: "
+                            f"{f.text!r}{detail}"
+                        )
+        if len(flagged) > limit:
+            lines.append(f"  … and {len(flagged) - limit} more")
+        for case in self.cases:
+            if case.outcome in ("error", "unverifiable"):
+                names = [
+                    f"{s.scorer}: {s.detail or s.verdict}"
+                    for scores in case.scores.values()
+                    for s in scores
+                    if str(s.verdict) == case.outcome
+                ]
+                lines.append(f"  [{case.index}] {case.outcome}: {'; '.join(names)}")
+        return "\n".join(lines)
+
+    def assert_rate_below(self, max_rate: float, *, upper_bound: bool = False) -> None:
+        """Fail the test unless the rate is below ``max_rate``.
+
+        Args:
+            max_rate: the limit (a fraction: 0.05 for 5%).
+            upper_bound: compare the upper end of the 95% interval instead of the estimate: a
+                stricter test that a small sample cannot pass by luck.
+
+        An evaluation in which no run had a definite verdict fails: nothing was shown.
+        """
+        __tracebackhide__ = True
+        s = self.stats
+        if s.rate is None or s.ci_high is None:
+            pytest.fail(f"no run had a definite verdict, so there is no rate\n{self.explain()}")
+        value = s.ci_high if upper_bound else s.rate
+        if not value < max_rate:
+            what = "the upper bound of the 95% interval" if upper_bound else "the rate"
+            pytest.fail(
+                f"{what} ({_pct(value)}) is not below {_pct(max_rate)}\n{self.explain()}",
+                pytrace=False,
+            )
+
+    def assert_no_flags(self) -> None:
+        """Fail the test when any run was flagged (a rate of exactly zero)."""
+        __tracebackhide__ = True
+        if self.flagged:
+            pytest.fail(f"{len(self.flagged)} inputs were flagged\n{self.explain()}", pytrace=False)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x * 100:.1f}%"
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class AgentEval:
+    """Runs an agent over inputs with capture on, then scores the captured runs.
+
+    Args:
+        captured: the ``captured_traces`` fixture's object (capture into memory).
+        settings: scorer options per agent role (default: :func:`load_settings`).
+    """
+
+    def __init__(self, captured: Any, settings: Settings | None = None) -> None:
+        self._captured = captured
+        self._settings = settings
+
+    def run(
+        self,
+        agent_fn: Callable[[Any], Any],
+        inputs: Iterable[Any],
+        *,
+        agent: str | None = None,
+        scorers: Sequence[str | Scorer] | None = None,
+        modes: Iterable[str | FailureMode] | None = None,
+        metadata: dict[str, Any] | None = None,
+        save_to: Any = None,
+    ) -> EvalResult:
+        """Call ``agent_fn(input)`` for each input, capture, score, and count.
+
+        Args:
+            agent_fn: the agent: a sync or async callable taking one input and returning the
+                answer (recorded as the run's output unless the callable sets it itself).
+            inputs: the fixed inputs.
+            agent: the agent role of the runs (selects per-role scorer options and evidence).
+            scorers: scorer names or objects; default: the configured ``default_scorers``.
+            modes: count only flags in these failure modes.
+            metadata: added to every run's metadata (e.g. ``{"release": "v42"}``).
+            save_to: a store (or URL) to also write the runs and their scores to, e.g. for
+                ``agentlens gate`` or ``agentlens show`` afterwards.
+
+        Raises:
+            Whatever the agent raises: a crashing agent fails the test, it is not a score.
+        """
+        import agentlens
+        from agentlens.analytics import RateStats, ScoreFacts, facts_of, tally
+        from agentlens.config import load_settings
+        from agentlens.eval import run_scorers
+
+        settings = self._settings or load_settings()
+        names: Sequence[str | Scorer] = scorers or settings.default_scorers
+        mode_list = None if modes is None else [str(m) for m in modes]
+        cases: list[EvalCase] = []
+        for index, item in enumerate(inputs):
+            before = len(self._captured.traces)
+            with agentlens.run(agent=agent, input=item, metadata=dict(metadata or {})) as run:
+                output = _call(agent_fn, item)
+                if run.output is None and output is not None:
+                    run.output = output
+            new = self._captured.traces[before:]
+            outer = [t for t in new if t.id == run.id]
+            inner = [t for t in new if t.metadata.get("parent_run_id") == run.id]
+            cases.append(EvalCase(index=index, input=item, output=output, traces=inner or outer))
+        rows: list[tuple[str, list[ScoreFacts]]] = []
+        for case in cases:
+            case_rows = []
+            for trace in case.traces:
+                report = run_scorers(names, trace=trace, settings=settings)
+                case.scores[trace.id] = list(report.results.values())
+                case_rows.append((trace.id, [facts_of(s) for s in report.results.values()]))
+            counts = tally(case_rows, mode_list)
+            case.outcome = _worst(counts)
+            rows.extend(case_rows)
+        stats = RateStats.of(tally(rows, mode_list))
+        if save_to is not None:
+            _save(save_to, cases)
+        return EvalResult(cases=cases, stats=stats)
+
+
+def _worst(counts: Any) -> str:
+    if counts.flagged:
+        return "flagged"
+    if counts.errors:
+        return "error"
+    if counts.unverifiable:
+        return "unverifiable"
+    if counts.passed:
+        return "passed"
+    return "unscored"
+
+
+def _call(agent_fn: Callable[[Any], Any], item: Any) -> Any:
+    if inspect.iscoroutinefunction(agent_fn):
+        return asyncio.run(agent_fn(item))
+    result = agent_fn(item)
+    if inspect.isawaitable(result):
+        return asyncio.run(_await(result))
+    return result
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _save(target: Any, cases: list[EvalCase]) -> None:
+    from agentlens.store import open_store
+
+    store = open_store(target) if isinstance(target, str) else target
+    try:
+        store.put_traces([t for c in cases for t in c.traces])
+        store.put_scores([s for c in cases for scores in c.scores.values() for s in scores])
+    finally:
+        if isinstance(target, str):
+            store.close()
+
+
+@pytest.fixture
+def agentlens_eval(captured_traces: Any) -> AgentEval:
+    """Run an agent over fixed inputs, capture and score the runs, assert on the rate.
+
+    See :mod:`agentlens._evalgate`.
+    """
+    return AgentEval(captured_traces)

@@ -1,0 +1,154 @@
+"""The ``agentlens_eval`` pytest fixture: run an agent over inputs, capture, score, assert."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+_SCORERS = """
+from agentlens.eval import define_scorer
+from agentlens.model import FailureMode, Finding, ScoreResult
+
+
+def _refs(*, trace, evidence):
+    text = str(trace.output or "")
+    if "TRUNC" in text:
+        return ScoreResult(passed=False, findings=[
+            Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="DOC-9", unverifiable=True)])
+    known = str([s.output for s in trace.steps])
+    bad = [w for w in text.split() if w.startswith("CUST-") and w not in known]
+    return ScoreResult(
+        passed=not bad,
+        findings=[Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text=w,
+                          detail=f"{w} is not in the evidence") for w in bad],
+    )
+
+
+define_scorer("eval_refs", _refs)
+"""
+
+_AGENT = """
+import agentlens
+
+@agentlens.tool
+def lookup(name):
+    return {"id": "CUST-1" if name == "ann" else "CUST-2"}
+
+def agent(question):
+    customer = lookup(question.split()[0])
+    if "invent" in question:
+        return "your id is CUST-999"
+    if "truncated" in question:
+        return "see TRUNC"
+    return "your id is " + customer["id"]
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(evalscorers=_SCORERS, evalagent=_AGENT)
+    pytester.syspathinsert()
+    return pytester
+
+
+def test_passing_evaluation(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import evalscorers
+        from evalagent import agent
+
+        def test_agent(agentlens_eval):
+            result = agentlens_eval.run(agent, ["ann a", "bob b", "ann c"], agent="support",
+                                        scorers=["eval_refs"])
+            assert result.stats.scored == 3 and result.rate == 0.0
+            assert [len(c.traces) for c in result.cases] == [1, 1, 1]
+            trace = result.cases[0].traces[0]
+            assert trace.output == "your id is CUST-1" and trace.agent == "support"
+            assert [s.name for s in trace.steps] == ["lookup"]
+            result.assert_rate_below(0.05)
+            result.assert_no_flags()
+        """
+    )
+    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome.assert_outcomes(passed=1)
+
+
+def test_failure_message_lists_flagged_runs_with_findings(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import evalscorers
+        from evalagent import agent
+
+        def test_agent(agentlens_eval):
+            result = agentlens_eval.run(
+                agent, ["ann a", "bob invent", "ann b", "ann truncated"], scorers=["eval_refs"]
+            )
+            assert (result.stats.flagged, result.stats.scored, result.stats.unverifiable) == (1, 3, 1)
+            result.assert_rate_below(0.2)
+        """
+    )
+    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome.assert_outcomes(failed=1)
+    text = outcome.stdout.str()
+    assert "the rate (33.3%) is not below 20.0%" in text
+    assert "1 unverifiable and 0 errored runs counted apart" in text
+    assert "[1] input='bob invent'" in text
+    assert "eval_refs: fabricated_grounding: 'CUST-999' — CUST-999 is not in the evidence" in text
+    assert "[3] unverifiable" in text
+
+
+def test_upper_bound_is_stricter_and_nothing_scored_fails(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        """
+        import pytest
+        import evalscorers
+        from evalagent import agent
+
+        def test_small_sample(agentlens_eval):
+            result = agentlens_eval.run(agent, ["ann a", "ann b"], scorers=["eval_refs"])
+            result.assert_rate_below(0.05)
+            with pytest.raises(pytest.fail.Exception, match="upper bound of the 95% interval"):
+                result.assert_rate_below(0.05, upper_bound=True)
+
+        def test_nothing_verifiable(agentlens_eval):
+            result = agentlens_eval.run(agent, ["ann truncated"], scorers=["eval_refs"])
+            with pytest.raises(pytest.fail.Exception, match="no run had a definite verdict"):
+                result.assert_rate_below(0.5)
+        """
+    )
+    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome.assert_outcomes(passed=2)
+
+
+def test_instrumented_agent_runs_are_scored_and_can_be_saved(project: pytest.Pytester) -> None:
+    db = project.path / "eval.db"
+    project.makepyfile(
+        f"""
+        import agentlens
+        import evalscorers
+        from evalagent import agent
+
+        def instrumented(question):
+            with agentlens.run(agent="inner", input=question) as run:
+                run.output = agent(question)
+
+        def test_agent(agentlens_eval):
+            result = agentlens_eval.run(instrumented, ["bob invent", "ann a"], scorers=["eval_refs"],
+                                        save_to="sqlite:///{db}")
+            (case, ok) = result.cases
+            assert [t.agent for t in case.traces] == ["inner"]
+            assert case.outcome == "flagged" and ok.outcome == "passed"
+        """
+    )
+    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome.assert_outcomes(passed=1)
+    from agentlens.store import open_store
+
+    with open_store(f"sqlite:///{db}") as store:  # type: ignore[attr-defined]
+        runs = list(store.list_runs())
+        assert [r.agent for r in runs] == ["inner", "inner"]
+        assert sorted(str(s.verdict) for r in runs for s in store.get_scores(r.id)) == [
+            "flagged",
+            "passed",
+        ]
