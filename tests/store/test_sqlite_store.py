@@ -182,8 +182,9 @@ class TestSchema:
             "SELECT json_extract(doc, '$.metadata.tenant') FROM runs WHERE id = 'r00004'"
         ).fetchone() == ("acme",)
         steps = db.execute(
-            "SELECT s.position, s.id, s.kind, s.name FROM steps s JOIN runs r ON r.key = s.run_key"
-            " WHERE r.id = 'r00004' ORDER BY s.position"
+            "SELECT s.key, json_extract(s.value, '$.id'), json_extract(s.value, '$.kind'),"
+            " json_extract(s.value, '$.name')"
+            " FROM runs r, json_each(r.steps) s WHERE r.id = 'r00004' ORDER BY s.key"
         ).fetchall()
         assert steps == [(0, "s0", "retrieval", "tool_0"), (1, "s1", "tool", "tool_1")]
         score = db.execute(

@@ -46,13 +46,13 @@ class Migration:
 
 _INITIAL = Migration(
     1,
-    "runs, steps, scores, score_modes",
+    "runs, scores, score_modes",
     (
-        # Runs: one row per run, the run's JSON without its steps in ``doc``.
+        # Runs: one row per run: the run's JSON without its steps in ``doc``, the JSON array of
+        # its steps in ``steps`` (last, so that reading the other columns skips it).
         """
         CREATE TABLE runs (
-            key        INTEGER PRIMARY KEY,
-            id         TEXT    NOT NULL UNIQUE,
+            id         TEXT    PRIMARY KEY,
             project    TEXT    NOT NULL,
             agent      TEXT,
             name       TEXT,
@@ -63,26 +63,13 @@ _INITIAL = Migration(
             has_output INTEGER NOT NULL,
             step_count INTEGER NOT NULL,
             release    TEXT,
-            doc        TEXT    NOT NULL
+            doc        TEXT    NOT NULL,
+            steps      TEXT    NOT NULL
         )
         """,
         "CREATE INDEX runs_by_time ON runs (sort_at, id)",
         "CREATE INDEX runs_by_agent_time ON runs (agent, sort_at, id)",
         "CREATE INDEX runs_by_project_time ON runs (project, sort_at, id)",
-        # Steps: one row per step, in run order; the step's JSON in ``doc``.
-        """
-        CREATE TABLE steps (
-            run_key    INTEGER NOT NULL,
-            position   INTEGER NOT NULL,
-            id         TEXT    NOT NULL,
-            parent_id  TEXT,
-            kind       TEXT    NOT NULL,
-            name       TEXT,
-            started_at INTEGER,
-            doc        TEXT    NOT NULL
-        )
-        """,
-        "CREATE UNIQUE INDEX steps_by_run ON steps (run_key, position)",
         # Scores: one row per (run, scorer, scorer version), with run columns copied in for
         # rate queries that need no join.
         """

@@ -10,8 +10,8 @@ File stores run in WAL mode with ``synchronous=NORMAL`` and a busy timeout. Ther
 connection, guarded by a lock, so writes of one process are serialised (and ``BEGIN IMMEDIATE``
 serialises writers of different processes). Reads go through a small pool of separate read-only
 connections, so a reader never waits for a writer: capture's background exporter thread can write
-while the application reads. Every read of a run (its row and its steps) happens in one read
-transaction, so it sees a consistent snapshot. The lazy iterators (:meth:`~SQLiteStore.query_traces`,
+while the application reads. Every page of a query is read in one read transaction, so it sees a
+consistent snapshot. The lazy iterators (:meth:`~SQLiteStore.query_traces`,
 :meth:`~SQLiteStore.list_runs`, :meth:`~SQLiteStore.unscored_run_ids`) page through the database
 by key (``sort_at, id``), holding no connection and no transaction between pages. An in-memory
 store has a single connection, so there reads and writes take turns.
@@ -20,7 +20,7 @@ Writes
 ------
 ``put_traces`` is atomic per call: every run of the call is stored, or none is (one transaction,
 rows inserted with ``executemany`` in chunks). A run whose id is already stored is replaced: its
-steps, scores and score modes are deleted with it. A run identical to the stored one (same JSON,
+scores and score modes are deleted with it. A run identical to the stored one (same JSON,
 same steps) is left as it is, so importing a file twice changes nothing, and its scores stay.
 
 Schema (version 1; see :mod:`agentlens.store._migrations`)
@@ -29,20 +29,23 @@ Times are integers: microseconds since the Unix epoch, UTC. JSON columns (``doc`
 JSON text, exactly as the model serialises it, so ``json_extract`` works on them.
 
 ``runs`` — one row per run.
-    ``key`` INTEGER PRIMARY KEY (internal; steps refer to it), ``id`` TEXT UNIQUE (the run id),
-    ``project``, ``agent``, ``name``, ``status``, ``started_at``/``ended_at`` (µs or NULL),
-    ``sort_at`` (``started_at``, or -2**63 when the run has no start time, so such runs sort
-    before every dated run and among themselves by id), ``has_output`` (0/1), ``step_count``,
-    ``release`` (``metadata.release`` as text, or NULL), ``doc`` (the run's JSON without
-    ``steps``). Indexes: ``(sort_at, id)``, ``(agent, sort_at, id)``, ``(project, sort_at, id)``.
-    A time window ``start <= started_at < end`` is ``sort_at >= :start AND sort_at < :end AND
-    started_at IS NOT NULL``.
+    ``id`` TEXT PRIMARY KEY (the run id), ``project``, ``agent``, ``name``, ``status``,
+    ``started_at``/``ended_at`` (µs or NULL), ``sort_at`` (``started_at``, or -2**63 when the run
+    has no start time, so such runs sort before every dated run and among themselves by id),
+    ``has_output`` (0/1), ``step_count``, ``release`` (``metadata.release`` as text, or NULL),
+    ``doc`` (the run's JSON without ``steps``), ``steps`` (the JSON array of its steps; the last
+    column, so reading the others does not read it). Indexes: ``(sort_at, id)``,
+    ``(agent, sort_at, id)``, ``(project, sort_at, id)``. A time window
+    ``start <= started_at < end`` is ``sort_at >= :start AND sort_at < :end AND started_at IS NOT
+    NULL``. A run is read back as ``doc`` with ``"steps": <steps>`` appended. Step-level SQL goes
+    through ``json_each(runs.steps)``, e.g. the tools called:
+    ``SELECT json_extract(s.value, '$.name') FROM runs, json_each(runs.steps) AS s
+    WHERE json_extract(s.value, '$.kind') = 'tool'``.
 
-``steps`` — one row per step.
-    ``run_key`` (= ``runs.key``), ``position`` (0-based order in the run), ``id``, ``parent_id``,
-    ``kind``, ``name``, ``started_at`` (µs or NULL), ``doc`` (the step's JSON). Unique index
-    ``(run_key, position)``. A run is read back as its ``doc`` with ``"steps": [step docs in
-    position order]`` appended.
+    Why steps are not rows of their own: measured on this project's benchmark
+    (``benchmarks/bench_store.py``, see docs/storage.md), a ``steps`` table (one row and one JSON
+    document per step, clustered by run) cost about 1.7x the CPU per ingested step of one JSON
+    array per run, and bought nothing on reads, where building the pydantic objects dominates.
 
 ``scores`` — one row per (run, scorer, scorer version); primary key ``(run_id, scorer, version)``.
     ``verdict`` (``passed``/``flagged``/``unverifiable``/``error``), ``passed`` (0/1), ``value``,
@@ -73,11 +76,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from agentlens.errors import ConfigError, RunNotFoundError, SchemaVersionError, StoreError
-from agentlens.model import Score, Trace, utc
+from agentlens.model import Score, Step, Trace, utc
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
 
@@ -88,6 +91,7 @@ _T = TypeVar("_T")
 NO_TIME = -(2**63)
 """``runs.sort_at`` of a run without ``started_at``: before every real time."""
 
+_STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 _WRITE_CHUNK = 256
@@ -109,7 +113,9 @@ def to_us(value: datetime | None) -> int | None:
     """Microseconds since the Unix epoch (UTC) of ``value``; a naive time is taken as UTC."""
     if value is None:
         return None
-    return (utc(value) - _EPOCH) // _US
+    if value.tzinfo is not UTC:
+        value = utc(value)
+    return (value - _EPOCH) // _US
 
 
 def from_us(value: int | None) -> datetime | None:
@@ -155,12 +161,11 @@ class _StoreFailure(StoreError):
 
 @dataclass(slots=True)
 class _Prepared:
-    """A run turned into rows, ready to insert."""
+    """A run turned into its row, ready to insert."""
 
-    run: tuple[Any, ...]
-    steps: list[tuple[Any, ...]]
+    row: tuple[Any, ...]
     doc: str
-    step_docs: list[str]
+    steps: str
 
 
 class SQLiteStore:
@@ -376,72 +381,38 @@ class SQLiteStore:
             prepared[trace.id] = self._prepare(trace)
         ids = list(prepared)
         existing = conn.execute(
-            f"SELECT key, id, doc FROM runs WHERE id IN {_marks(len(ids))}", ids
+            f"SELECT id, doc, steps FROM runs WHERE id IN {_marks(len(ids))}", ids
         ).fetchall()
-        replaced_keys: list[int] = []
-        replaced_ids: list[str] = []
-        for key, run_id, doc in existing:
+        replaced: list[str] = []
+        for run_id, doc, steps in existing:
             new = prepared[run_id]
-            if doc == new.doc:
-                old_steps = [
-                    d
-                    for (d,) in conn.execute(
-                        "SELECT doc FROM steps WHERE run_key = ? ORDER BY position", (key,)
-                    )
-                ]
-                if old_steps == new.step_docs:
-                    del prepared[run_id]  # identical: nothing to do, scores stay
-                    continue
-            replaced_keys.append(key)
-            replaced_ids.append(run_id)
-        if replaced_keys:
-            self._delete(conn, replaced_keys, replaced_ids)
-        if not prepared:
-            return
-        (next_key,) = conn.execute("SELECT ifnull(max(key), 0) + 1 FROM runs").fetchone()
-        run_rows: list[tuple[Any, ...]] = []
-        step_rows: list[tuple[Any, ...]] = []
-        for key, item in enumerate(prepared.values(), next_key):
-            run_rows.append((key, *item.run))
-            step_rows.extend((key, *row) for row in item.steps)
-        conn.executemany(
-            "INSERT INTO runs (key, id, project, agent, name, status, started_at, ended_at,"
-            " sort_at, has_output, step_count, release, doc)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            run_rows,
-        )
-        conn.executemany(
-            "INSERT INTO steps (run_key, position, id, parent_id, kind, name, started_at, doc)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            step_rows,
-        )
+            if doc == new.doc and steps == new.steps:
+                del prepared[run_id]  # identical: nothing to do, and its scores stay
+            else:
+                replaced.append(run_id)
+        if replaced:
+            self._delete(conn, replaced)
+        if prepared:
+            conn.executemany(
+                "INSERT INTO runs (id, project, agent, name, status, started_at, ended_at,"
+                " sort_at, has_output, step_count, release, doc, steps)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [item.row for item in prepared.values()],
+            )
 
     def _prepare(self, trace: Trace) -> _Prepared:
-        seen: set[str] = set()
-        steps: list[tuple[Any, ...]] = []
-        step_docs: list[str] = []
-        try:
-            for position, step in enumerate(trace.steps):
+        if len({step.id for step in trace.steps}) != len(trace.steps):
+            seen: set[str] = set()
+            for step in trace.steps:
                 if step.id in seen:
                     raise StoreError(
                         f"{self._label}: run {trace.id!r} has two steps with id {step.id!r}; "
                         "nothing was written"
                     )
                 seen.add(step.id)
-                doc = step.model_dump_json()
-                step_docs.append(doc)
-                steps.append(
-                    (
-                        position,
-                        step.id,
-                        step.parent_id,
-                        str(step.kind),
-                        step.name,
-                        to_us(step.started_at),
-                        doc,
-                    )
-                )
+        try:
             doc = trace.model_dump_json(exclude={"steps"})
+            steps = _STEPS.dump_json(trace.steps).decode()
         except PydanticSerializationError as exc:
             raise StoreError(
                 f"{self._label}: run {trace.id!r} cannot be serialised: {exc}; nothing was written"
@@ -450,7 +421,7 @@ class SQLiteStore:
         if release is not None and not isinstance(release, str):
             release = json.dumps(release) if not isinstance(release, int | float) else str(release)
         started = to_us(trace.started_at)
-        run = (
+        row = (
             trace.id,
             trace.project,
             trace.agent,
@@ -463,25 +434,25 @@ class SQLiteStore:
             len(trace.steps),
             release,
             doc,
+            steps,
         )
-        return _Prepared(run=run, steps=steps, doc=doc, step_docs=step_docs)
+        return _Prepared(row=row, doc=doc, steps=steps)
 
     @staticmethod
-    def _delete(conn: sqlite3.Connection, keys: list[int], run_ids: list[str]) -> None:
-        """Delete runs (by key) with their steps, and the scores of ``run_ids``.
+    def _delete(conn: sqlite3.Connection, run_ids: list[str]) -> int:
+        """Delete runs with their scores; return how many runs there were.
 
         Ids are bound as parameters, never passed through ``json_each``: a run id may hold any
         character, NUL included, and SQLite's JSON functions cut text at a NUL.
         """
-        key_list = json.dumps(keys)  # integers: safe in JSON
-        conn.execute(
-            "DELETE FROM steps WHERE run_key IN (SELECT value FROM json_each(?))", (key_list,)
-        )
-        conn.execute("DELETE FROM runs WHERE key IN (SELECT value FROM json_each(?))", (key_list,))
+        deleted = 0
         for start in range(0, len(run_ids), _ID_BATCH):
             part = run_ids[start : start + _ID_BATCH]
-            conn.execute(f"DELETE FROM score_modes WHERE run_id IN {_marks(len(part))}", part)
-            conn.execute(f"DELETE FROM scores WHERE run_id IN {_marks(len(part))}", part)
+            marks = _marks(len(part))
+            conn.execute(f"DELETE FROM score_modes WHERE run_id IN {marks}", part)
+            conn.execute(f"DELETE FROM scores WHERE run_id IN {marks}", part)
+            deleted += conn.execute(f"DELETE FROM runs WHERE id IN {marks}", part).rowcount
+        return deleted
 
     def get_trace(self, run_id: str) -> Trace:
         """Return one run with its steps.
@@ -491,13 +462,8 @@ class SQLiteStore:
         """
 
         def work(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute("SELECT key, doc FROM runs WHERE id = ?", (run_id,)).fetchone()
-            if row is None:
-                return None
-            steps = conn.execute(
-                "SELECT doc FROM steps WHERE run_key = ? ORDER BY position", (row[0],)
-            ).fetchall()
-            return _assemble(row[1], [d for (d,) in steps])
+            row = conn.execute("SELECT doc, steps FROM runs WHERE id = ?", (run_id,)).fetchone()
+            return None if row is None else _assemble(row[0], row[1])
 
         text = self._read(work)
         if text is None:
@@ -525,19 +491,11 @@ class SQLiteStore:
         _check_limit(limit)
         filter_sql = _filter_sql(where)
 
-        def fetch(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
-            keys = [row[2] for row in rows]
-            by_key: dict[int, list[str]] = {key: [] for key in keys}
-            for key, doc in conn.execute(
-                "SELECT run_key, doc FROM steps WHERE run_key IN (SELECT value FROM json_each(?))"
-                " ORDER BY run_key, position",
-                (json.dumps(keys),),
-            ):
-                by_key[key].append(doc)
-            return [(row[1], _assemble(row[3], by_key[row[2]])) for row in rows]
+        def fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[str, str]]:
+            return [(row[1], _assemble(row[2], row[3])) for row in rows]
 
         def iterate() -> Iterator[Trace]:
-            for page in self._pages(filter_sql, "r.key, r.doc", fetch, limit, newest_first):
+            for page in self._pages(filter_sql, "r.doc, r.steps", fetch, limit, newest_first):
                 for run_id, text in page:
                     yield self._load(run_id, text)
 
@@ -591,13 +549,7 @@ class SQLiteStore:
         ids = list(dict.fromkeys(_as_ids(run_ids)))
 
         def work(conn: sqlite3.Connection) -> int:
-            keys: list[int] = []
-            for start in range(0, len(ids), _ID_BATCH):
-                part = ids[start : start + _ID_BATCH]
-                sql = f"SELECT key FROM runs WHERE id IN {_marks(len(part))}"
-                keys.extend(k for (k,) in conn.execute(sql, part))
-            self._delete(conn, keys, ids)
-            return len(keys)
+            return self._delete(conn, ids)
 
         return self._write(work) if ids else 0
 
@@ -778,9 +730,9 @@ class SQLiteStore:
         return iterate()
 
 
-def _assemble(doc: str, step_docs: list[str]) -> str:
-    """A run's JSON from its stored doc (which ends with ``}``) and its steps' JSON."""
-    return f'{doc[:-1]},"steps":[{",".join(step_docs)}]}}'
+def _assemble(doc: str, steps: str) -> str:
+    """A run's JSON from its stored ``doc`` (which ends with ``}``) and its steps' JSON array."""
+    return f'{doc[:-1]},"steps":{steps}}}'
 
 
 def _marks(n: int) -> str:

@@ -1,0 +1,449 @@
+"""SQLite store: ingestion throughput against baselines, and reads of a 1,000,000-step store.
+
+Part 1, ingestion (each variant writes the same runs into its own new file, in a temp folder,
+WAL + synchronous=NORMAL for every variant), side by side in one process:
+
+* ``SQLiteStore.put_traces``: Trace objects in, calls of ``--batch`` runs (the figure the target
+  is about: >= 20,000 steps/s);
+* ``import (parse + put)``: JSONL text in (``Trace.from_json`` per line), then ``put_traces``:
+  what ``agentlens import`` pays;
+* baseline ``bare table, serialise + executemany``: each run's full JSON (``model_dump_json``)
+  into a table ``(id TEXT PRIMARY KEY, doc TEXT)``, ``executemany`` per batch: the floor any
+  design that stores the run's JSON pays;
+* baseline ``bare table, pre-serialised``: the same rows with the JSON already made: SQLite's
+  raw write speed for these bytes;
+* baseline ``one run per transaction``: ``put_traces`` of one run per call (how a naive
+  capture exporter would write).
+
+Part 2, reads: a store of ``--steps`` steps (default 1,000,000: 50,000 runs of 20 steps, 1-2 KB
+of JSON per step) spread evenly over ``--days`` days, built with ``put_traces`` (timed too);
+then, over a one-day window in the middle, median of ``--reps`` repetitions on a freshly opened
+store (OS page cache warm: the file was just written):
+
+* ``count_runs`` and ``list_runs`` (summaries, no steps) of the window;
+* ``query_traces``: time to the first Trace, to the first 100, and to drain the whole window
+  (every run of the day with its steps, as pydantic objects);
+* the same drain with no pydantic (the store's SQL + JSON assembly only), to show where the time
+  goes;
+* ``query_traces`` of one agent role in the window, first 100;
+* ``unscored_run_ids`` over the window; ``get_trace`` of random runs (median per call).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_store.py [--steps 1000000] [--days 30] [--reps 5]
+        [--ingest-runs 2000] [--batch 500] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import subprocess
+import tempfile
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from agentlens.model import Trace
+from agentlens.store import RunFilter, SQLiteStore
+
+STEPS_PER_RUN = 20
+AGENTS = ("support", "billing", "research", "writer", "triage")
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+# -- realistic runs ---------------------------------------------------------------------------
+
+
+class RunFactory:
+    """Runs of a tool-using support agent: 20 steps, tool/retrieval outputs of 1-2 KB of JSON."""
+
+    def __init__(self, seed: int = 7) -> None:
+        self.rng = random.Random(seed)
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        words = [
+            "".join(self.rng.choice(letters) for _ in range(self.rng.randint(2, 9)))
+            for _ in range(4000)
+        ]
+        self.sentences = [
+            " ".join(self.rng.choice(words) for _ in range(self.rng.randint(8, 20))).capitalize()
+            + "."
+            for _ in range(3000)
+        ]
+
+    def text(self, size: int) -> str:
+        out: list[str] = []
+        n = 0
+        while n < size:
+            s = self.rng.choice(self.sentences)
+            out.append(s)
+            n += len(s) + 1
+        return " ".join(out)
+
+    def records(self, size: int) -> list[dict[str, Any]]:
+        recs: list[dict[str, Any]] = []
+        n = 0
+        while n < size:
+            text = self.text(self.rng.randint(200, 400))
+            recs.append(
+                {
+                    "id": f"CUST-{self.rng.randint(10000, 99999)}",
+                    "doc": f"DOC-{self.rng.getrandbits(32):08x}",
+                    "amount": round(self.rng.uniform(5, 5000), 2),
+                    "text": text,
+                }
+            )
+            n += len(text) + 80
+        return recs
+
+    def run(self, i: int, started: datetime) -> dict[str, Any]:
+        rng = self.rng
+        steps: list[dict[str, Any]] = []
+        t = started
+        for j in range(STEPS_PER_RUN):
+            kind = ("user", "llm", "tool", "retrieval", "tool", "llm", "text")[j % 7]
+            end = t + timedelta(milliseconds=rng.randint(50, 2000))
+            step: dict[str, Any] = {
+                "id": f"s{j}",
+                "parent_id": None,
+                "kind": kind,
+                "started_at": t.isoformat(),
+                "ended_at": end.isoformat(),
+            }
+            if kind in ("tool", "retrieval"):
+                step["name"] = rng.choice(("get_customer", "search_kb", "list_invoices"))
+                step["input"] = {"query": self.text(40), "limit": 5}
+                step["output"] = self.records(rng.randint(800, 1500))
+            elif kind == "llm":
+                step["name"] = "gpt-4o"
+                step["input"] = [{"role": "user", "content": self.text(300)}]
+                step["output"] = self.text(rng.randint(600, 1300))
+                step["attributes"] = {"input_tokens": rng.randint(500, 4000), "output_tokens": 300}
+            else:
+                step["output"] = self.text(rng.randint(800, 1700))
+            steps.append(step)
+            t = end
+        return {
+            "id": f"run-{i:08d}",
+            "agent": AGENTS[i % len(AGENTS)],
+            "name": f"ticket {i}",
+            "started_at": started.isoformat(),
+            "ended_at": t.isoformat(),
+            "input": self.text(200),
+            "output": self.text(600),
+            "metadata": {"release": f"v{i % 9}", "tenant": "acme"},
+            "links": {"ticket": f"T-{i}"},
+            "steps": steps,
+        }
+
+    def traces(self, n: int, *, start: int = 0, span: timedelta) -> Iterator[Trace]:
+        """``n`` runs with start times spread evenly over ``span`` from T0."""
+        for k in range(n):
+            i = start + k
+            yield Trace.model_validate(self.run(i, T0 + span * (k / n)))
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def chunks(items: list[Trace], size: int) -> Iterator[list[Trace]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def bare(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE TABLE runs (id TEXT PRIMARY KEY, doc TEXT NOT NULL)")
+    return conn
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def timed_cpu(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU (this process) seconds of ``fn()``."""
+    c = time.process_time()
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t, time.process_time() - c
+
+
+def load() -> str:
+    try:
+        return Path("/proc/loadavg").read_text().split()[0]
+    except OSError:
+        return "?"
+
+
+def median_of(reps: int, fn: Callable[[], object]) -> tuple[float, float, float]:
+    times = [timed(fn) for _ in range(reps)]
+    return statistics.median(times), min(times), max(times)
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:9.1f} ms"
+
+
+def machine() -> str:
+    cpu = "?"
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        cpu = next(
+            (ln.split(":", 1)[1].strip() for ln in out.splitlines() if "Model name" in ln), "?"
+        )
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return (
+        f"{os.cpu_count()} CPU ({cpu}), Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}"
+    )
+
+
+# -- part 1: ingestion ------------------------------------------------------------------------
+
+
+def bench_ingest(folder: Path, runs: int, batch: int) -> None:
+    factory = RunFactory(seed=1)
+    traces = list(factory.traces(runs, span=timedelta(days=1)))
+    lines = [t.to_json() for t in traces]
+    steps = sum(len(t.steps) for t in traces)
+    step_bytes = [len(s.model_dump_json()) for t in traces for s in t.steps]
+    print(
+        f"\nIngestion: {runs} runs, {steps} steps, step JSON {min(step_bytes)}-{max(step_bytes)} "
+        f"bytes (mean {statistics.mean(step_bytes):.0f}), calls of {batch} runs"
+    )
+    results: list[tuple[str, tuple[float, float]]] = []
+
+    def put_store() -> None:
+        with SQLiteStore(f"sqlite:///{folder / 'ingest-store.db'}") as store:
+            for part in chunks(traces, batch):
+                store.put_traces(part)
+
+    results.append(("SQLiteStore.put_traces", timed_cpu(put_store)))
+
+    def import_jsonl() -> None:
+        with SQLiteStore(f"sqlite:///{folder / 'ingest-import.db'}") as store:
+            for i in range(0, len(lines), batch):
+                store.put_traces(Trace.from_json(line) for line in lines[i : i + batch])
+
+    results.append(("import: parse JSONL + put_traces", timed_cpu(import_jsonl)))
+
+    def bare_serialise() -> None:
+        conn = bare(folder / "ingest-bare1.db")
+        for part in chunks(traces, batch):
+            conn.execute("BEGIN")
+            conn.executemany(
+                "INSERT INTO runs VALUES (?, ?)", [(t.id, t.model_dump_json()) for t in part]
+            )
+            conn.execute("COMMIT")
+        conn.close()
+
+    results.append(("baseline: bare table, serialise + executemany", timed_cpu(bare_serialise)))
+
+    rows = [(t.id, t.model_dump_json()) for t in traces]
+
+    def bare_raw() -> None:
+        conn = bare(folder / "ingest-bare2.db")
+        for i in range(0, len(rows), batch):
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO runs VALUES (?, ?)", rows[i : i + batch])
+            conn.execute("COMMIT")
+        conn.close()
+
+    results.append(("baseline: bare table, pre-serialised rows", timed_cpu(bare_raw)))
+
+    one_n = min(runs, 500)
+
+    def one_by_one() -> None:
+        with SQLiteStore(f"sqlite:///{folder / 'ingest-one.db'}") as store:
+            for t in traces[:one_n]:
+                store.put_traces([t])
+
+    wall, cpu = timed_cpu(one_by_one)
+    scale = runs / one_n  # extrapolated from the first one_n runs
+    results.append(
+        (f"baseline: put_traces one run per call ({one_n} runs)", (wall * scale, cpu * scale))
+    )
+
+    print(f"(load average at the end: {load()})")
+    print(f"{'variant':<52} {'steps/s':>10} {'runs/s':>9} {'MB/s':>7} {'steps/CPU-s':>12}")
+    megabytes = sum(len(r[1]) for r in rows) / 1e6
+    for name, (seconds, cpu_s) in results:
+        print(
+            f"{name:<52} {steps / seconds:>10,.0f} {runs / seconds:>9,.0f} "
+            f"{megabytes / seconds:>7.1f} {steps / cpu_s:>12,.0f}"
+        )
+
+    # zlib: would compressing step JSON pay off?
+    docs = [s.model_dump_json().encode() for t in traces[:500] for s in t.steps]
+    comp = [zlib.compress(d, 1) for d in docs]
+    c_time = timed(lambda: [zlib.compress(d, 1) for d in docs])
+    d_time = timed(lambda: [zlib.decompress(c) for c in comp])
+    ser_time = timed(lambda: [s.model_dump_json() for t in traces[:500] for s in t.steps])
+    ratio = sum(map(len, docs)) / sum(map(len, comp))
+    print(
+        f"zlib level 1 on step JSON: ratio {ratio:.2f}, compress {c_time / len(docs) * 1e6:.1f} "
+        f"us/step, decompress {d_time / len(docs) * 1e6:.1f} us/step "
+        f"(serialising a step: {ser_time / len(docs) * 1e6:.1f} us)"
+    )
+
+
+# -- part 2: reads of a large store -----------------------------------------------------------
+
+
+def build(url: str, total_steps: int, days: int, batch: int) -> tuple[int, float, float, float]:
+    runs = total_steps // STEPS_PER_RUN
+    factory = RunFactory(seed=2)
+    span = timedelta(days=days)
+    gen_time = 0.0
+    put_time = 0.0
+    put_cpu = 0.0
+    with SQLiteStore(url) as store:
+        made = 0
+        while made < runs:
+            n = min(batch * 4, runs - made)
+            t = time.perf_counter()
+            part = [
+                Trace.model_validate(factory.run(made + k, T0 + span * ((made + k) / runs)))
+                for k in range(n)
+            ]
+            gen_time += time.perf_counter() - t
+            wall, cpu = timed_cpu(functools.partial(store.put_traces, part))
+            put_time += wall
+            put_cpu += cpu
+            made += n
+            print(f"\r  built {made * STEPS_PER_RUN:,} steps", end="", flush=True)
+    print()
+    return runs, gen_time, put_time, put_cpu
+
+
+def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int) -> None:
+    path = folder / "big.db"
+    url = f"sqlite:///{path}"
+    print(f"\nBuilding a store of {total_steps:,} steps over {days} days in {path} ...")
+    runs, gen_time, put_time, put_cpu = build(url, total_steps, days, batch)
+    size = sum(p.stat().st_size for p in folder.glob("big.db*"))
+    print(
+        f"  {runs:,} runs; generating the Trace objects {gen_time:.1f} s; put_traces "
+        f"{put_time:.1f} s = {total_steps / put_time:,.0f} steps/s "
+        f"({total_steps / put_cpu:,.0f} steps/CPU-s); file {size / 1e9:.2f} GB; load {load()}"
+    )
+
+    mid = T0 + timedelta(days=days // 2)
+    window = RunFilter(start=mid, end=mid + timedelta(days=1))
+    store = SQLiteStore(url)
+    try:
+        in_window = store.count_runs(window)
+        ids = [s.id for s in store.list_runs(limit=None)]
+        print(
+            f"\nReads: one-day window {window.start:%Y-%m-%d} = {in_window:,} runs, "
+            f"{in_window * STEPS_PER_RUN:,} steps; median of {reps} (min-max); load {load()}"
+        )
+        rows: list[tuple[str, tuple[float, float, float]]] = []
+
+        def first(n: int, where: RunFilter = window) -> Callable[[], object]:
+            def go() -> None:
+                for _ in itertools.islice(store.query_traces(where), n):
+                    pass
+
+            return go
+
+        rows.append(("count_runs(window)", median_of(reps, lambda: store.count_runs(window))))
+        rows.append(
+            (
+                "list_runs(window), all summaries",
+                median_of(reps, lambda: list(store.list_runs(window))),
+            )
+        )
+        rows.append(("query_traces(window): first trace", median_of(reps, first(1))))
+        rows.append(("query_traces(window): first 100 traces", median_of(reps, first(100))))
+        agent_window = RunFilter(start=window.start, end=window.end, agent="billing")
+        rows.append(
+            (
+                "query_traces(window, agent=billing): first 100",
+                median_of(reps, first(100, agent_window)),
+            )
+        )
+        rows.append(
+            (
+                f"query_traces(window): all {in_window:,} traces",
+                median_of(reps, lambda: sum(1 for _ in store.query_traces(window))),
+            )
+        )
+
+        def raw_drain() -> int:
+            # The store's share: SQL, paging and JSON assembly, without building pydantic objects.
+            pages = store._pages(_filter(window), "r.doc, r.steps", _raw_fetch, None, True)
+            return sum(len(page) for page in pages)
+
+        rows.append(("  same, JSON text only (no pydantic)", median_of(reps, raw_drain)))
+        rows.append(
+            (
+                "unscored_run_ids(window), all",
+                median_of(reps, lambda: list(store.unscored_run_ids("x", "1", window))),
+            )
+        )
+        rng = random.Random(3)
+        sample = [rng.choice(ids) for _ in range(200)]
+        per_call = [timed(functools.partial(store.get_trace, rid)) for rid in sample]
+        print(f"{'operation':<52} {'median':>12} {'min':>12} {'max':>12}")
+        for name, (med, lo, hi) in rows:
+            print(f"{name:<52} {ms(med):>12} {ms(lo):>12} {ms(hi):>12}")
+        print(
+            f"{'get_trace(random id), per call (200 calls)':<52} {ms(statistics.median(per_call)):>12}"
+            f" {ms(min(per_call)):>12} {ms(max(per_call)):>12}"
+        )
+    finally:
+        store.close()
+
+
+def _filter(where: RunFilter) -> Any:
+    from agentlens.store._sqlite import _filter_sql
+
+    return _filter_sql(where)
+
+
+def _raw_fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
+    from agentlens.store._sqlite import _assemble
+
+    return [_assemble(row[2], row[3]) for row in rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--ingest-runs", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--keep", type=Path, default=None, help="build in this folder and keep it")
+    parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument("--skip-reads", action="store_true")
+    args = parser.parse_args()
+    print(f"Machine: {machine()}")
+    print("Note: a shared 2-core machine; other work was running, so figures are noisy.")
+    with tempfile.TemporaryDirectory(prefix="agentlens-bench-") as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        if not args.skip_ingest:
+            bench_ingest(folder, args.ingest_runs, args.batch)
+        if not args.skip_reads:
+            bench_reads(folder, args.steps, args.days, args.reps, args.batch)
+
+
+if __name__ == "__main__":
+    main()
