@@ -131,8 +131,13 @@ def load_cases(data: Path, limit: int | None) -> list[Case]:
                     _item("knowledge", "retrieval", row["knowledge"], 0),
                 ]
                 rid = f"{name}{i}"
-                for answer, bad in ((row["right_answer"], False), (row["hallucinated_answer"], True)):
-                    cases.append(Case("halueval", rid, extract_claims(answer), evidence, bad, answer))
+                for answer, bad in (
+                    (row["right_answer"], False),
+                    (row["hallucinated_answer"], True),
+                ):
+                    cases.append(
+                        Case("halueval", rid, extract_claims(answer), evidence, bad, answer)
+                    )
     with (data / "wice" / "dev.jsonl").open(encoding="utf-8") as fh:
         for i, line in enumerate(fh):
             if limit is not None and i >= limit:
@@ -142,8 +147,14 @@ def load_cases(data: Path, limit: int | None) -> list[Case]:
             claim = row["claim"]
             rid = row["meta"]["id"]
             cases.append(
-                Case("wice", rid, [Claim(claim, 0, len(claim))], [_item("evidence", "retrieval", text, 0)],
-                     row["label"] != "supported", claim)
+                Case(
+                    "wice",
+                    rid,
+                    [Claim(claim, 0, len(claim))],
+                    [_item("evidence", "retrieval", text, 0)],
+                    row["label"] != "supported",
+                    claim,
+                )
             )
     return cases
 
@@ -175,9 +186,13 @@ async def run_judge(judge: Any, cases: list[Case], concurrency: int) -> list[Out
 
 
 def main(argv: list[str] | None = None) -> int:
-    default_data = os.environ.get("AGENTLENS_DATA") or str(Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+    default_data = os.environ.get("AGENTLENS_DATA") or str(
+        Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+    )
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("data", nargs="?", default=default_data, help="the data folder (default: %(default)s)")
+    p.add_argument(
+        "data", nargs="?", default=default_data, help="the data folder (default: %(default)s)"
+    )
     p.add_argument("--judge", default="offline", choices=["offline", "openai", "anthropic"])
     p.add_argument("--model")
     p.add_argument("--base-url")
@@ -203,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     outcomes = asyncio.run(run_judge(judge, cases, args.concurrency))
     wall = time.perf_counter() - started
-    report: dict[str, Any] = {"judge": f"{judge.name}/{judge.model}", "data": str(data), "results": {}}
+    report: dict[str, Any] = {
+        "judge": f"{judge.name}/{judge.model}",
+        "data": str(data),
+        "results": {},
+    }
     n_claims = sum(len(c.claims) for c in cases)
     for dataset in ("halueval", "wice"):
         subset = [o for o in outcomes if o.case.dataset == dataset]
@@ -234,21 +253,29 @@ def main(argv: list[str] | None = None) -> int:
     report["cases"] = len(cases)
     report["claims"] = n_claims
     report["wall_s"] = round(wall, 2)
-    report["latency_ms_per_case"] = round(1000 * sum(o.seconds for o in outcomes) / max(1, len(outcomes)), 3)
+    report["latency_ms_per_case"] = round(
+        1000 * sum(o.seconds for o in outcomes) / max(1, len(outcomes)), 3
+    )
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"judge {report['judge']}  cases {len(cases)}  claims {n_claims}  wall {wall:.1f}s  "
-          f"cost ${usage['cost_usd']:.4f}  latency {report['latency_ms_per_case']} ms/case")
-    print(f"{'data':9} {'split':8} {'who':9} {'n':>5} {'bal.acc':>8} {'P(uns)':>7} {'R(uns)':>7} {'unver':>6}")
+    print(
+        f"judge {report['judge']}  cases {len(cases)}  claims {n_claims}  wall {wall:.1f}s  "
+        f"cost ${usage['cost_usd']:.4f}  latency {report['latency_ms_per_case']} ms/case"
+    )
+    print(
+        f"{'data':9} {'split':8} {'who':9} {'n':>5} {'bal.acc':>8} {'P(uns)':>7} {'R(uns)':>7} {'unver':>6}"
+    )
     for dataset, block in report["results"].items():
         for split, pair in block.items():
             for who in ("judge", "baseline"):
                 m = pair[who]
                 extra = f"  (threshold {m['threshold']})" if who == "baseline" else ""
-                print(f"{dataset:9} {split:8} {who:9} {m['n']:5d} {m['balanced_accuracy']:8.3f} "
-                      f"{m['precision_unsupported']:7.3f} {m['recall_unsupported']:7.3f} "
-                      f"{m['unverifiable']:6d}{extra}")
+                print(
+                    f"{dataset:9} {split:8} {who:9} {m['n']:5d} {m['balanced_accuracy']:8.3f} "
+                    f"{m['precision_unsupported']:7.3f} {m['recall_unsupported']:7.3f} "
+                    f"{m['unverifiable']:6d}{extra}"
+                )
     return 0
 
 

@@ -30,7 +30,9 @@ def test_abbreviations_decimals_initials_and_urls_do_not_split() -> None:
         "He was born in 1892.",
     ]
     assert texts("The U.S. economy grew 2.1% in 2023.") == ["The U.S. economy grew 2.1% in 2023."]
-    assert texts("The flight departs at 3 p.m. tomorrow.") == ["The flight departs at 3 p.m. tomorrow."]
+    assert texts("The flight departs at 3 p.m. tomorrow.") == [
+        "The flight departs at 3 p.m. tomorrow."
+    ]
 
 
 def test_independent_clauses_are_split_conservatively() -> None:

@@ -39,7 +39,90 @@ class Claim:
 
 # Abbreviations after which a period does not end a sentence (lower case, without the dot).
 _ABBREVIATIONS = frozenset(
-    ["mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "ft", "vs", "v", "cf", "al", "fig", "figs", "no", "nos", "vol", "vols", "ed", "eds", "approx", "est", "dept", "univ", "inc", "ltd", "co", "corp", "bros", "gov", "gen", "col", "lt", "sgt", "capt", "cmdr", "adm", "rep", "sen", "hon", "rev", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun", "e.g", "i.e", "a.m", "p.m", "u.s", "u.k", "u.n", "e.u", "ph.d", "b.a", "m.a", "b.sc", "m.sc", "d.c", "a.d", "b.c", "etc.al"]
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "mt",
+        "ft",
+        "vs",
+        "v",
+        "cf",
+        "al",
+        "fig",
+        "figs",
+        "no",
+        "nos",
+        "vol",
+        "vols",
+        "ed",
+        "eds",
+        "approx",
+        "est",
+        "dept",
+        "univ",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "bros",
+        "gov",
+        "gen",
+        "col",
+        "lt",
+        "sgt",
+        "capt",
+        "cmdr",
+        "adm",
+        "rep",
+        "sen",
+        "hon",
+        "rev",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+        "mon",
+        "tue",
+        "tues",
+        "wed",
+        "thu",
+        "thur",
+        "thurs",
+        "fri",
+        "sat",
+        "sun",
+        "e.g",
+        "i.e",
+        "a.m",
+        "p.m",
+        "u.s",
+        "u.k",
+        "u.n",
+        "e.u",
+        "ph.d",
+        "b.a",
+        "m.a",
+        "b.sc",
+        "m.sc",
+        "d.c",
+        "a.d",
+        "b.c",
+        "etc.al",
+    ]
 )
 
 _CODE_FENCE = re.compile(r"^[ \t]*(```|~~~)")
@@ -72,10 +155,76 @@ _NON_CLAIM_START = re.compile(
 )
 
 _SUBJECTS = frozenset(
-    ["i", "you", "he", "she", "it", "we", "they", "this", "that", "these", "those", "there", "his", "her", "its", "their", "our", "my", "your", "the", "a", "an"]
+    [
+        "i",
+        "you",
+        "he",
+        "she",
+        "it",
+        "we",
+        "they",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "his",
+        "her",
+        "its",
+        "their",
+        "our",
+        "my",
+        "your",
+        "the",
+        "a",
+        "an",
+    ]
 )
 _FINITE = frozenset(
-    ["is", "are", "was", "were", "am", "be", "been", "has", "have", "had", "will", "would", "can", "could", "shall", "should", "may", "might", "must", "does", "do", "did", "isn't", "aren't", "wasn't", "weren't", "hasn't", "haven't", "hadn't", "won't", "wouldn't", "can't", "couldn't", "shouldn't", "doesn't", "don't", "didn't", "'s", "'re", "'ve", "'ll", "'d"]
+    [
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "be",
+        "been",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "can",
+        "could",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "does",
+        "do",
+        "did",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "hasn't",
+        "haven't",
+        "hadn't",
+        "won't",
+        "wouldn't",
+        "can't",
+        "couldn't",
+        "shouldn't",
+        "doesn't",
+        "don't",
+        "didn't",
+        "'s",
+        "'re",
+        "'ve",
+        "'ll",
+        "'d",
+    ]
 )
 _CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?:and|but|yet|whereas|while|so)\s+|\s+(?:and|but)\s+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d[\d,.:/-]*")
@@ -190,7 +339,7 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
     while end > start and (text[end - 1].isspace() or text[end - 1] in _EDGE_MARKUP + "|"):
         end -= 1
     # keep a closing quote that has its opening partner inside the span
-    if end < len(text) and text[end] in "\"”" and ("\"" in text[start:end] or "“" in text[start:end]):
+    if end < len(text) and text[end] in '"”' and ('"' in text[start:end] or "“" in text[start:end]):
         end += 1
     if start >= end or not any(c.isalnum() for c in text[start:end]):
         return None
@@ -225,14 +374,21 @@ def _looks_like_clause(words: list[str], *, needs_subject: bool) -> bool:
     if len(words) < 3:
         return False
     head = words[0].lower()
-    if needs_subject and head not in _SUBJECTS and not words[0][:1].isupper() and not words[0][:1].isdigit():
+    if (
+        needs_subject
+        and head not in _SUBJECTS
+        and not words[0][:1].isupper()
+        and not words[0][:1].isdigit()
+    ):
         return False
     window = words[1:6]
     if _has_finite_verb(window):
         return True
     # "it shipped", "they ship": a pronoun followed by a verb-looking word ending in s/ed
-    return head in {"i", "you", "he", "she", "it", "we", "they"} and len(words) >= 2 and (
-        words[1].lower().endswith(("s", "ed"))
+    return (
+        head in {"i", "you", "he", "she", "it", "we", "they"}
+        and len(words) >= 2
+        and (words[1].lower().endswith(("s", "ed")))
     )
 
 

@@ -40,31 +40,66 @@ class FakeLLM:
 
     def next(self) -> Scripted:
         with self.lock:
-            return self.replies.popleft() if self.replies else Scripted(500, {"error": "script exhausted"})
+            return (
+                self.replies.popleft()
+                if self.replies
+                else Scripted(500, {"error": "script exhausted"})
+            )
 
 
 def openai_reply(content: str, prompt_tokens: int = 100, completion_tokens: int = 20) -> Scripted:
-    return Scripted(200, {
-        "id": "chatcmpl-1", "object": "chat.completion", "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-    })
+    return Scripted(
+        200,
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        },
+    )
 
 
 def anthropic_reply(text: str, input_tokens: int = 100, output_tokens: int = 20) -> Scripted:
-    return Scripted(200, {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-        "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
-    })
+    return Scripted(
+        200,
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "m",
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
+        },
+    )
 
 
 def verdicts_json(*labels: str, evidence: str = "") -> str:
-    return json.dumps({"verdicts": [
-        {"id": i, "label": label, "confidence": 0.9, "reason": f"claim {i} is {label}", "evidence": evidence}
-        for i, label in enumerate(labels, 1)
-    ]})
+    return json.dumps(
+        {
+            "verdicts": [
+                {
+                    "id": i,
+                    "label": label,
+                    "confidence": 0.9,
+                    "reason": f"claim {i} is {label}",
+                    "evidence": evidence,
+                }
+                for i, label in enumerate(labels, 1)
+            ]
+        }
+    )
 
 
 @pytest.fixture
@@ -72,14 +107,16 @@ def fake_llm() -> Iterator[FakeLLM]:
     state = FakeLLM()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
-            state.requests.append({
-                "path": self.path,
-                "headers": {k.lower(): v for k, v in self.headers.items()},
-                "body": json.loads(raw) if raw else None,
-            })
+            state.requests.append(
+                {
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": json.loads(raw) if raw else None,
+                }
+            )
             reply = state.next()
             if reply.slow:
                 state.release.wait(10)  # hold the reply until the test is over
@@ -101,7 +138,9 @@ def fake_llm() -> Iterator[FakeLLM]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+    )
     thread.start()
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:

@@ -17,7 +17,14 @@ from conftest import FakeLLM, Scripted, anthropic_reply, openai_reply, verdicts_
 
 from agentlens.errors import ConfigError, MissingExtraError
 from agentlens.eval._evidence import EvidenceItem
-from agentlens.eval.judges import Judge, Label, VerdictCache, get_judge, judge_from_settings, judge_options
+from agentlens.eval.judges import (
+    Judge,
+    Label,
+    VerdictCache,
+    get_judge,
+    judge_from_settings,
+    judge_options,
+)
 from agentlens.eval.judges._llm import LLMJudge, estimate_cost, parse_verdicts
 
 EVIDENCE = [
@@ -56,7 +63,9 @@ def run(judge: Judge, claims: list[str] = CLAIMS) -> list[Any]:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_valid_verdicts_and_request_shape(backend: str, fake_llm: FakeLLM) -> None:
-    fake_llm.push(reply(backend, verdicts_json("supported", "unsupported", evidence="shipped on May 3")))
+    fake_llm.push(
+        reply(backend, verdicts_json("supported", "unsupported", evidence="shipped on May 3"))
+    )
     judge = make(backend, fake_llm)
     out = run(judge)
     assert [v.label for v in out] == [Label.SUPPORTED, Label.UNSUPPORTED]
@@ -84,7 +93,11 @@ def test_valid_verdicts_and_request_shape(backend: str, fake_llm: FakeLLM) -> No
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_tolerant_parsing_of_fenced_json_with_prose(backend: str, fake_llm: FakeLLM) -> None:
-    text = "Sure, here you go:\n```json\n" + verdicts_json("unsupported", "supported") + "\n```\nHope it helps."
+    text = (
+        "Sure, here you go:\n```json\n"
+        + verdicts_json("unsupported", "supported")
+        + "\n```\nHope it helps."
+    )
     fake_llm.push(reply(backend, text))
     out = run(make(backend, fake_llm))
     assert [v.label for v in out] == [Label.UNSUPPORTED, Label.SUPPORTED]
@@ -109,7 +122,11 @@ def test_malformed_replies_are_unverifiable(backend: str, text: str, fake_llm: F
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_partial_reply_leaves_the_rest_unverifiable(backend: str, fake_llm: FakeLLM) -> None:
-    fake_llm.push(reply(backend, json.dumps({"verdicts": [{"id": 2, "label": "supported", "confidence": 0.8}]})))
+    fake_llm.push(
+        reply(
+            backend, json.dumps({"verdicts": [{"id": 2, "label": "supported", "confidence": 0.8}]})
+        )
+    )
     out = run(make(backend, fake_llm))
     assert [v.label for v in out] == [Label.UNVERIFIABLE, Label.SUPPORTED]
 
@@ -143,7 +160,9 @@ def test_5xx_retries_with_growing_backoff_then_gives_up(backend: str, fake_llm: 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_500_then_success(backend: str, fake_llm: FakeLLM) -> None:
-    fake_llm.push(Scripted(503, "overloaded"), reply(backend, verdicts_json("supported", "supported")))
+    fake_llm.push(
+        Scripted(503, "overloaded"), reply(backend, verdicts_json("supported", "supported"))
+    )
     out = run(make(backend, fake_llm))
     assert [v.label for v in out] == [Label.SUPPORTED, Label.SUPPORTED]
 
@@ -168,7 +187,9 @@ def test_a_slow_reply_times_out_as_unverifiable(backend: str, fake_llm: FakeLLM)
 
 
 def test_timeouts_are_retried(fake_llm: FakeLLM) -> None:
-    fake_llm.push(Scripted(200, {}, slow=True), reply("openai", verdicts_json("supported", "unsupported")))
+    fake_llm.push(
+        Scripted(200, {}, slow=True), reply("openai", verdicts_json("supported", "unsupported"))
+    )
     judge = make("openai", fake_llm, timeout=0.3, max_retries=1)
     out = run(judge)
     assert [v.label for v in out] == [Label.SUPPORTED, Label.UNSUPPORTED]
@@ -211,7 +232,9 @@ def test_cost_and_tokens_are_accounted(fake_llm: FakeLLM) -> None:
 
 def test_price_override_and_unknown_models() -> None:
     assert estimate_cost("my-local-llama", 10, 10) is None
-    assert estimate_cost("my-local-llama", 1_000_000, 0, {"my-local": (2.0, 4.0)}) == pytest.approx(2.0)
+    assert estimate_cost("my-local-llama", 1_000_000, 0, {"my-local": (2.0, 4.0)}) == pytest.approx(
+        2.0
+    )
     assert estimate_cost("gpt-4o-2024-08-06", 1_000_000, 0) == pytest.approx(2.5)  # longest prefix
     assert estimate_cost("gpt-4o-mini-2024-07-18", 1_000_000, 0) == pytest.approx(0.15)
 
@@ -227,8 +250,14 @@ def test_budget_stops_calls_before_they_are_made(fake_llm: FakeLLM) -> None:
 
 def test_budget_spent_by_one_batch_stops_the_next(fake_llm: FakeLLM) -> None:
     fake_llm.push(openai_reply(verdicts_json("supported"), 10_000, 10))
-    judge = make("openai", fake_llm, prices={"test-model": (100.0, 100.0)}, budget_usd=0.5,
-                 batch_size=1, max_concurrency=1)
+    judge = make(
+        "openai",
+        fake_llm,
+        prices={"test-model": (100.0, 100.0)},
+        budget_usd=0.5,
+        batch_size=1,
+        max_concurrency=1,
+    )
     out = run(judge)
     assert [v.label for v in out] == [Label.SUPPORTED, Label.UNVERIFIABLE]
     assert len(fake_llm.requests) == 1
@@ -248,7 +277,9 @@ def test_second_call_hits_the_cache(backend: str, fake_llm: FakeLLM) -> None:
 
 
 def test_failures_are_not_cached(fake_llm: FakeLLM) -> None:
-    fake_llm.push(reply("openai", "garbage"), reply("openai", verdicts_json("supported", "supported")))
+    fake_llm.push(
+        reply("openai", "garbage"), reply("openai", verdicts_json("supported", "supported"))
+    )
     judge = make("openai", fake_llm)
     assert all(v.label is Label.UNVERIFIABLE for v in run(judge))
     assert all(v.label is Label.SUPPORTED for v in run(judge))
@@ -290,7 +321,9 @@ def test_truncated_evidence_never_yields_unsupported(fake_llm: FakeLLM) -> None:
     ],
 )
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_no_failure_ever_turns_into_supported(backend: str, script: list[Scripted], fake_llm: FakeLLM) -> None:
+def test_no_failure_ever_turns_into_supported(
+    backend: str, script: list[Scripted], fake_llm: FakeLLM
+) -> None:
     fake_llm.push(*script)
     judge = make(backend, fake_llm, max_retries=1, timeout=0.3)
     out = run(judge)
@@ -299,7 +332,9 @@ def test_no_failure_ever_turns_into_supported(backend: str, script: list[Scripte
 
 
 def test_connection_refused_is_unverifiable() -> None:
-    judge = get_judge("openai", model="m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=2)
+    judge = get_judge(
+        "openai", model="m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=2
+    )
     out = run(judge)
     assert all(v.label is Label.UNVERIFIABLE for v in out)
 
@@ -314,15 +349,26 @@ def test_parse_verdicts_reads_ids_and_labels() -> None:
 def test_configuration(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLLM) -> None:
     monkeypatch.setenv("AGENTLENS_JUDGE_TIMEOUT", "12.5")
     opts = judge_options({"backend": "openai", "model": "gpt-4o-mini", "max_concurrency": 2})
-    assert opts == {"backend": "openai", "model": "gpt-4o-mini", "max_concurrency": 2, "timeout": 12.5}
+    assert opts == {
+        "backend": "openai",
+        "model": "gpt-4o-mini",
+        "max_concurrency": 2,
+        "timeout": 12.5,
+    }
     with pytest.raises(ConfigError, match="unknown key 'colour'"):
         judge_options({"colour": "red"})
     with pytest.raises(ConfigError, match="max_concurrency"):
         judge_options({"max_concurrency": "many"})
 
     class S:
-        judge = {"backend": "openai", "model": "gpt-4o-mini", "base_url": f"{fake_llm.url}/v1",
-                 "api_key_env": "MY_KEY", "mode": "strict"}
+        def __init__(self) -> None:
+            self.judge = {
+                "backend": "openai",
+                "model": "gpt-4o-mini",
+                "base_url": f"{fake_llm.url}/v1",
+                "api_key_env": "MY_KEY",
+                "mode": "strict",
+            }
 
     monkeypatch.setenv("MY_KEY", "sk-from-env")
     judge = judge_from_settings(S())

@@ -55,7 +55,9 @@ def test_correct_but_absent_is_not_supported() -> None:
 
 def test_a_question_in_the_evidence_supports_nothing() -> None:
     ev = [
-        EvidenceItem("input", "input", None, "Was order 77 refunded?", "Was order 77 refunded?", -1),
+        EvidenceItem(
+            "input", "input", None, "Was order 77 refunded?", "Was order 77 refunded?", -1
+        ),
     ]
     assert verdict("Order 77 was refunded.", ev) is Label.UNSUPPORTED
 
@@ -64,7 +66,9 @@ def test_json_records_are_aligned_as_units() -> None:
     value = '[{"id": "A-1", "status": "shipped", "city": "Lyon"}, {"id": "A-2", "status": "lost", "city": "Oslo"}]'
     ev = [EvidenceItem("s1", "tool", "orders", value, value, 0)]
     judge = OfflineJudge()
-    ok, mixed = judge.judge_sync(claims=["A-2 was lost in Oslo.", "A-1 was lost in Lyon."], evidence=ev)
+    ok, mixed = judge.judge_sync(
+        claims=["A-2 was lost in Oslo.", "A-1 was lost in Lyon."], evidence=ev
+    )
     assert ok.label is Label.SUPPORTED
     assert ok.evidence_span is not None and ok.evidence_span.source == "s1"
     assert value[ok.evidence_span.start : ok.evidence_span.end].startswith('{"id": "A-2"')
@@ -74,10 +78,16 @@ def test_json_records_are_aligned_as_units() -> None:
 def test_verdicts_keep_order_claims_and_spans() -> None:
     claims = [Claim("The total was $1,250.00.", 10, 34), "Nothing about it."]
     out = OfflineJudge().judge_sync(claims=claims, evidence=EVIDENCE)
-    assert [v.claim.text for v in out if v.claim] == ["The total was $1,250.00.", "Nothing about it."]
+    assert [v.claim.text for v in out if v.claim] == [
+        "The total was $1,250.00.",
+        "Nothing about it.",
+    ]
     assert out[0].claim is not None and out[0].claim.start == 10
     assert out[0].evidence_span is not None
-    assert EVIDENCE[out[0].evidence_span.start : out[0].evidence_span.end] == "The total was $1,250.00."
+    assert (
+        EVIDENCE[out[0].evidence_span.start : out[0].evidence_span.end]
+        == "The total was $1,250.00."
+    )
     assert 0.0 <= out[1].confidence <= 1.0 and out[1].reason
 
 
@@ -88,10 +98,15 @@ def test_no_evidence_and_no_content() -> None:
 
 def test_lenient_mode_tolerates_paraphrase_but_not_new_names() -> None:
     ev = "The Royal Society asked Canadians to choose a national bird online in 2015."
-    claim = "In 2015 the Royal Society ran an online poll asking Canadians to choose a national bird."
+    claim = (
+        "In 2015 the Royal Society ran an online poll asking Canadians to choose a national bird."
+    )
     assert verdict(claim, ev) is Label.UNSUPPORTED  # strict: "poll", "ran" are not in the evidence
     assert verdict(claim, ev, mode="lenient") is Label.SUPPORTED
-    assert verdict("In 2016 the Royal Society asked Canadians.", ev, mode="lenient") is Label.UNSUPPORTED
+    assert (
+        verdict("In 2016 the Royal Society asked Canadians.", ev, mode="lenient")
+        is Label.UNSUPPORTED
+    )
     assert verdict("The Audubon Society asked Canadians.", ev, mode="lenient") is Label.UNSUPPORTED
 
 
@@ -102,7 +117,9 @@ def test_async_api_matches_sync() -> None:
     assert a == b
 
 
-DATA = Path(os.environ.get("AGENTLENS_DATA", Path(__file__).resolve().parents[3] / ".." / "shared" / "data"))
+DATA = Path(
+    os.environ.get("AGENTLENS_DATA", Path(__file__).resolve().parents[3] / ".." / "shared" / "data")
+)
 
 
 @pytest.mark.data
@@ -116,7 +133,9 @@ def test_accuracy_targets_on_public_data() -> None:
     for mode in ("strict", "lenient"):
         proc = subprocess.run(
             [sys.executable, str(script), str(DATA), "--mode", mode, "--json"],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         out[mode] = json.loads(proc.stdout)["results"]
     assert out["strict"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95

@@ -14,10 +14,21 @@ from agentlens.model import FailureMode, Step, Trace, Verdict
 
 def trace(**kw: object) -> Trace:
     steps = [
-        Step(id="s1", kind="tool", name="get_order", input={"id": 12},
-             output={"order_id": 12, "status": "shipped", "shipped_on": "May 3", "city": "Lyon"}),
+        Step(
+            id="s1",
+            kind="tool",
+            name="get_order",
+            input={"id": 12},
+            output={"order_id": 12, "status": "shipped", "shipped_on": "May 3", "city": "Lyon"},
+        ),
         Step(id="t1", kind="text", output="Order 12 shipped on May 3. The customer is Dana Reyes."),
-        Step(id="s2", kind="tool", name="get_customer", input={"order": 12}, output="The customer is Dana Reyes."),
+        Step(
+            id="s2",
+            kind="tool",
+            name="get_customer",
+            input={"order": 12},
+            output="The customer is Dana Reyes.",
+        ),
     ]
     base: dict[str, object] = {
         "input": "Where is order 12?",
@@ -45,7 +56,7 @@ def test_each_turn_is_judged_against_the_evidence_before_it() -> None:
         assert f.start is not None and f.end is not None
         assert text[f.start : f.end] == f.text
     finding = next(f for f in result.findings if f.location == "output")
-    assert finding.detail and "tomorrow" in finding.detail or "arriv" in finding.detail
+    assert "tomorrow" in finding.detail
     assert finding.attributes["judge"].startswith("offline/")
     assert result.attributes["claims"] == 5 and result.attributes["unsupported"] == 2
     assert result.value == 3 / 5
@@ -59,7 +70,9 @@ def test_a_grounded_answer_passes() -> None:
 
 
 def test_no_claims_passes() -> None:
-    result = get_scorer("faithful_synthesis").score(trace(output="Thanks! Let me know if you need more.", steps=[]))
+    result = get_scorer("faithful_synthesis").score(
+        trace(output="Thanks! Let me know if you need more.", steps=[])
+    )
     assert result.passed and result.detail == "no checkable claims"
 
 
@@ -82,11 +95,14 @@ def test_a_failing_judge_is_unverifiable_not_a_pass(fake_llm: FakeLLM) -> None:
 
 def test_llm_judge_cost_lands_on_the_score(fake_llm: FakeLLM) -> None:
     fake_llm.push(openai_reply(verdicts_json("supported"), 1000, 100))
-    scorer = get_scorer("faithful_synthesis").with_options(judge="openai", model="gpt-4o-mini",
-                                                           base_url=f"{fake_llm.url}/v1")
+    scorer = get_scorer("faithful_synthesis").with_options(
+        judge="openai", model="gpt-4o-mini", base_url=f"{fake_llm.url}/v1"
+    )
     result = scorer.score(trace(output="Order 12 shipped on May 3.", steps=trace().steps[:1]))
     assert result.passed
-    assert result.attributes["judge"] == "openai" and result.attributes["judge_model"] == "gpt-4o-mini"
+    assert (
+        result.attributes["judge"] == "openai" and result.attributes["judge_model"] == "gpt-4o-mini"
+    )
     assert result.attributes["input_tokens"] == 1000
     assert result.attributes["cost_usd"] > 0
     # same scorer options, same cached judge: no second request

@@ -51,21 +51,43 @@ async def _judge_turn(judge: Judge, turn: Turn) -> list[tuple[Claim, ClaimVerdic
     verdicts = await judge.judge(claims=claims, evidence=turn.evidence)
     if len(verdicts) != len(claims):  # a judge that breaks the protocol decides nothing
         return [
-            (c, ClaimVerdict(Label.UNVERIFIABLE, 0.0, "the judge returned the wrong number of verdicts",
-                             claim=c, judge=getattr(judge, "name", "")))
+            (
+                c,
+                ClaimVerdict(
+                    Label.UNVERIFIABLE,
+                    0.0,
+                    "the judge returned the wrong number of verdicts",
+                    claim=c,
+                    judge=getattr(judge, "name", ""),
+                ),
+            )
             for c in claims
         ]
     return list(zip(claims, verdicts, strict=True))
 
 
 def _finding(
-    mode: FailureMode | None, claim: Claim, verdict: ClaimVerdict, turn: Turn, *, unverifiable: bool = False,
+    mode: FailureMode | None,
+    claim: Claim,
+    verdict: ClaimVerdict,
+    turn: Turn,
+    *,
+    unverifiable: bool = False,
     reason: str | None = None,
 ) -> Finding:
     span = verdict.evidence_span
-    attrs: dict[str, Any] = {"confidence": verdict.confidence, "judge": verdict.judge, "label": str(verdict.label)}
+    attrs: dict[str, Any] = {
+        "confidence": verdict.confidence,
+        "judge": verdict.judge,
+        "label": str(verdict.label),
+    }
     if span is not None:
-        attrs["evidence"] = {"source": span.source, "start": span.start, "end": span.end, "text": span.text}
+        attrs["evidence"] = {
+            "source": span.source,
+            "start": span.start,
+            "end": span.end,
+            "text": span.text,
+        }
     if verdict.cached:
         attrs["cached"] = True
     if verdict.error:
@@ -93,7 +115,11 @@ def _classify(
         return "unverifiable", _finding(mode, claim, verdict, turn, unverifiable=True)
     if turn.truncated:
         return "unverifiable", _finding(
-            mode, claim, verdict, turn, unverifiable=True,
+            mode,
+            claim,
+            verdict,
+            turn,
+            unverifiable=True,
             reason=f"not found, but the evidence was truncated at its source: {verdict.reason}",
         )
     return "unsupported", _finding(mode, claim, verdict, turn)
@@ -121,8 +147,14 @@ async def faithful_synthesis(
         mode: the offline judge's ``strict`` (default) or ``lenient`` mode.
     """
     the_judge = resolve_judge(
-        judge, model=model, base_url=base_url, mode=mode, timeout=timeout,
-        max_concurrency=max_concurrency, budget_usd=budget_usd, cache=cache,
+        judge,
+        model=model,
+        base_url=base_url,
+        mode=mode,
+        timeout=timeout,
+        max_concurrency=max_concurrency,
+        budget_usd=budget_usd,
+        cache=cache,
     )
     turns = evidence.turns
     results = await asyncio.gather(*(_judge_turn(the_judge, t) for t in turns))

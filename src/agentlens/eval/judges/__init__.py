@@ -101,8 +101,18 @@ def get_judge(
     """
     name = (backend or "offline").strip().lower()
     if name == "offline":
-        bad = set(options) - {"mode", "min_coverage", "cache", "timeout", "max_concurrency",
-                              "budget_usd", "max_retries", "batch_size", "api_key_env", "max_tokens"}
+        bad = set(options) - {
+            "mode",
+            "min_coverage",
+            "cache",
+            "timeout",
+            "max_concurrency",
+            "budget_usd",
+            "max_retries",
+            "batch_size",
+            "api_key_env",
+            "max_tokens",
+        }
         if bad:
             raise ConfigError(f"judge 'offline': unknown option {sorted(bad)[0]!r}")
         kwargs: dict[str, Any] = {}
@@ -135,7 +145,9 @@ def judge_options(table: Mapping[str, Any] | None = None) -> dict[str, Any]:
             merged[key] = value
             continue
         if key not in _KEYS:
-            raise ConfigError(f"[judge]: unknown key {key!r}; known keys: {', '.join(sorted(_KEYS))}")
+            raise ConfigError(
+                f"[judge]: unknown key {key!r}; known keys: {', '.join(sorted(_KEYS))}"
+            )
         merged[key] = _coerce(key, value, f"[judge] {key}")
     for key in _KEYS:
         raw = os.environ.get(f"AGENTLENS_JUDGE_{key.upper()}")

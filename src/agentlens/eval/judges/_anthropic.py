@@ -29,7 +29,9 @@ class AnthropicJudge(LLMJudge):
     def _env_base_url(self) -> str | None:
         return os.environ.get("AGENTLENS_JUDGE_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL")
 
-    def _request(self, system: str, user: str, n_claims: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    def _request(
+        self, system: str, user: str, n_claims: int
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
         headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
@@ -48,7 +50,11 @@ class AnthropicJudge(LLMJudge):
         if not isinstance(data, dict) or not isinstance(data.get("content"), list):
             raise ValueError("the reply has no content blocks")
         text = "".join(
-            b.get("text", "") for b in data["content"] if isinstance(b, dict) and b.get("type") == "text"
+            b.get("text", "")
+            for b in data["content"]
+            if isinstance(b, dict) and b.get("type") == "text"
         )
         usage = data.get("usage") or {}
-        return Reply(text, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0))
+        return Reply(
+            text, int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        )

@@ -72,7 +72,9 @@ class VerdictCache:
             if data is not None:
                 self._memory.move_to_end(key)
             elif self._db is not None:
-                row = self._db.execute("SELECT value FROM verdicts WHERE key = ?", (key,)).fetchone()
+                row = self._db.execute(
+                    "SELECT value FROM verdicts WHERE key = ?", (key,)
+                ).fetchone()
                 if row is not None:
                     data = json.loads(row[0])
                     self._remember(key, data)

@@ -23,7 +23,12 @@ from typing import Any
 from agentlens.errors import ConfigError, MissingExtraError
 from agentlens.eval._claims import Claim
 from agentlens.eval._evidence import EvidenceItem
-from agentlens.eval.judges._cache import VerdictCache, cache_key, default_cache_path, evidence_digest
+from agentlens.eval.judges._cache import (
+    VerdictCache,
+    cache_key,
+    default_cache_path,
+    evidence_digest,
+)
 from agentlens.eval.judges._offline import evidence_items
 from agentlens.eval.judges._protocol import (
     RULE,
@@ -100,7 +105,10 @@ _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
 
 def estimate_cost(
-    model: str, input_tokens: int, output_tokens: int, prices: Mapping[str, Sequence[float]] | None = None
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    prices: Mapping[str, Sequence[float]] | None = None,
 ) -> float | None:
     """The cost in USD, or ``None`` when the model's price is unknown."""
     table: dict[str, Sequence[float]] = {**PRICES, **(prices or {})}
@@ -166,8 +174,19 @@ def _label(value: Any) -> Label | None:
     v = value.strip().lower().replace("-", "_").replace(" ", "_")
     if v in ("supported", "support", "entailed", "entailment", "yes", "true"):
         return Label.SUPPORTED
-    if v in ("unsupported", "not_supported", "contradicted", "contradiction", "refuted", "no",
-             "false", "not_entailed", "absent", "neutral", "partially_supported"):
+    if v in (
+        "unsupported",
+        "not_supported",
+        "contradicted",
+        "contradiction",
+        "refuted",
+        "no",
+        "false",
+        "not_entailed",
+        "absent",
+        "neutral",
+        "partially_supported",
+    ):
         return Label.UNSUPPORTED
     return None
 
@@ -188,7 +207,7 @@ def parse_verdicts(text: str, n: int) -> list[dict[str, Any] | None]:
     for pos, entry in enumerate(entries):
         if not isinstance(entry, dict):
             continue
-        raw_id = entry.get("id", entry.get("claim_id", pos + 1))
+        raw_id: Any = entry.get("id", entry.get("claim_id", pos + 1))
         try:
             idx = int(raw_id) - 1
         except (TypeError, ValueError):
@@ -228,7 +247,9 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _resolve_key(api_key: str | None, api_key_env: str | None, defaults: Sequence[str]) -> str | None:
+def _resolve_key(
+    api_key: str | None, api_key_env: str | None, defaults: Sequence[str]
+) -> str | None:
     if api_key:
         return api_key
     names = ([api_key_env] if api_key_env else []) + ["AGENTLENS_JUDGE_API_KEY", *defaults]
@@ -331,7 +352,9 @@ class LLMJudge:
 
     # -- to implement -------------------------------------------------------------------------
 
-    def _request(self, system: str, user: str, n_claims: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    def _request(
+        self, system: str, user: str, n_claims: int
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
         """(url, headers, JSON body) of one call."""
         raise NotImplementedError
 
@@ -368,27 +391,37 @@ class LLMJudge:
             else:
                 pending.append(i)
         if pending:
-            batches = [pending[i : i + self.batch_size] for i in range(0, len(pending), self.batch_size)]
+            batches = [
+                pending[i : i + self.batch_size] for i in range(0, len(pending), self.batch_size)
+            ]
             budget = _Budget(self.budget_usd)
             sem = asyncio.Semaphore(self.max_concurrency)
             timeout = httpx.Timeout(self.timeout)
             async with httpx.AsyncClient(timeout=timeout, transport=self.transport) as client:
                 results = await asyncio.gather(
                     *(
-                        self._batch(client, sem, budget, [claim_list[i] for i in batch], items, ev_text)
+                        self._batch(
+                            client, sem, budget, [claim_list[i] for i in batch], items, ev_text
+                        )
                         for batch in batches
                     )
                 )
             for batch, batch_verdicts in zip(batches, results, strict=True):
                 for i, v in zip(batch, batch_verdicts, strict=True):
                     if truncated and v.label is Label.UNSUPPORTED:
-                        v = unverifiable(claim_list[i], "the evidence was too long for the judge and "
-                                         "was cut; not shown to be absent", judge=self.who)
+                        v = unverifiable(
+                            claim_list[i],
+                            "the evidence was too long for the judge and "
+                            "was cut; not shown to be absent",
+                            judge=self.who,
+                        )
                     elif self.cache is not None and not truncated:
                         self.cache.put(keys[i], v)
                     verdicts[i] = v
-        return [v if v is not None else unverifiable(c, "no verdict", judge=self.who)
-                for v, c in zip(verdicts, claim_list, strict=True)]
+        return [
+            v if v is not None else unverifiable(c, "no verdict", judge=self.who)
+            for v, c in zip(verdicts, claim_list, strict=True)
+        ]
 
     def _render_evidence(self, items: list[tuple[str, str]]) -> tuple[str, bool]:
         parts = [f"[{source}]\n{text}" for source, text in items if text]
@@ -420,8 +453,15 @@ class LLMJudge:
         async with sem:
             if not budget.reserve(estimate):
                 self.usage.budget_exhausted += len(claims)
-                return [unverifiable(c, f"judge budget of ${budget.limit:g} per batch reached; not judged",
-                                     judge=self.who, error="budget") for c in claims]
+                return [
+                    unverifiable(
+                        c,
+                        f"judge budget of ${budget.limit:g} per batch reached; not judged",
+                        judge=self.who,
+                        error="budget",
+                    )
+                    for c in claims
+                ]
             try:
                 reply = await self._call(client, SYSTEM_PROMPT, user, len(claims))
             except Exception as exc:  # every failure becomes unverifiable, never supported
@@ -430,9 +470,13 @@ class LLMJudge:
                 message = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 self.usage.note_error(message)
                 logger.debug("judge %s failed", self.who, exc_info=True)
-                return [unverifiable(c, f"judge failed: {message}", judge=self.who, error=message)
-                        for c in claims]
-        cost = estimate_cost(self.model, reply.input_tokens, reply.output_tokens, self.prices) or 0.0
+                return [
+                    unverifiable(c, f"judge failed: {message}", judge=self.who, error=message)
+                    for c in claims
+                ]
+        cost = (
+            estimate_cost(self.model, reply.input_tokens, reply.output_tokens, self.prices) or 0.0
+        )
         budget.settle(estimate, cost)
         self.usage.input_tokens += reply.input_tokens
         self.usage.output_tokens += reply.output_tokens
@@ -449,13 +493,36 @@ class LLMJudge:
         out = []
         for claim, entry in zip(claims, parsed, strict=True):
             if entry is None:
-                out.append(ClaimVerdict(Label.UNVERIFIABLE, 0.0, "the judge's reply had no valid "
-                                        "verdict for this claim", None, claim, self.who, False,
-                                        share_in, share_out, share_cost, "malformed reply"))
+                out.append(
+                    ClaimVerdict(
+                        Label.UNVERIFIABLE,
+                        0.0,
+                        "the judge's reply had no valid verdict for this claim",
+                        None,
+                        claim,
+                        self.who,
+                        False,
+                        share_in,
+                        share_out,
+                        share_cost,
+                        "malformed reply",
+                    )
+                )
                 continue
-            out.append(ClaimVerdict(entry["label"], entry["confidence"], entry["reason"] or str(entry["label"]),
-                                    _locate(entry["evidence"], items), claim, self.who, False,
-                                    share_in, share_out, share_cost))
+            out.append(
+                ClaimVerdict(
+                    entry["label"],
+                    entry["confidence"],
+                    entry["reason"] or str(entry["label"]),
+                    _locate(entry["evidence"], items),
+                    claim,
+                    self.who,
+                    False,
+                    share_in,
+                    share_out,
+                    share_cost,
+                )
+            )
         return out
 
     async def _call(self, client: Any, system: str, user: str, n_claims: int) -> Reply:
@@ -476,8 +543,10 @@ class LLMJudge:
                     self.usage.latency_s += time.perf_counter() - started
                 if response.status_code in _RETRY_STATUS:
                     raise _Retryable(f"HTTP {response.status_code}", _retry_after(response.headers))
-                if response.status_code == 400 and self.structured_output and self._unsupported_option(
-                    response.status_code, response.text
+                if (
+                    response.status_code == 400
+                    and self.structured_output
+                    and self._unsupported_option(response.status_code, response.text)
                 ):
                     self.structured_output = False  # fall back to tolerant parsing; not a retry
                     attempt += 0
@@ -487,13 +556,16 @@ class LLMJudge:
                 try:
                     data = response.json()
                 except ValueError:
-                    raise _Fatal(f"the endpoint returned non-JSON: {_snippet(response.text)}") from None
+                    raise _Fatal(
+                        f"the endpoint returned non-JSON: {_snippet(response.text)}"
+                    ) from None
                 return self._parse_reply(data)
             except (_Retryable, httpx.TimeoutException, httpx.TransportError) as exc:
                 if attempt >= self.max_retries:
                     if isinstance(exc, httpx.TimeoutException):
-                        raise TimeoutError(f"no reply within {self.timeout:g}s "
-                                           f"({attempt + 1} attempts)") from None
+                        raise TimeoutError(
+                            f"no reply within {self.timeout:g}s ({attempt + 1} attempts)"
+                        ) from None
                     raise
                 retry_after = exc.retry_after if isinstance(exc, _Retryable) else None
                 delay = min(self.max_backoff, self.backoff * (2**attempt)) * (0.5 + random.random())

@@ -165,7 +165,12 @@ def _build_index(items: list[tuple[str, str]]) -> _Index:
             content = [t for t in stems if t not in STOPWORDS]
             segments.append(
                 _Segment(
-                    source, s, e, seg_text, stems, _prefixes(stems),
+                    source,
+                    s,
+                    e,
+                    seg_text,
+                    stems,
+                    _prefixes(stems),
                     frozenset(number_values(toks)),
                     _negation_scopes(toks, seg_text),
                     max(1, len(content)),
@@ -181,8 +186,13 @@ def _build_index(items: list[tuple[str, str]]) -> _Index:
     return index
 
 
-def _covered(tok: Token, values: set[str], stems: frozenset[str] | set[str],
-             prefixes: frozenset[str], numbers: frozenset[str] | set[str]) -> bool:
+def _covered(
+    tok: Token,
+    values: set[str],
+    stems: frozenset[str] | set[str],
+    prefixes: frozenset[str],
+    numbers: frozenset[str] | set[str],
+) -> bool:
     if tok.stem in stems:
         return True
     if tok.number:
@@ -233,7 +243,9 @@ class OfflineJudge:
     name = "offline"
     prompt_version = "offline-1"
 
-    def __init__(self, *, mode: Literal["strict", "lenient"] = "strict", min_coverage: float = 0.5) -> None:
+    def __init__(
+        self, *, mode: Literal["strict", "lenient"] = "strict", min_coverage: float = 0.5
+    ) -> None:
         if mode not in ("strict", "lenient"):
             from agentlens.errors import ConfigError
 
@@ -262,8 +274,14 @@ class OfflineJudge:
         who = f"offline/{self.model}"
         prepared = _prepare(claim.text)
         if not prepared.content:
-            return ClaimVerdict(Label.UNVERIFIABLE, 0.0, "nothing checkable in the claim "
-                                "(no content words, numbers or names)", None, claim, who)
+            return ClaimVerdict(
+                Label.UNVERIFIABLE,
+                0.0,
+                "nothing checkable in the claim (no content words, numbers or names)",
+                None,
+                claim,
+                who,
+            )
         if not index.segments:
             return ClaimVerdict(Label.UNSUPPORTED, 0.9, "there is no evidence", None, claim, who)
         ranked = self._rank(prepared, index)
@@ -275,39 +293,72 @@ class OfflineJudge:
                 words = ", ".join(repr(prepared.content[i].stem) for i in missing[:6])
                 frac = sum(prepared.weights[i] for i in missing) / total_w
                 return ClaimVerdict(
-                    Label.UNSUPPORTED, round(0.55 + 0.45 * frac, 3),
-                    f"not in the closest evidence: {words}", span, claim, who,
+                    Label.UNSUPPORTED,
+                    round(0.55 + 0.45 * frac, 3),
+                    f"not in the closest evidence: {words}",
+                    span,
+                    claim,
+                    who,
                 )
         else:
             absent = [
-                i for i, t in enumerate(prepared.content)
-                if not _covered(t, prepared.values[i], index.all_stems, index.all_prefixes, index.all_numbers)
+                i
+                for i, t in enumerate(prepared.content)
+                if not _covered(
+                    t, prepared.values[i], index.all_stems, index.all_prefixes, index.all_numbers
+                )
             ]
-            names = [i for i in absent if prepared.content[i].number or
-                     (prepared.content[i].capital and prepared.content[i].start > 0)]
+            names = [
+                i
+                for i in absent
+                if prepared.content[i].number
+                or (prepared.content[i].capital and prepared.content[i].start > 0)
+            ]
             if names:
                 words = ", ".join(repr(prepared.content[i].stem) for i in names[:6])
-                return ClaimVerdict(Label.UNSUPPORTED, 0.8,
-                                    f"names or numbers not in the evidence: {words}", span, claim, who)
+                return ClaimVerdict(
+                    Label.UNSUPPORTED,
+                    0.8,
+                    f"names or numbers not in the evidence: {words}",
+                    span,
+                    claim,
+                    who,
+                )
             cov = 1.0 - sum(prepared.weights[i] for i in absent) / total_w
             if cov < self.min_coverage:
                 words = ", ".join(repr(prepared.content[i].stem) for i in absent[:6])
                 return ClaimVerdict(
-                    Label.UNSUPPORTED, round(0.55 + 0.45 * (1 - cov), 3),
-                    f"only {cov:.0%} of the claim is in the evidence; missing {words}", span, claim, who,
+                    Label.UNSUPPORTED,
+                    round(0.55 + 0.45 * (1 - cov), 3),
+                    f"only {cov:.0%} of the claim is in the evidence; missing {words}",
+                    span,
+                    claim,
+                    who,
                 )
         shared = {t.stem for t in prepared.content if t.stem in best.stems}
         claim_neg = _negated_about(prepared.negations, shared | {t.stem for t in prepared.content})
         ev_neg = _negated_about(best.negations, shared)
         if self.mode == "strict" and claim_neg != ev_neg:
             side = "the claim" if claim_neg else "the evidence"
-            return ClaimVerdict(Label.UNSUPPORTED, 0.7, f"negation mismatch: only {side} is negated",
-                                span, claim, who)
+            return ClaimVerdict(
+                Label.UNSUPPORTED,
+                0.7,
+                f"negation mismatch: only {side} is negated",
+                span,
+                claim,
+                who,
+            )
         cov_best = 1.0 - sum(prepared.weights[i] for i in missing) / total_w
-        return ClaimVerdict(Label.SUPPORTED, round(0.6 + 0.4 * cov_best, 3),
-                            "every content word, number and name is in the evidence"
-                            if not missing else f"{cov_best:.0%} of the claim is in the closest evidence",
-                            span, claim, who)
+        return ClaimVerdict(
+            Label.SUPPORTED,
+            round(0.6 + 0.4 * cov_best, 3),
+            "every content word, number and name is in the evidence"
+            if not missing
+            else f"{cov_best:.0%} of the claim is in the closest evidence",
+            span,
+            claim,
+            who,
+        )
 
     @staticmethod
     def _rank(prepared: _Claim, index: _Index) -> list[int]:
@@ -321,12 +372,15 @@ class OfflineJudge:
         return sorted(range(n), key=lambda i: -scores[i])[:_TOP_K]
 
     @staticmethod
-    def _best_segment(prepared: _Claim, index: _Index, ranked: list[int]) -> tuple[_Segment, list[int]]:
+    def _best_segment(
+        prepared: _Claim, index: _Index, ranked: list[int]
+    ) -> tuple[_Segment, list[int]]:
         best: tuple[float, _Segment, list[int]] | None = None
         for i in ranked:
             seg = index.segments[i]
             missing = [
-                j for j, t in enumerate(prepared.content)
+                j
+                for j, t in enumerate(prepared.content)
                 if not _covered(t, prepared.values[j], seg.stems, seg.prefixes, seg.numbers)
             ]
             lost = sum(prepared.weights[j] for j in missing)
@@ -341,7 +395,9 @@ def _shorten(text: str, limit: int = 240) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def coverage_baseline(claim: str, evidence: Sequence[EvidenceItem] | str, threshold: float = 0.6) -> bool:
+def coverage_baseline(
+    claim: str, evidence: Sequence[EvidenceItem] | str, threshold: float = 0.6
+) -> bool:
     """The plain baseline: True (supported) when the share of the claim's content words found
     anywhere in the evidence reaches ``threshold``. For benchmarks, side by side with the judge."""
     stems = {t.stem for t in tokenize(" ".join(text for _, text in evidence_items(evidence)))}

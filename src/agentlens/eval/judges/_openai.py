@@ -29,7 +29,9 @@ class OpenAIJudge(LLMJudge):
     def _env_base_url(self) -> str | None:
         return os.environ.get("AGENTLENS_JUDGE_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
 
-    def _request(self, system: str, user: str, n_claims: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+    def _request(
+        self, system: str, user: str, n_claims: int
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
         headers = {"content-type": "application/json"}
         if self.api_key:
             headers["authorization"] = f"Bearer {self.api_key}"
@@ -55,7 +57,9 @@ class OpenAIJudge(LLMJudge):
         if not isinstance(text, str):
             text = str(text)
         usage = data.get("usage") or {}
-        return Reply(text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0))
+        return Reply(
+            text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+        )
 
     def _unsupported_option(self, status: int, body: str) -> bool:
         low = body.lower()

@@ -165,8 +165,15 @@ def as_claims(claims: Sequence[Claim | str]) -> list[Claim]:
     return [c if isinstance(c, Claim) else Claim(text=c, start=0, end=len(c)) for c in claims]
 
 
-def unverifiable(claim: Claim, reason: str, *, judge: str = "", error: str | None = None) -> ClaimVerdict:
+def unverifiable(
+    claim: Claim, reason: str, *, judge: str = "", error: str | None = None
+) -> ClaimVerdict:
     """The verdict for a claim the judge could not decide."""
     return ClaimVerdict(
-        label=Label.UNVERIFIABLE, confidence=0.0, reason=reason, claim=claim, judge=judge, error=error
+        label=Label.UNVERIFIABLE,
+        confidence=0.0,
+        reason=reason,
+        claim=claim,
+        judge=judge,
+        error=error,
     )
