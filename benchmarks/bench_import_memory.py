@@ -169,6 +169,7 @@ def row(label: str, size_mb: float, runs: int, steps: int, rss: float, secs: flo
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--size-mb", type=float, default=1024, help="largest file (default 1024)")
     parser.add_argument(
