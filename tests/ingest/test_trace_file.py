@@ -322,6 +322,13 @@ BAD_CASES = [
         "bad.json:1: expected a JSON object (one run), found a number",
         id="array-of-numbers",
     ),
+    pytest.param(
+        "bad.jsonl",
+        '{"id": "a", "steps": [{"id": "s1", "kind": "tool"}, {"id": "s1", "kind": "user"}]}\n',
+        "bad.jsonl:1, field 'steps[1].id': step id 's1' is used twice (also by steps[0]); "
+        "step ids must be unique within a run",
+        id="duplicate-step-id",
+    ),
     pytest.param("empty.jsonl", "", "empty.jsonl: empty file: no runs", id="empty"),
     pytest.param("blank.jsonl", " \n\n\t\n", "blank.jsonl: empty file: no runs", id="blank"),
     pytest.param(

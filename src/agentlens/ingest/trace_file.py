@@ -445,6 +445,18 @@ def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
     except RecursionError:
         err = FormatError("nested too deeply", source=source, line=line)
         return Record(line, None, err, run_id, offset)
+    seen: dict[str, int] = {}
+    for index, step in enumerate(trace.steps):
+        first = seen.setdefault(step.id, index)
+        if first != index:
+            err = FormatError(
+                f"step id {step.id!r} is used twice (also by steps[{first}]); "
+                "step ids must be unique within a run",
+                source=source,
+                line=line,
+                field=f"steps[{index}].id",
+            )
+            return Record(line, None, err, trace.id, offset)
     return Record(line, trace, None, trace.id, offset)
 
 
