@@ -173,13 +173,14 @@ _NON_NAME_SUFFIXES = (
 
 _SCALE_WORDS = r"(?:thousand|million|billion|trillion|bn|[kKmMbB])"
 _NUMBER = re.compile(
-    rf"(?<![\w.,/:#-]){_NUM}(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"
+    rf"(?=[\d.])(?<![\w.,/:#-]){_NUM}(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"
     r"(?P<ordinal>st|nd|rd|th)?(?![\w/-]|[.,:]\d)"
 )
 _TIME = re.compile(
-    r"(?<![\w:.])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<ap>[AaPp]\.?[Mm]\.?)(?!\w))?"
-    r"|(?<![\w:.])(?P<h2>1[0-2]|0?[1-9])\s?(?P<ap2>[AaPp]\.?[Mm]\.?)(?!\w)"
+    r"(?=\d)(?<![\w:.])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?::[0-5]\d)?(?:\s?(?P<ap>[AaPp]\.?[Mm]\.?)(?!\w))?"
+    r"|(?=\d)(?<![\w:.])(?P<h2>1[0-2]|0?[1-9])\s?(?P<ap2>[AaPp]\.?[Mm]\.?)(?!\w)"
 )
+_MAYBE_TIME = re.compile(r"\d(?::[0-5]\d|\s?[AaPp]\.?[Mm])")
 _HEDGE = re.compile(
     r"(?:about|around|approximately|approx\.?|roughly|nearly|almost|over|under|some|circa|"
     r"ca\.|more than|less than|fewer than|up to|at least|at most|close to|~|≈)\s*[$€£¥]?\s*$",
@@ -194,9 +195,10 @@ _WORD = r"(?:[A-Z][a-z]*['’])?[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:-[A-Z][a-z]+)*"
 _NAME_WORD = rf"(?:[A-Z]\.(?=[ \t]+[A-Z])|{_WORD}|[A-Z]{{2,6}}(?![\w'’]))"
 _CONNECTOR = r"(?:of|de|da|del|della|van|von|der|den|la|le|du|di|&)"
 _NAME = re.compile(
-    rf"(?<![\w'’-]){_NAME_WORD}(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_NAME_WORD})*(?![\w'’-])"
+    rf"(?=[A-Z])(?<![\w'’-]){_NAME_WORD}(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_NAME_WORD})*(?![\w'’-])"
 )
 _WORDS = re.compile(r"[^\W_]+")
+_NAME_WORDS = re.compile(_NAME_WORD)
 _LEAD_IN = " \t*_#>\"'“‘([`"
 
 
@@ -227,7 +229,7 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
     def free(start: int, end: int) -> bool:
         return not any(start < e and s < end for s, e in taken)
 
-    for m in _TIME.finditer(text):
+    for m in _TIME.finditer(text) if _MAYBE_TIME.search(text) else ():
         if not free(m.start(), m.end()):
             continue
         hour = int(m.group("h") or m.group("h2"))
@@ -343,7 +345,7 @@ def _name_fact(text: str, lowered: str, m: re.Match[str]) -> Fact | None:
     after = text[m.end() : m.end() + 4].lstrip("*_ \t")
     if after.startswith(":"):
         return None  # a label: "**Departure:** 17:00"
-    words = list(re.finditer(_NAME_WORD, m.group(0)))
+    words = list(_NAME_WORDS.finditer(m.group(0)))
     kept = []
     for w in words:
         word = w.group(0)

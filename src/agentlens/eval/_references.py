@@ -55,7 +55,6 @@ KINDS: tuple[str, ...] = (
 """The built-in reference kinds. Custom ``patterns`` add the kind ``pattern`` (or their name)."""
 
 _NUMERIC_KINDS = frozenset({"money", "percent"})
-_TOKEN_KINDS = frozenset({"id", "code", "uuid"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,17 +168,22 @@ def date_key(year: int | None, month: int, day: int) -> str | None:
     return f"{year:04d}-{month:02d}-{day:02d}"
 
 
+_SCHEME = re.compile(r"(?i)^(?:https?|ftp)://")
+_URL_PARTS = re.compile(r"(?i)^(?:(https?|ftp)://)?([^/?#]*)([^#]*)")
+_DEFAULT_PORT = re.compile(r":(80|443)$")
+
+
 def url_key(url: str) -> str:
     """A URL compared loosely: scheme and host lower-cased, default port, ``www.`` and a trailing
     slash dropped, fragment dropped; path and query kept as written."""
-    m = re.match(r"(?i)^(?:(https?|ftp)://)?([^/?#]*)([^#]*)", url)
+    m = _URL_PARTS.match(url)
     if m is None:  # pragma: no cover - the pattern matches any string
         return url
     scheme = (m.group(1) or "http").lower()
     if scheme == "https":
         scheme = "http"
     host = m.group(2).lower()
-    host = re.sub(r":(80|443)$", "", host)
+    host = _DEFAULT_PORT.sub("", host)
     if host.startswith("www."):
         host = host[4:]
     rest = m.group(3)
@@ -281,6 +285,7 @@ _NOT_CODE = re.compile(
     r"^(?:COVID\d+|FY\d{2,4}|Q[1-4]\d{2,4}|MP[34]|H264|H265|X86|ARM64|\d{3,4}P|\d+K)$"
 )
 _TRAILING_URL = ".,;:!?'\"*_"
+_ID_SEP = re.compile(r"[_-]")
 
 
 def _trim_url(text: str) -> str:
@@ -299,14 +304,21 @@ def _trim_url(text: str) -> str:
     return text
 
 
+_TRIGGER = re.compile(r"\d|@|://|www\.")
+
+
+_MONTH_GROUP = re.compile(rf"({_MONTH})")
+_DIGITS = re.compile(r"\d+")
+
+
 def _date_from_words(text: str) -> str | None:
     month = day = year = None
-    m = re.search(rf"({_MONTH})", text)
+    m = _MONTH_GROUP.search(text)
     if m is None:
         return None
     month = _MONTHS[m.group(1).lower()]
     rest = text[: m.start()] + " " + text[m.end() :]
-    nums = re.findall(r"\d+", rest)
+    nums = _DIGITS.findall(rest)
     for n in nums:
         if len(n) == 4:
             year = int(n)
@@ -351,7 +363,11 @@ class Extractor:
             for name, rx in _BUILTIN.items()
             if _GROUP_KIND.get(name, name) in self.kinds
         ]
-        self._builtin = re.compile("|".join(groups)) if groups else None
+        # Every built-in shape starts where a word starts (or at a "["), so positions inside a
+        # word are rejected by one look-behind instead of by each alternative in turn.
+        self._builtin = (
+            re.compile(r"(?:(?<!\w)|(?=\[))(?:" + "|".join(groups) + ")") if groups else None
+        )
         named = (
             patterns.items()
             if isinstance(patterns, Mapping)
@@ -370,7 +386,9 @@ class Extractor:
     def extract(self, text: str) -> list[Reference]:
         """Every reference in ``text``, in order; custom patterns win over built-ins they overlap."""
         refs: list[Reference] = []
-        if self._builtin is not None:
+        if self._builtin is not None and _TRIGGER.search(text):
+            # Every built-in shape holds a digit, "@", "://" or "www.": a text without any
+            # (a greeting, a question) is not scanned.
             for m in self._builtin.finditer(text):
                 ref = self._builtin_ref(m)
                 if ref is not None:
@@ -420,7 +438,7 @@ class Extractor:
         elif kind == "citation":
             key = text[1:-1].lower()
         elif kind == "id":
-            prefix = re.split(r"[_-]", text, maxsplit=1)[0].lower()
+            prefix = _ID_SEP.split(text, maxsplit=1)[0].lower()
             if prefix in _NOT_ID_PREFIXES:
                 return None
             key = text.lower()
@@ -474,10 +492,9 @@ def get_extractor(
 
 # --------------------------------------------------------------------------- the evidence index
 
-_WORD_TOKEN = re.compile(r"[\w]+(?:-[\w]+)*")
-_PARTS = re.compile(r"[-_]")
 _RAW_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_ISO_TEXT = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
 _WORD_DATE = re.compile(f"{_BUILTIN['mdy']}|{_BUILTIN['dmy']}")
 _URL = re.compile(_BUILTIN["url"])
 _EMAIL = re.compile(_BUILTIN["email"])
@@ -515,9 +532,7 @@ class _ItemIndex:
         "_emails",
         "_lower",
         "_numbers",
-        "_refs",
         "_times",
-        "_tokens",
         "_urls",
         "_values",
         "item",
@@ -526,50 +541,18 @@ class _ItemIndex:
     def __init__(self, item: EvidenceItem) -> None:
         self.item = item
         self._lower: str | None = None
-        self._tokens: frozenset[str] | None = None
         self._numbers: frozenset[str] | None = None
         self._values: list[float] | None = None
         self._dates: frozenset[str] | None = None
         self._urls: frozenset[str] | None = None
         self._emails: frozenset[str] | None = None
-        self._refs: list[Reference] | None = None
         self._times: frozenset[str] | None = None
-
-    def refs(self, extractor: Extractor) -> list[Reference]:
-        """The references in this item (for suggesting the closest one)."""
-        if self._refs is None:
-            self._refs = extractor.extract(self.item.text)
-        return self._refs
 
     @property
     def lower(self) -> str:
         if self._lower is None:
             self._lower = self.item.text.lower()
         return self._lower
-
-    @property
-    def tokens(self) -> frozenset[str]:
-        """Lower-cased word tokens (``\\w`` runs joined by ``-``), and every run of their ``-``
-        and ``_`` separated parts: ``inv-551-b`` gives ``inv-551`` but ``inv-5510`` never gives
-        ``inv-551``."""
-        if self._tokens is None:
-            found = set(_WORD_TOKEN.findall(self.lower))
-            for tok in [t for t in found if "-" in t or "_" in t]:
-                parts = _PARTS.split(tok)
-                if len(parts) > 8:
-                    found.update(parts)
-                    continue
-                spans = []
-                pos = 0
-                for p in parts:
-                    spans.append((pos, pos + len(p)))
-                    pos += len(p) + 1
-                for i in range(len(parts)):
-                    for j in range(i + 1, len(parts) + 1):
-                        found.add(tok[spans[i][0] : spans[j - 1][1]])
-            found.discard("")
-            self._tokens = frozenset(found)
-        return self._tokens
 
     @property
     def numbers(self) -> frozenset[str]:
@@ -673,6 +656,39 @@ class EvidenceIndex:
         self.items = tuple(_ItemIndex(i) for i in items)
         self.extractor = extractor or get_extractor()
         self._pool_cache: dict[int, _NumberPool] = {}
+        self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
+
+    def _texts(self) -> tuple[str, list[int], str, list[int]]:
+        """All evidence as one string (and lower-cased), with each item's start offset, so that
+        a look-up is one C-speed ``find`` over the run rather than one per item."""
+        joined = self._shared.get("joined")
+        if joined is None:
+            raw_parts = [e.item.text for e in self.items]
+            low_parts = [e.lower for e in self.items]
+            joined = self._shared["joined"] = (
+                _SEP.join(raw_parts),
+                _offsets(raw_parts),
+                _SEP.join(low_parts),
+                _offsets(low_parts),
+            )
+        return joined
+
+    def _first(
+        self, needle: str, index: int, *, lower: bool, number: bool = False
+    ) -> _ItemIndex | None:
+        """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
+        whole number), or ``None``."""
+        raw, raw_starts, low, low_starts = self._texts()
+        hay, starts = (low, low_starts) if lower else (raw, raw_starts)
+        check = _number_at if number else _token_at
+        width = len(needle)
+        pos = hay.find(needle)
+        while pos >= 0:
+            if check(hay, pos, pos + width):
+                entry = self.items[bisect.bisect_right(starts, pos) - 1]
+                return entry if entry.item.index < index else None
+            pos = hay.find(needle, pos + 1)
+        return None
 
     def with_extractor(self, extractor: Extractor) -> EvidenceIndex:
         """The same index (sharing everything computed so far) with another extractor for
@@ -683,6 +699,7 @@ class EvidenceIndex:
         other.items = self.items
         other.extractor = extractor
         other._pool_cache = self._pool_cache
+        other._shared = self._shared
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -705,12 +722,10 @@ class EvidenceIndex:
         if kind == "date":
             return self.find_date(ref.key, index)
         if kind == "url":
-            return self._find_url(ref.key, index)
+            return self._find_url(ref.key, index, ref.text)
         if kind == "email":
-            for e in self.before(index):
-                if ref.key in e.emails:
-                    return Match(e.item, ref.text)
-            return None
+            hit = self._first(ref.key, index, lower=True)
+            return None if hit is None else Match(hit.item, ref.text)
         if kind == "citation":
             return self._find_citation(ref, index)
         return self._find_token(ref, index)
@@ -719,13 +734,9 @@ class EvidenceIndex:
 
     def _find_token(self, ref: Reference, index: int) -> Match | None:
         key = ref.key
-        plain = key if _WORD_TOKEN.fullmatch(key) else None
-        for e in self.before(index):
-            if plain is not None:
-                if plain in e.tokens:
-                    return Match(e.item, ref.text)
-            elif key in e.lower and _bounded(e.lower, key):
-                return Match(e.item, ref.text)
+        hit = self._first(key, index, lower=True)
+        if hit is not None:
+            return Match(hit.item, ref.text)
         if ref.kind not in KINDS:  # a custom pattern: also accept its own matches in evidence
             for pos, found in enumerate(self._custom_matches(index)):
                 if key in found:
@@ -749,8 +760,10 @@ class EvidenceIndex:
         for e in self.before(index):
             if bracketed in e.lower:
                 return Match(e.item, ref.text)
-            if not key.isdigit() and key in e.tokens:
-                return Match(e.item, key)
+        if not key.isdigit():
+            hit = self._first(key, index, lower=True)
+            if hit is not None:
+                return Match(hit.item, key)
         if key.isdigit():
             n = int(key)
             count = 0
@@ -770,6 +783,10 @@ class EvidenceIndex:
         the year appears in the evidence too (typically today's date in the system prompt), and
         by an evidence date one day away when the evidence speaks of a relative day ("the day
         after", "next day", "tomorrow", an overnight arrival ``03:00:00+1``)."""
+        if not key.startswith("--"):
+            hit = self._first(key, index, lower=False, number=True)
+            if hit is not None:
+                return Match(hit.item, key)
         for e in self.before(index):
             if key in e.dates:
                 return Match(e.item, key)
@@ -798,6 +815,10 @@ class EvidenceIndex:
         if key.endswith("?"):
             hour = int(key[:2])
             keys.add(f"{(hour + 12) % 24:02d}:{key[3:5]}")
+        for k in keys:
+            hit = self._first(k, index, lower=False, number=True)
+            if hit is not None:
+                return Match(hit.item, key.rstrip("?"))
         for e in self.before(index):
             if keys & e.times:
                 return Match(e.item, key.rstrip("?"))
@@ -807,12 +828,14 @@ class EvidenceIndex:
         """Every one of ``words`` (lower-case) among the evidence tokens before ``index``,
         case-insensitively; they may come from different items. The match names the item that
         completed the set."""
-        missing = set(words)
-        for e in self.before(index):
-            missing -= e.tokens
-            if not missing:
-                return Match(e.item, text)
-        return None
+        last: _ItemIndex | None = None
+        for word in words:
+            hit = self._first(word, index, lower=True)
+            if hit is None:
+                return None
+            if last is None or hit.item.index > last.item.index:
+                last = hit
+        return None if last is None else Match(last.item, text)
 
     def find_value(
         self,
@@ -830,17 +853,24 @@ class EvidenceIndex:
         key = number_key(abs(value))
         variants = _number_variants(key)
         frac = _number_variants(number_key(abs(value) / 100)) if percent else None
-        for e in self.before(index):
-            nums = e.numbers
-            if any(v in nums for v in variants):
-                return Match(e.item, key)
-            if frac is not None and any(v in nums for v in frac):
-                return Match(e.item, number_key(abs(value) / 100))
+        for v in variants:
+            hit = self._first(v, index, lower=False, number=True)
+            if hit is not None:
+                return Match(hit.item, key)
+        for v in frac or ():
+            hit = self._first(v, index, lower=False, number=True)
+            if hit is not None:
+                return Match(hit.item, number_key(abs(value) / 100))
         if not arithmetic:
             return None
         return self.derive(abs(value), index, percent=percent, tolerance=tolerance, extra=extra)
 
-    def _find_url(self, key: str, index: int) -> Match | None:
+    def _find_url(self, key: str, index: int, text: str = "") -> Match | None:
+        bare = _SCHEME.sub("", text).lower()
+        if bare:
+            hit = self._first(bare, index, lower=True)  # as written, minus the scheme
+            if hit is not None:
+                return Match(hit.item, text)
         for e in self.before(index):
             urls = e.urls
             if key in urls:
@@ -911,27 +941,58 @@ class EvidenceIndex:
                         best = (d, number_key(v), e.item)
             return None if best is None else (best[1], best[2])
         limit = max(2, len(ref.key) // 2)
+        if ref.kind == "date":
+            candidates = _ISO_TEXT
+        elif ref.kind in ("url", "email"):
+            candidates = _URL if ref.kind == "url" else _EMAIL
+        else:  # ids, codes, citations, custom shapes: words starting like the reference
+            head = re.escape(ref.key.strip("[]")[:2])
+            candidates = re.compile(rf"(?i)(?<![\w-]){head}[\w-]*")
+        target = ref.key.strip("[]")
         for e in self.before(index):
-            for cand in e.refs(self.extractor):
-                if cand.kind != ref.kind:
+            for m in candidates.finditer(e.item.text):
+                cand = m.group(0)
+                key = cand.lower() if ref.kind != "date" else cand[:10]
+                if abs(len(key) - len(target)) > limit or key == target:
                     continue
-                d = edit_distance(ref.key, cand.key, limit)
+                d = edit_distance(target, key, limit)
                 if d <= limit and (best is None or d < best[0]):
-                    best = (d, cand.text, e.item)
+                    best = (d, cand, e.item)
         return None if best is None else (best[1], best[2])
 
 
-def _bounded(haystack: str, needle: str) -> bool:
-    """True when ``needle`` occurs in ``haystack`` not glued to a letter or digit on either side."""
-    start = haystack.find(needle)
-    while start >= 0:
-        end = start + len(needle)
-        before = haystack[start - 1] if start else " "
-        after = haystack[end] if end < len(haystack) else " "
-        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
-            return True
-        start = haystack.find(needle, start + 1)
-    return False
+_SEP = "\n\n"
+
+
+def _offsets(parts: list[str]) -> list[int]:
+    starts = []
+    pos = 0
+    for part in parts:
+        starts.append(pos)
+        pos += len(part) + len(_SEP)
+    return starts
+
+
+def _token_at(hay: str, start: int, end: int) -> bool:
+    """True when ``hay[start:end]`` is whole words: not glued to a letter or digit on either side
+    (``inv-551`` is in ``inv-551-b`` and ``inv-551_x``, not in ``inv-5510``)."""
+    return (start == 0 or not hay[start - 1].isalnum()) and (
+        end == len(hay) or not hay[end].isalnum()
+    )
+
+
+def _number_at(hay: str, start: int, end: int) -> bool:
+    """True when ``hay[start:end]`` is a whole number: no digit next to it, and no decimal point
+    or thousands separator that continues it (``5.1`` is not in ``15.10``; ``1834.2`` is not in
+    ``1834.25``; ``117`` is in ``HAT117``)."""
+    n = len(hay)
+    before = hay[start - 1] if start else " "
+    after = hay[end] if end < n else " "
+    if before.isdigit() or after.isdigit():
+        return False
+    if before in ".," and start > 1 and hay[start - 2].isdigit():
+        return False
+    return not (after in ".," and end + 1 < n and hay[end + 1].isdigit())
 
 
 class _NumberPool:

@@ -62,16 +62,50 @@ def _grounded(text: str, start: int, end: int, turn: Turn, match: Match, kind: s
     attributes: dict[str, Any] = {"kind": kind}
     if match.derived:
         attributes["derived"] = match.text
-    return Finding(
-        failure_mode=None,
-        text=text,
-        start=start,
-        end=end,
-        location=turn.location,
-        step_ids=_step_ids(turn),
-        supported_by=match.item.source,
-        attributes=attributes,
+    return _finding(
+        {
+            "failure_mode": None,
+            "text": text,
+            "start": start,
+            "end": end,
+            "location": turn.location,
+            "step_ids": _step_ids(turn),
+            "supported_by": match.item.source,
+            "unverifiable": False,
+            "detail": "",
+            "attributes": attributes,
+        }
     )
+
+
+def _construct(values: dict[str, Any]) -> Finding:
+    """A :class:`Finding` from trusted values, without validation (pydantic's model_construct,
+    minus its per-field bookkeeping): a run has dozens of grounded claims."""
+    finding = Finding.__new__(Finding)
+    object.__setattr__(finding, "__dict__", values)
+    object.__setattr__(finding, "__pydantic_fields_set__", set(values))
+    object.__setattr__(finding, "__pydantic_extra__", {})
+    object.__setattr__(finding, "__pydantic_private__", None)
+    return finding
+
+
+def _pick_constructor() -> Any:
+    """:func:`_construct` when it builds exactly what validation builds, else model_construct."""
+    values = {
+        "failure_mode": None, "text": "x", "start": 0, "end": 1, "location": "output",
+        "step_ids": ["s1"], "supported_by": "s0", "unverifiable": False, "detail": "",
+        "attributes": {"kind": "id"},
+    }  # fmt: skip
+    try:
+        fast = _construct(dict(values))
+        if fast == Finding(**values) and fast.model_dump() == Finding(**values).model_dump():
+            return _construct
+    except Exception:  # pragma: no cover - a pydantic whose internals differ
+        pass
+    return lambda v: Finding.model_construct(**v)  # pragma: no cover
+
+
+_finding = _pick_constructor()
 
 
 def _summary(findings: list[Finding], label: str) -> str:
