@@ -6,6 +6,8 @@ measurement, and reads the child's peak resident set size (``ru_maxrss`` from ``
 
 - ``streaming``: the real command, ``agentlens --db sqlite:///... import FILE`` (the streaming
   reader feeding one ``put_traces`` transaction in batches), at several file sizes;
+- ``read-only``: the streaming reader alone (parse and validate every run, store nothing), to
+  separate the reader's memory from SQLite's page cache;
 - ``load-whole`` (the baseline): ``json.loads`` of every line into a list, validated into
   ``Trace`` objects, then one ``put_traces`` of the list, at the smaller size only.
 
@@ -34,6 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
 _CLI = "import sys; from agentlens.cli import main; main(sys.argv[1:])"
+
+_READ_ONLY = r"""
+import sys
+from agentlens.ingest.trace_file import scan
+for record in scan(sys.argv[1]):
+    pass
+"""
 
 _BASELINE = r"""
 import json, sys
@@ -196,6 +205,8 @@ def main() -> None:
                 [PYTHON, "-c", _CLI, "--db", f"sqlite:///{db}", "import", str(path)]
             )
             print(row("streaming", actual_mb, runs, steps, rss, secs))
+            rss, secs = measure([PYTHON, "-c", _READ_ONLY, str(path)])
+            print(row("read-only", actual_mb, runs, steps, rss, secs))
             _remove_db(db)
 
             if size_mb == args.baseline_mb:

@@ -362,3 +362,16 @@ def test_exported_scores_do_not_leak_into_the_trace_format(cli: Invoke, db_url: 
     finally:
         store.close()
     assert cli("export").stdout_bytes == EXPECTED.read_bytes()
+
+
+def test_progress_bar_on_a_terminal(
+    cli: Invoke, db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentlens.cli import _app, _io
+
+    monkeypatch.setattr(_io, "_PROGRESS_MIN_BYTES", 0)
+    monkeypatch.setattr(_app.err_console, "_force_terminal", True)
+    result = cli("import", str(HANDWRITTEN))
+    assert result.exit_code == 0
+    assert result.stdout == f"imported 2 runs (11 steps) from {HANDWRITTEN}\n"
+    assert count(db_url) == 2
