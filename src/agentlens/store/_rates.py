@@ -93,6 +93,8 @@ class RateQuery:
     agent: str | None = None
     modes: tuple[str, ...] | None = None
     """Selected failure modes; ``None``: all."""
+    undated: bool = False
+    """Select only runs without a start time (the window must then be open on both sides)."""
 
 
 _BY = ("day", "week", "agent", "release", "mode", "scorer_version")
@@ -101,44 +103,46 @@ _BY = ("day", "week", "agent", "release", "mode", "scorer_version")
 _ALL_MODES = tuple(str(m) for m in FailureMode)
 
 
-def _score_key(by: str | None) -> str:
-    return {
-        None: "NULL",
-        "mode": "NULL",
-        "day": "date(s.run_started_at / 1000000, 'unixepoch')",
-        "week": "date(s.run_started_at / 1000000, 'unixepoch', 'weekday 0', '-6 days')",
-        "agent": "s.run_agent",
-        "release": "s.run_release",
-        "scorer_version": "s.scorer || '@' || s.version",
-    }[by]
+_NO_TIME = -(2**63)
+"""``runs.sort_at`` of a run without a start time (see :mod:`agentlens.store._sqlite`)."""
 
 
-def _run_key(by: str | None) -> str | None:
-    return {
-        "day": "date(r.started_at / 1000000, 'unixepoch')",
-        "week": "date(r.started_at / 1000000, 'unixepoch', 'weekday 0', '-6 days')",
-        "agent": "r.agent",
-        "release": "r.release",
-    }.get(by or "")
+def _key(by: str | None, t: str, agent: str, release: str) -> str:
+    """The SQL expression of a group key over a start time, agent and release column."""
+    if by == "day":
+        return f"date({t} / 1000000, 'unixepoch')"
+    if by == "week":
+        return f"date({t} / 1000000, 'unixepoch', 'weekday 0', '-6 days')"
+    if by == "agent":
+        return agent
+    if by == "release":
+        return release
+    return "NULL"
 
 
 def _score_where(query: RateQuery) -> tuple[str, list[Any]]:
+    """The conditions on ``scores s`` that select the counted scores of the window.
+
+    The scorer and version terms carry a unary ``+`` so that SQLite drives the scan by the window
+    (an index on ``run_started_at``) rather than by one index lookup per scorer version: the rows
+    then come out in ``(run_started_at, run_id)`` order and group by run without a sort.
+    """
     params: list[Any] = []
     if query.any_version_of is not None:
         names = list(query.any_version_of)
-        selection = f"s.scorer IN ({', '.join('?' * len(names))})" if names else "0"
+        selection = f"+s.scorer IN ({', '.join('?' * len(names))})" if names else "0"
         params.extend(names)
     else:
         parts = []
         for sel in query.selectors:
-            part = "(s.scorer = ? AND s.version = ?"
+            part = "(+s.scorer = ? AND +s.version = ?"
             params.extend((sel.scorer, sel.version))
             if sel.agents is not None:
-                part += f" AND s.run_agent IN ({', '.join('?' * len(sel.agents))})"
+                part += f" AND +s.run_agent IN ({', '.join('?' * len(sel.agents))})"
                 params.extend(sel.agents)
             elif sel.exclude_agents:
                 part += (
-                    " AND (s.run_agent IS NULL OR s.run_agent NOT IN"
+                    " AND (s.run_agent IS NULL OR +s.run_agent NOT IN"
                     f" ({', '.join('?' * len(sel.exclude_agents))}))"
                 )
                 params.extend(sel.exclude_agents)
@@ -154,24 +158,79 @@ def _score_where(query: RateQuery) -> tuple[str, list[Any]]:
     if query.agent is not None:
         clauses.append("s.run_agent = ?")
         params.append(query.agent)
+    if query.undated:
+        clauses.append("s.run_started_at IS NULL")
     return " AND ".join(clauses), params
 
 
-def _runs_where(query: RateQuery) -> tuple[str, list[Any]]:
+def _runs_sql(query: RateQuery, by: str | None) -> tuple[str, list[Any]]:
+    """Runs per group in the window, from ``runs`` (its ``(sort_at, id)`` index covers it)."""
     clauses: list[str] = []
     params: list[Any] = []
     if query.start_us is not None:
+        # sort_at = started_at for every dated run, and NO_TIME < any start: no NULL check needed.
         clauses.append("r.sort_at >= ?")
         params.append(query.start_us)
     if query.end_us is not None:
         clauses.append("r.sort_at < ?")
         params.append(query.end_us)
-    if query.start_us is not None or query.end_us is not None:
-        clauses.append("r.started_at IS NOT NULL")
+        if query.start_us is None:
+            clauses.append("r.sort_at > ?")
+            params.append(_NO_TIME)
     if query.agent is not None:
         clauses.append("r.agent = ?")
         params.append(query.agent)
-    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    if by in ("day", "week", "agent", "release"):
+        t = "r.sort_at" if clauses else "r.started_at"
+        key = _key(by, t, "r.agent", "r.release")
+        return f"SELECT {key}, count(*) FROM runs r{where} GROUP BY 1", params
+    return f"SELECT NULL, count(*) FROM runs r{where}", params
+
+
+def _mode_match(modes: tuple[str, ...] | None) -> tuple[str, list[Any]]:
+    """SQL (on ``scores s``): this score counts as a flag in the selected modes."""
+    if modes is None:
+        return "s.verdict = 'flagged'", []
+    return (
+        "(CASE WHEN s.verdict = 'flagged' THEN EXISTS (SELECT 1 FROM score_modes m"
+        " WHERE m.run_id = s.run_id AND m.scorer = s.scorer AND m.version = s.version"
+        f" AND m.mode IN ({', '.join('?' * len(modes))})) ELSE 0 END)"
+    ), list(modes)
+
+
+# The failure modes of a flagged score, as ",mode,mode," (one primary-key lookup per flagged row).
+_MODES_OF = (
+    "CASE WHEN s.verdict = 'flagged' THEN (SELECT ',' || group_concat(m.mode, ',') || ','"
+    " FROM score_modes m WHERE m.run_id = s.run_id AND m.scorer = s.scorer"
+    " AND m.version = s.version) END"
+)
+
+
+def _has(column: str, mode: str) -> str:
+    return f"(instr({column}, ',{mode},') > 0)"
+
+
+def _buckets(start_us: int, end_us: int, by: str) -> list[tuple[str, int, int]]:
+    """UTC days (or ISO weeks from Monday) covering ``[start, end)``, clipped to it."""
+    from datetime import UTC, datetime, timedelta
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    first = (epoch + timedelta(microseconds=start_us)).date()
+    if by == "week":
+        first -= timedelta(days=first.weekday())
+    step = timedelta(days=7 if by == "week" else 1)
+    out: list[tuple[str, int, int]] = []
+    day = first
+    while True:
+        lo = (datetime(day.year, day.month, day.day, tzinfo=UTC) - epoch) // timedelta(
+            microseconds=1
+        )
+        if lo >= end_us:
+            return out
+        hi = lo + step // timedelta(microseconds=1)
+        out.append((day.isoformat(), max(lo, start_us), min(hi, end_us)))
+        day += step
 
 
 def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[RateCounts]:
@@ -188,101 +247,172 @@ def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[Rat
 
     Returns:
         The groups in key order (``None`` keys last).
+
+    A day or week breakdown runs one range query per day or week (each streams the window's
+    index in ``(run_started_at, run_id)`` order and needs no sort), all in one read snapshot.
     """
     if by not in (None, *_BY):
         raise ValueError(f"unknown breakdown {by!r}; choose from {', '.join(_BY)}")
-    modes = query.modes if query.modes is not None else _ALL_MODES
-    mode_list = list(dict.fromkeys(str(m) for m in modes))
-    where, params = _score_where(query)
-    key = _score_key(by)
-    # One bit per mode: which of the listed modes a flagged score found.
-    mask_case = " ".join(f"WHEN '{m}' THEN {1 << j}" for j, m in enumerate(mode_list))
-    mask = (
-        "CASE WHEN s.verdict = 'flagged' THEN (SELECT ifnull(sum(CASE m.mode "
-        f"{mask_case} ELSE 0 END), 0) FROM score_modes m WHERE m.run_id = s.run_id"
-        " AND m.scorer = s.scorer AND m.version = s.version) ELSE 0 END"
-        if mode_list
-        else "0"
-    )
-    flag = "verdict = 'flagged'" if query.modes is None else "mask != 0"
-    mode_cols = ", ".join(f"max((mask >> {j}) & 1) AS m{j}" for j in range(len(mode_list)))
-    per_run = (
-        f"SELECT run_id, k, max({flag}) AS f, max(verdict = 'error') AS e,"
-        f" max(verdict = 'unverifiable') AS u{', ' + mode_cols if mode_cols else ''}"
-        f" FROM (SELECT s.run_id AS run_id, {key} AS k, s.verdict AS verdict, {mask} AS mask"
-        f" FROM scores s WHERE {where}) GROUP BY run_id, k"
-    )
-    if by == "mode":
-        cols = []
-        for j in range(len(mode_list)):
-            cols.append(
-                f"sum(m{j}), sum(m{j} = 0 AND e), sum(m{j} = 0 AND e = 0 AND u),"
-                f" group_concat(CASE WHEN m{j} THEN run_id END)"
-            )
-        sql = f"SELECT count(*), {', '.join(cols)} FROM ({per_run})"
-    else:
-        by_mode_cols = "".join(f", sum(m{j})" for j in range(len(mode_list)))
-        sql = (
-            "SELECT k, count(*), sum(f), sum(f = 0 AND e), sum(f = 0 AND e = 0 AND u),"
-            f" group_concat(CASE WHEN f THEN run_id END){by_mode_cols}"
-            f" FROM ({per_run}) GROUP BY k"
-        )
-    run_key = _run_key(by)
-    runs_where, runs_params = _runs_where(query)
-    runs_sql = (
-        f"SELECT {run_key}, count(*) FROM runs r{runs_where} GROUP BY 1"
-        if run_key is not None
-        else f"SELECT NULL, count(*) FROM runs r{runs_where}"
-    )
+    mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
+    flag, flag_params = _mode_match(query.modes)
 
-    def work(conn: sqlite3.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        return (
-            conn.execute(sql, params).fetchall(),
-            conn.execute(runs_sql, runs_params).fetchall(),
-        )
-
-    rows, run_rows = _read(store, work)
-    runs_by_key: dict[str | None, int] = {k: n for k, n in run_rows}
-    total_runs = sum(runs_by_key.values())
-    if by == "mode":
-        (row,) = rows
-        scored_any = row[0]
-        groups = []
-        for j, m in enumerate(mode_list):
-            flagged, errors, unverifiable, ids = row[1 + 4 * j : 5 + 4 * j]
-            counts = RateCounts(
-                key=m,
-                runs=total_runs,
-                flagged=flagged or 0,
-                errors=errors or 0,
-                unverifiable=unverifiable or 0,
-                by_mode={m: flagged or 0},
-                flagged_run_ids=_ids(ids),
+    def main_sql(q: RateQuery, key: str) -> tuple[str, list[Any]]:
+        where, params = _score_where(q)
+        if by == "scorer_version":
+            # One score per (run, scorer, version): each row is one run of its group.
+            inner = (
+                f"SELECT s.scorer || '@' || s.version AS k, s.run_id AS run_id, {flag} AS f,"
+                " s.verdict = 'error' AS e, s.verdict = 'unverifiable' AS u,"
+                f" {_MODES_OF} AS modes FROM scores s WHERE {where}"
             )
-            counts.passed = scored_any - counts.flagged - counts.errors - counts.unverifiable
-            groups.append(counts)
-        return groups
-    found: dict[str | None, RateCounts] = {}
-    for row in rows:
+        else:
+            inner = (
+                "SELECT s.run_started_at AS t, s.run_id AS run_id, s.run_agent AS a,"
+                f" s.run_release AS rel, max({flag}) AS f, max(s.verdict = 'error') AS e,"
+                f" max(s.verdict = 'unverifiable') AS u, group_concat({_MODES_OF}, '') AS modes"
+                f" FROM scores s WHERE {where} GROUP BY s.run_started_at, s.run_id"
+            )
+        cols = [
+            "count(*)",
+            "sum(f)",
+            "sum(f = 0 AND e)",
+            "sum(f = 0 AND e = 0 AND u)",
+            "group_concat(CASE WHEN f THEN run_id END)",
+        ]
+        if by == "mode":
+            cols += [
+                "group_concat(CASE WHEN e THEN run_id END)",
+                "group_concat(CASE WHEN u AND NOT e THEN run_id END)",
+            ]
+            cols += [
+                f"group_concat(CASE WHEN f AND {_has('modes', m)} THEN run_id END)"
+                for m in mode_list
+            ]
+        else:
+            cols += [f"sum(f AND {_has('modes', m)})" for m in mode_list]
+        group = " GROUP BY 1" if key != "NULL" else ""
+        sql = f"SELECT {key}, {', '.join(cols)} FROM ({inner}){group}"
+        return sql, [*flag_params, *params]
+
+    def runs_sql(q: RateQuery, key_by: str | None) -> tuple[str, list[Any]]:
+        return _runs_sql(q, key_by)
+
+    def counts_of(row: Any, runs: int) -> RateCounts:
         k, scored_any, flagged, errors, unverifiable, ids = row[:6]
         counts = RateCounts(
             key=k,
-            runs=total_runs if run_key is None else runs_by_key.get(k, 0),
+            runs=runs,
             flagged=flagged or 0,
             errors=errors or 0,
             unverifiable=unverifiable or 0,
             by_mode={m: row[6 + j] or 0 for j, m in enumerate(mode_list)},
             flagged_run_ids=_ids(ids),
         )
-        counts.passed = scored_any - counts.flagged - counts.errors - counts.unverifiable
-        found[k] = counts
-    if run_key is not None:
+        counts.passed = (scored_any or 0) - counts.flagged - counts.errors - counts.unverifiable
+        return counts
+
+    if by in ("day", "week"):
+        return _by_time(store, query, by, main_sql, counts_of, mode_list)
+
+    if by == "scorer_version":
+        key = "k"
+    elif by in ("agent", "release"):
+        key = _key(by, "t", "a", "rel")
+    else:
+        key = "NULL"
+    sql, args = main_sql(query, key)
+    r_sql, r_args = runs_sql(query, by if by in ("agent", "release") else None)
+
+    def work(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
+        return conn.execute(sql, args).fetchall(), conn.execute(r_sql, r_args).fetchall()
+
+    rows, run_rows = _read(store, work)
+    runs_by_key: dict[str | None, int] = {k: n for k, n in run_rows}
+    total_runs = sum(runs_by_key.values())
+    if by == "mode":
+        (row,) = rows
+        scored_any = row[1] or 0
+        errored, unverif = set(_ids(row[6])), set(_ids(row[7]))
+        groups = []
+        for j, m in enumerate(mode_list):
+            flagged_ids = _ids(row[8 + j])
+            hit = set(flagged_ids)
+            counts = RateCounts(
+                key=m,
+                runs=total_runs,
+                flagged=len(flagged_ids),
+                errors=len(errored - hit),
+                unverifiable=len(unverif - hit),
+                by_mode={m: len(flagged_ids)},
+                flagged_run_ids=flagged_ids,
+            )
+            counts.passed = scored_any - counts.flagged - counts.errors - counts.unverifiable
+            groups.append(counts)
+        return groups
+    per_group_runs = by in ("agent", "release")
+    found: dict[str | None, RateCounts] = {}
+    for row in rows:
+        if by is None and not row[1]:
+            continue  # an aggregate over no rows
+        found[row[0]] = counts_of(row, runs_by_key.get(row[0], 0) if per_group_runs else total_runs)
+    if per_group_runs:
         for k, n in runs_by_key.items():
             if k not in found:
                 found[k] = RateCounts(key=k, runs=n, by_mode=dict.fromkeys(mode_list, 0))
     elif by is None and not found:
         found[None] = RateCounts(key=None, runs=total_runs, by_mode=dict.fromkeys(mode_list, 0))
     return sorted(found.values(), key=lambda c: (c.key is None, c.key or ""))
+
+
+def _by_time(
+    store: Any,
+    query: RateQuery,
+    by: str,
+    main_sql: Callable[[RateQuery, str], tuple[str, list[Any]]],
+    counts_of: Callable[[Any, int], RateCounts],
+    mode_list: list[str],
+) -> list[RateCounts]:
+    """The day or week breakdown: one range query per bucket, in one read snapshot."""
+    from dataclasses import replace
+
+    def work(conn: sqlite3.Connection) -> list[RateCounts]:
+        start, end = query.start_us, query.end_us
+        if start is None or end is None:
+            # An open side: the window ends at the first or last dated run.
+            lo, hi = conn.execute(
+                "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
+            ).fetchone()
+            if lo is None:
+                lo = hi = 0
+            start = lo if start is None else start
+            end = hi + 1 if end is None else end
+        groups: list[RateCounts] = []
+        for label, lo, hi in _buckets(start, end, by) if start < end else []:
+            bucket = replace(query, start_us=lo, end_us=hi)
+            sql, args = main_sql(bucket, "NULL")
+            row = conn.execute(sql, args).fetchone()
+            r_sql, r_args = _runs_sql(bucket, None)
+            runs = conn.execute(r_sql, r_args).fetchone()[1]
+            if runs or row[1]:
+                counts = counts_of((label, *row[1:]), runs)
+                groups.append(counts)
+        if query.start_us is None and query.end_us is None:
+            # Fully open: runs without a start time are a group of their own (key None).
+            sql, args = main_sql(replace(query, undated=True), "NULL")
+            row = conn.execute(sql, args).fetchone()
+            runs = conn.execute(
+                "SELECT count(*) FROM runs r WHERE r.sort_at = ?"
+                + (" AND r.agent = ?" if query.agent is not None else ""),
+                (_NO_TIME, *([query.agent] if query.agent is not None else [])),
+            ).fetchone()[0]
+            if runs or row[1]:
+                groups.append(counts_of((None, *row[1:]), runs))
+        return groups
+
+    found: list[RateCounts] = _read(store, work)
+    for counts in found:
+        counts.by_mode = {m: counts.by_mode.get(m, 0) for m in mode_list}
+    return found
 
 
 def _ids(text: str | None) -> list[str]:
