@@ -27,6 +27,7 @@ The thresholds were calibrated on half of WiCE dev and HaluEval QA (see ``docs/j
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -149,11 +150,11 @@ class _Index:
     avg_len: float = 1.0
 
 
-def _build_index(items: list[tuple[str, str]]) -> _Index:
+@functools.lru_cache(maxsize=512)
+def _item_segments(source: str, text: str) -> tuple[_Segment, ...]:
+    """The segments of one evidence item (memoised: turns of a run share their evidence)."""
     segments: list[_Segment] = []
-    for source, text in items:
-        if not text:
-            continue
+    if text:
         for s, e in _segment_spans(text):
             seg_text = text[s:e]
             if seg_text.rstrip().endswith("?"):
@@ -176,6 +177,12 @@ def _build_index(items: list[tuple[str, str]]) -> _Index:
                     max(1, len(content)),
                 )
             )
+    return tuple(segments)
+
+
+@functools.lru_cache(maxsize=64)
+def _build_index(items: tuple[tuple[str, str], ...]) -> _Index:
+    segments = [seg for source, text in items for seg in _item_segments(source, text)]
     index = _Index(segments)
     for seg in segments:
         index.df.update(t for t in seg.stems if t not in STOPWORDS)
@@ -265,7 +272,7 @@ class OfflineJudge:
         self, *, claims: Sequence[Claim | str], evidence: Sequence[EvidenceItem] | str
     ) -> list[ClaimVerdict]:
         """One verdict per claim, computed in this thread."""
-        index = _build_index(evidence_items(evidence))
+        index = _build_index(tuple(evidence_items(evidence)))
         return [self._one(claim, index) for claim in as_claims(claims)]
 
     # -- one claim -------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
+import functools
+from typing import NamedTuple
 
 __all__ = ["STOPWORDS", "Token", "char_ngrams", "number_values", "stem", "tokenize"]
 
@@ -333,8 +334,7 @@ _TOKEN = re.compile(
 _ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th|s)$")
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+class Token(NamedTuple):
     """One word or number of a text."""
 
     stem: str
@@ -347,6 +347,7 @@ class Token:
     """A number (digits or a number word)."""
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light, conservative stem: plural and common verb/adverb suffixes removed."""
     w = word.lower().replace("’", "'")
@@ -393,15 +394,21 @@ STOPWORDS: frozenset[str] = _STOP_WORDS | frozenset(stem(w) for w in _STOP_WORDS
 """Function words (and their stems) that carry no checkable content."""
 
 
+_THOUSANDS = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_DECIMAL = re.compile(r"\d+\.\d+")
+_LEADING_ZEROS = re.compile(r"0+\d+")
+
+
+@functools.lru_cache(maxsize=16384)
 def _norm_number(raw: str) -> str:
     m = _ORDINAL.match(raw)
     if m:
         raw = m.group(1)
-    if re.fullmatch(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?", raw):
+    if _THOUSANDS.fullmatch(raw):
         raw = raw.replace(",", "")
-    if re.fullmatch(r"\d+\.\d+", raw):
+    if _DECIMAL.fullmatch(raw):
         raw = raw.rstrip("0").rstrip(".")
-    if re.fullmatch(r"0+\d+", raw):
+    if _LEADING_ZEROS.fullmatch(raw):
         raw = raw.lstrip("0") or "0"
     return raw
 
