@@ -6,8 +6,8 @@ Pure Python and deterministic. Nothing here knows about claims or verdicts.
 from __future__ import annotations
 
 import contextlib
-import re
 import functools
+import re
 from typing import NamedTuple
 
 __all__ = ["STOPWORDS", "Token", "char_ngrams", "number_values", "stem", "tokenize"]
