@@ -375,3 +375,28 @@ def test_progress_bar_on_a_terminal(
     assert result.exit_code == 0
     assert result.stdout == f"imported 2 runs (11 steps) from {HANDWRITTEN}\n"
     assert count(db_url) == 2
+
+
+def test_another_format_fails_or_skips_as_a_whole_file(
+    cli: Invoke, db_url: str, tmp_path: Path
+) -> None:
+    bad = tmp_path / "garbage.txt"
+    bad.write_text("garbage\n", encoding="utf-8")
+    result = cli("import", "--format", "transcript", str(bad))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "garbage.txt:1" in result.stderr
+    assert result.stderr.endswith("; nothing was imported from this file\n")
+    skipped = cli("import", "--format", "transcript", "--skip-invalid", str(bad))
+    assert skipped.exit_code == 1
+    assert skipped.stdout == f"imported 0 runs (0 steps) from {bad}\n"
+    assert skipped.stderr.startswith("skipped the whole file: ")
+    assert count(db_url) == 0
+
+
+def test_stdin_needs_the_trace_format(cli: Invoke) -> None:
+    result = cli("import", "--format", "transcript", "-", input="{}")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: <stdin>: standard input can only be read with --format trace; save it to a "
+        "file first; nothing was imported from this file\n"
+    )

@@ -45,6 +45,8 @@ class _Tally:
     """(line, run id, reason) of every run left out."""
     stopped: FormatError | None = None
     """With --skip-invalid: the error that ended the file early (the rest was unreadable)."""
+    rejected: FormatError | None = None
+    """With --skip-invalid and a converter format: the error that made the whole file skipped."""
 
 
 @app.command("import")
@@ -97,12 +99,10 @@ def import_(
                         store.put_traces(_counted(records, tally))
                 except FormatError as exc:
                     if not skip_invalid:
-                        if total.runs:
-                            _print_total(total, len(files))
                         raise fail(f"{exc}; nothing was imported from this file") from None
-                    tally = _Tally(skipped=[(exc.line, None, f"{exc} (the whole file)")])
+                    tally = _Tally(rejected=exc)  # a converter failed: the file is rolled back
                 _report(name, tally)
-                skipped_any = skipped_any or bool(tally.skipped) or tally.stopped is not None
+                skipped_any = skipped_any or bool(tally.skipped or tally.stopped or tally.rejected)
                 total.runs += tally.runs
                 total.steps += tally.steps
             if len(files) > 1:
@@ -225,6 +225,10 @@ def _report(name: str, tally: _Tally) -> None:
         where = f"{label}:{line}" if line is not None else label
         who = f" run {run_id!r}" if run_id else " run"
         err_console.print(f"skipped{who} at {where}: {reason}", markup=False)
+    if tally.rejected is not None:
+        err_console.print(
+            f"skipped the whole file: {tally.rejected}; nothing was imported from it", markup=False
+        )
     if tally.stopped is not None:
         err_console.print(
             f"stopped reading {label}: {tally.stopped}; the runs before it were imported",
