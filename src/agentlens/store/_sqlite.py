@@ -44,7 +44,7 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
 
     Why steps are not rows of their own: measured on this project's benchmark
     (``benchmarks/bench_store.py``, see docs/storage.md), a ``steps`` table (one row and one JSON
-    document per step, clustered by run) cost about 1.7x the CPU per ingested step of one JSON
+    document per step, clustered by run) cost about twice the CPU per ingested step of one JSON
     array per run, and bought nothing on reads, where building the pydantic objects dominates.
 
 ``scores`` — one row per (run, scorer, scorer version); primary key ``(run_id, scorer, version)``.
