@@ -101,18 +101,8 @@ def get_judge(
     """
     name = (backend or "offline").strip().lower()
     if name == "offline":
-        bad = set(options) - {
-            "mode",
-            "min_coverage",
-            "cache",
-            "timeout",
-            "max_concurrency",
-            "budget_usd",
-            "max_retries",
-            "batch_size",
-            "api_key_env",
-            "max_tokens",
-        }
+        # network-only settings (from a shared [judge] table) are ignored by the offline judge
+        bad = set(options) - set(_KEYS) - {"prices", "structured_output"}
         if bad:
             raise ConfigError(f"judge 'offline': unknown option {sorted(bad)[0]!r}")
         kwargs: dict[str, Any] = {}
