@@ -117,7 +117,7 @@ def build(path: Path, runs: int, now: datetime, seed: int = 7) -> None:
                 started + 2_000_000,
                 started,
                 1,
-                12,
+                0,
                 release,
                 doc,
             )
@@ -192,7 +192,7 @@ def build(path: Path, runs: int, now: datetime, seed: int = 7) -> None:
 def _flush(conn: sqlite3.Connection, runs: list[Any], scores: list[Any], modes: list[Any]) -> None:
     conn.executemany(
         "INSERT INTO runs (id, project, agent, name, status, started_at, ended_at, sort_at,"
-        " has_output, step_count, release, doc) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        " has_output, step_count, release, doc, steps) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,'[]')",
         runs,
     )
     conn.executemany(
