@@ -9,6 +9,10 @@ process on one core and over the same runs:
 - ``load``: read every run from the store (``query_traces``), nothing else: the floor;
 - ``naive``: the essay's check: dump the tool outputs as JSON, take every match of
   ``CUST-\\d{5}``, ``DOC-[a-f0-9]{8}``, ``\\$[\\d,]+\\.\\d{2}`` in each answer, substring-test it;
+- ``naive_full``: the same naive substring test, but over every reference agentlens's extractor
+  finds in the answers (the same shapes as ``no_fabricated_refs``, without normalisation, turn
+  order or truncation): the cost of extraction without the cost of checking it properly;
+- ``refs``: ``no_fabricated_refs`` alone;
 - ``grounding``: ``no_fabricated_refs`` and ``parametric_leakage`` on every run, as the runner
   calls them (one :class:`Evidence` per run shared by both).
 
@@ -41,16 +45,39 @@ FIRST = ["Jane", "Omar", "Mia", "Liam", "Aarav", "Sofia", "Yara", "Kenji", "Lena
 LAST = ["Smith", "Davis", "Li", "Garcia", "Rossi", "Muller", "Silva", "Tanaka", "Novak", "Patel"]
 CITIES = ["Austin", "Denver", "Boston", "Seattle", "Chicago", "Miami", "Phoenix", "Houston"]
 STATUS = ["paid", "open", "overdue", "refunded"]
-WORDS = (
-    "policy refund invoice customer account payment shipping delivery warranty order billing "
-    "support escalation priority agent response resolution ticket subscription renewal plan"
-).split()
+WORDS = [
+    "policy",
+    "refund",
+    "invoice",
+    "customer",
+    "account",
+    "payment",
+    "shipping",
+    "delivery",
+    "warranty",
+    "order",
+    "billing",
+    "support",
+    "escalation",
+    "priority",
+    "agent",
+    "response",
+    "resolution",
+    "ticket",
+    "subscription",
+    "renewal",
+    "plan",
+]
 SYSTEM = (
     "You are the support agent of Example Corp. Answer only from the tools' results and what "
     "the customer said. Never invent ids, amounts or dates. Refunds over $500.00 need a "
     "manager. Escalations go to https://support.example.com/escalate. " * 3
 )
-NAIVE_PATTERNS = [re.compile(r"CUST-\d{5}"), re.compile(r"DOC-[a-f0-9]{8}"), re.compile(r"\$[\d,]+\.\d{2}")]
+NAIVE_PATTERNS = [
+    re.compile(r"CUST-\d{5}"),
+    re.compile(r"DOC-[a-f0-9]{8}"),
+    re.compile(r"\$[\d,]+\.\d{2}"),
+]
 
 
 def _money(rng: random.Random) -> float:
@@ -91,35 +118,86 @@ def make_run(i: int, rng: random.Random) -> dict[str, Any]:
         }
         for _ in range(4)
     ]
-    booking = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(3)) + str(rng.randrange(100, 999))
+    booking = "".join(rng.choice("ABCDEFGHJKLMNPQRSTUVWXYZ") for _ in range(3)) + str(
+        rng.randrange(100, 999)
+    )
     order = {
         "order": f"ORD-{rng.randrange(10**6):06d}",
         "booking": booking,
-        "items": [{"sku": f"SKU-{rng.randrange(10**5):05d}", "price": _money(rng), "qty": rng.randrange(1, 4)} for _ in range(6)],
+        "items": [
+            {
+                "sku": f"SKU-{rng.randrange(10**5):05d}",
+                "price": _money(rng),
+                "qty": rng.randrange(1, 4),
+            }
+            for _ in range(6)
+        ],
         "shipped": (day + timedelta(days=3)).isoformat() + "T10:00:00Z",
     }
     inv = rng.choice(invoices)
     fabricate = rng.random() < 0.05
     cited_cust = f"CUST-{rng.randrange(10**5):05d}" if fabricate else cust
-    cited_amount = inv["amount"] + (rng.choice([1, -1]) * 10 if fabricate and rng.random() < 0.5 else 0)
+    cited_amount = inv["amount"] + (
+        rng.choice([1, -1]) * 10 if fabricate and rng.random() < 0.5 else 0
+    )
     d0 = datetime.fromisoformat(inv["date"]).strftime("%B %-d, %Y")
     steps: list[dict[str, Any]] = [
         {"kind": "system", "output": SYSTEM},
         {"kind": "user", "output": f"Hi, I'm {first} {last} ({cust}). Question about my invoices."},
         {"kind": "tool", "name": "get_customer", "input": {"id": cust}, "output": customer},
-        {"kind": "text", "output": f"Thanks {first}, I found your account {cited_cust}, a customer since {day.isoformat()}."},
-        {"kind": "tool", "name": "list_invoices", "input": {"customer": cust}, "output": invoices[:4]},
-        {"kind": "tool", "name": "list_invoices", "input": {"customer": cust, "page": 2}, "output": invoices[4:]},
-        {"kind": "text", "output": f"Invoice {inv['id']} from {d0} is {inv['status']}: ${cited_amount:,.2f}. Details: {inv['url']}."},
+        {
+            "kind": "text",
+            "output": f"Thanks {first}, I found your account {cited_cust}, a customer since {day.isoformat()}.",
+        },
+        {
+            "kind": "tool",
+            "name": "list_invoices",
+            "input": {"customer": cust},
+            "output": invoices[:4],
+        },
+        {
+            "kind": "tool",
+            "name": "list_invoices",
+            "input": {"customer": cust, "page": 2},
+            "output": invoices[4:],
+        },
+        {
+            "kind": "text",
+            "output": f"Invoice {inv['id']} from {d0} is {inv['status']}: ${cited_amount:,.2f}. Details: {inv['url']}.",
+        },
         {"kind": "user", "output": "Can you check my last order and the refund policy?"},
         {"kind": "tool", "name": "get_order", "input": {"customer": cust}, "output": order},
-        {"kind": "retrieval", "name": "search_docs", "input": {"q": "refund policy"}, "output": docs},
-        {"kind": "text", "output": f"Order {order['order']} (booking {booking}) shipped; see [{docs[0]['id']}] and [{docs[1]['id']}]."},
+        {
+            "kind": "retrieval",
+            "name": "search_docs",
+            "input": {"q": "refund policy"},
+            "output": docs,
+        },
+        {
+            "kind": "text",
+            "output": f"Order {order['order']} (booking {booking}) shipped; see [{docs[0]['id']}] and [{docs[1]['id']}].",
+        },
         {"kind": "user", "output": "What's the total of the first two items?"},
-        {"kind": "tool", "name": "calculator", "input": {"expr": "a+b"}, "output": round(order["items"][0]["price"] + order["items"][1]["price"], 2)},
-        {"kind": "text", "output": f"The first two items come to ${order['items'][0]['price'] + order['items'][1]['price']:,.2f}."},
-        {"kind": "tool", "name": "get_customer", "input": {"id": cust}, "output": {"id": cust, "tier": customer["tier"]}},
-        {"kind": "text", "output": f"You are a {customer['tier']} member; write to {customer['email']} for receipts."},
+        {
+            "kind": "tool",
+            "name": "calculator",
+            "input": {"expr": "a+b"},
+            "output": round(order["items"][0]["price"] + order["items"][1]["price"], 2),
+        },
+        {
+            "kind": "text",
+            "output": f"The first two items come to ${order['items'][0]['price'] + order['items'][1]['price']:,.2f}.",
+        },
+        {
+            "kind": "tool",
+            "name": "get_customer",
+            "input": {"id": cust},
+            "output": {"id": cust, "tier": customer["tier"]},
+        },
+        {
+            "kind": "text",
+            "output": f"You are a {customer['tier']} member; write to {customer['email']} for receipts.",
+        },
         {"kind": "user", "output": "Thanks!"},
         {"kind": "tool", "name": "log", "input": {"event": "done"}, "output": {"ok": True}},
         {"kind": "text", "output": "You're welcome. Anything else?"},
@@ -164,7 +242,10 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
     from agentlens.store import open_store
 
     store = open_store(f"sqlite:///{db}")
+    from agentlens.eval._references import get_extractor
+
     scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+    extractor = get_extractor()
     flagged = {"no_fabricated_refs": 0, "parametric_leakage": 0, "naive": 0}
     checkpoint = max(1, runs // 10)
     rss_at_checkpoint = 0.0
@@ -190,9 +271,21 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
                 if m.group(0) not in evidence
             ]
             flagged["naive"] += bool(bad)
-        elif name == "grounding":
+        elif name == "naive_full":
+            evidence = "\n".join(
+                json.dumps(s.output) for s in trace.steps if s.kind in ("tool", "retrieval")
+            )
+            answers = [str(s.output) for s in trace.steps if s.kind == "text"] + [str(trace.output)]
+            bad = [
+                r.text
+                for text in answers
+                for r in extractor.extract(text)
+                if r.text not in evidence
+            ]
+            flagged["naive"] += bool(bad)
+        elif name in ("grounding", "refs"):
             ev = Evidence(trace)
-            for s in scorers:
+            for s in scorers if name == "grounding" else scorers[:1]:
                 result = s.score(trace, ev)
                 if result.error:
                     raise RuntimeError(result.error)
@@ -234,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(db).exists():
         generate(db, args.runs)
     results = {}
-    for name in ("load", "naive", "grounding"):
+    for name in ("load", "naive", "naive_full", "refs", "grounding"):
         cmd = [sys.executable, __file__, "--pass", name, "--db", db, "--runs", str(args.runs)]
         if args.profile and name == "grounding":
             cmd.append("--profile")
@@ -242,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         if out.stderr:
             print(out.stderr, file=sys.stderr)
         results[name] = json.loads(out.stdout)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    )
     print(f"store: {db} ({Path(db).stat().st_size / 2**20:.0f} MiB)")
     for name, r in results.items():
         print(
@@ -250,9 +345,10 @@ def main(argv: list[str] | None = None) -> int:
             f"peak RSS {r['rss_mb_at_10pct']:.0f} MiB at 10%, {r['rss_mb_end']:.0f} MiB at the end; "
             f"flagged {r['flagged'] or '-'}"
         )
-    ratio = results["grounding"]["seconds"] / results["naive"]["seconds"]
-    print(f"grounding / naive time: {ratio:.2f}x (target <= 2x); grounding runs/s: "
-          f"{results['grounding']['runs_per_s']:,.0f} (target >= 5,000)")
+    for a, b in (("grounding", "naive"), ("grounding", "naive_full"), ("refs", "naive_full")):
+        ratio = results[a]["seconds"] / results[b]["seconds"]
+        print(f"{a} / {b} time: {ratio:.2f}x (target <= 2x)")
+    print(f"grounding runs/s: {results['grounding']['runs_per_s']:,.0f} (target >= 5,000)")
     if not args.keep and not args.db:
         os.remove(db)
     return 0

@@ -503,6 +503,7 @@ _NUMBER_WITH_SCALE = re.compile(
 )
 _MAX_ARITH = 200
 _MAX_TRIPLE = 80
+_MIN_OPERAND = 10.0
 
 
 def _number_variants(key: str) -> tuple[str, ...]:
@@ -929,14 +930,14 @@ class EvidenceIndex:
         """The evidence token of the same kind most like ``ref`` (for "did you mean")."""
         best: tuple[float, str, EvidenceItem] | None = None
         if ref.kind in _NUMERIC_KINDS:
-            target = float(ref.key)
+            value = float(ref.key)
             for e in self.before(index):
                 vals = e.values
                 if not vals:
                     continue
-                i = bisect.bisect_left(vals, target)
+                i = bisect.bisect_left(vals, value)
                 for v in vals[max(0, i - 1) : i + 1]:
-                    d = abs(v - target) / max(abs(target), 1.0)
+                    d = abs(v - value) / max(abs(value), 1.0)
                     if best is None or d < best[0]:
                         best = (d, number_key(v), e.item)
             return None if best is None else (best[1], best[2])
@@ -952,7 +953,11 @@ class EvidenceIndex:
         for e in self.before(index):
             for m in candidates.finditer(e.item.text):
                 cand = m.group(0)
-                key = cand.lower() if ref.kind != "date" else cand[:10]
+                if ref.kind == "url":
+                    cand = _trim_url(cand)
+                    key = url_key(cand)
+                else:
+                    key = cand.lower() if ref.kind != "date" else cand[:10]
                 if abs(len(key) - len(target)) > limit or key == target:
                     continue
                 d = edit_distance(target, key, limit)
@@ -1000,8 +1005,10 @@ class _NumberPool:
 
     Accepted as derived (each within ``tolerance``): a number itself; for a percentage, the
     number times 100 (a fraction), ``a / b * 100`` and ``(b - a) / a * 100`` (a share and a
-    change); ``a + b``, ``|a - b|`` and ``a / b`` of two numbers; ``k * a`` for a whole ``k``
-    from 2 to 10; and ``a + b + c`` when at most 80 distinct numbers are available. Arithmetic
+    change); ``k * a`` for a whole ``k`` from 2 to 10; ``a + b``, ``|a - b|`` of two numbers and
+    ``a + b + c`` of three (when at most 80 are available) with every term at least 10 (a count
+    added to a price is not a derivation); ``a / b`` with ``a`` at least 10 and ``b`` at least 2
+    (a per-unit value). Arithmetic
     uses the 200 numbers nearest the turn, plus the numbers the turn itself already derived
     (so "$500 + $250 = $750, plus $129 is $879" is followed step by step).
     """
@@ -1029,8 +1036,8 @@ class _NumberPool:
         pool._pair_sums = None
         return pool
 
-    def _has(self, target: float, tol: float) -> float | None:
-        vals = self.values
+    def _has(self, target: float, tol: float, vals: list[float] | None = None) -> float | None:
+        vals = self.values if vals is None else vals
         i = bisect.bisect_left(vals, target - tol - 1e-9)
         if i < len(vals) and vals[i] <= target + tol + 1e-9:
             return vals[i]
@@ -1069,21 +1076,23 @@ class _NumberPool:
             a_ = self._has(x / k, tol / k)
             if a_ is not None:
                 return f"{k} × {number_key(a_)}", self.origin[a_]
-        for a in vals:
-            b = self._has(x - a, tol)
+        # Terms of sums and differences (and the dividend of a ratio) are at least 10: adding a
+        # count of seats to a price means nothing, and small terms would let anything through.
+        big = [v for v in vals if abs(v) >= _MIN_OPERAND]
+        for a in big:
+            b = self._has(x - a, tol, big)
             if b is not None:
                 return f"{number_key(a)} + {number_key(b)}", max(self.origin[a], self.origin[b])
-            b = self._has(a - x, tol)
+            b = self._has(a - x, tol, big)
             if b is not None:
                 return f"{number_key(a)} - {number_key(b)}", max(self.origin[a], self.origin[b])
-            if a != 0:
-                b = self._has(a / x, tol * abs(a) / (x * x)) if x else None
-                if b is not None and b not in (0.0, 1.0):
-                    return f"{number_key(a)} / {number_key(b)}", max(self.origin[a], self.origin[b])
-        if len(vals) <= _MAX_TRIPLE:
-            sums = self._sums()
+            b = self._has(a / x, tol * abs(a) / (x * x)) if x else None
+            if b is not None and abs(b) >= 2:  # a per-unit value: a total over a count
+                return f"{number_key(a)} / {number_key(b)}", max(self.origin[a], self.origin[b])
+        if len(big) <= _MAX_TRIPLE:
+            sums = self._sums(big)
             keys = [s[0] for s in sums]
-            for c in vals:
+            for c in big:
                 t = x - c
                 i = bisect.bisect_left(keys, t - tol - 1e-9)
                 if i < len(keys) and keys[i] <= t + tol + 1e-9:
@@ -1092,9 +1101,8 @@ class _NumberPool:
                     return f"{number_key(a)} + {number_key(b)} + {number_key(c)}", pos
         return None
 
-    def _sums(self) -> list[tuple[float, float, float]]:
+    def _sums(self, vals: list[float]) -> list[tuple[float, float, float]]:
         if self._pair_sums is None:
-            vals = self.values
             self._pair_sums = sorted(
                 (vals[i] + vals[j], vals[i], vals[j])
                 for i in range(len(vals))
