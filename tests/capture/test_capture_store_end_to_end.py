@@ -74,3 +74,17 @@ def test_captured_traces_can_be_stored_in_the_in_memory_store(
     assert agentlens_store.put_traces(captured_traces.traces) == 1
     stored = agentlens_store.get_trace("run-0001")
     assert stored.model_dump() == captured_traces.one().model_dump()
+
+
+@pytest.mark.usefixtures("fresh_capture")
+def test_capture_into_memory_is_visible_to_the_reading_api() -> None:
+    from agentlens.store import close_shared_stores
+
+    agentlens.configure(db="sqlite:///:memory:")
+    try:
+        with agentlens.run(agent="mem", input="q") as run:
+            run.output = "a"
+        assert agentlens.flush(10.0)
+        assert agentlens.get_trace(run.id).output == "a"
+    finally:
+        close_shared_stores()

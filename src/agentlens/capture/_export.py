@@ -148,7 +148,6 @@ class StoreExporter(Exporter):
     def __init__(self, store: str | TraceStore, *, retry_interval: float = 5.0) -> None:
         self._url: str | None = store if isinstance(store, str) else None
         self._store: TraceStore | None = None if isinstance(store, str) else store
-        self._owns_store = isinstance(store, str)
         self._retry_interval = retry_interval
         self._last_failure: tuple[float, str] | None = None
 
@@ -166,10 +165,12 @@ class StoreExporter(Exporter):
         if self._last_failure is not None and now - self._last_failure[0] < self._retry_interval:
             return self._last_failure[1]
         try:
-            from agentlens.store import open_store
+            from agentlens.store import shared_store
 
             assert self._url is not None
-            self._store = open_store(self._url)
+            # The process-wide store for this URL: the reading API (agentlens.get_trace) sees
+            # what capture wrote, even for sqlite:///:memory:.
+            self._store = shared_store(self._url)
         except Exception as exc:
             reason = f"cannot open store {self._url!r}: {_describe(exc)}"
             self._last_failure = (now, reason)
@@ -189,13 +190,10 @@ class StoreExporter(Exporter):
         return ExportResult.success(written if isinstance(written, int) else len(traces))
 
     def shutdown(self, timeout: float | None = None) -> None:
-        """Close the store if this exporter opened it."""
-        store, self._store = self._store, None
-        if store is not None and self._owns_store:
-            try:
-                store.close()
-            except Exception as exc:
-                logger.warning("agentlens: closing store %r failed: %s", self.url, _describe(exc))
+        """Let go of the store. A store given as an object belongs to its caller; one opened from
+        a URL is the process-wide shared store, which the reading API may still be using. Neither
+        is closed here."""
+        self._store = None
 
 
 class _FlushRequest:
