@@ -19,9 +19,10 @@ them per group. The only rows sent back to Python are the per-group counts and t
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from agentlens.errors import StoreError
@@ -188,27 +189,25 @@ def _runs_sql(query: RateQuery, by: str | None) -> tuple[str, list[Any]]:
     return f"SELECT NULL, count(*) FROM runs r{where}", params
 
 
-def _mode_match(modes: tuple[str, ...] | None) -> tuple[str, list[Any]]:
-    """SQL (on ``scores s``): this score counts as a flag in the selected modes."""
+def _outcome(modes: tuple[str, ...] | None) -> tuple[str, list[Any]]:
+    """SQL (on ``scores s``): a score's rank in the outcome order, so that a run's outcome is the
+    ``max`` over its scores: 3 flagged (in a selected mode), 2 error, 1 unverifiable, 0 passed."""
     if modes is None:
-        return "s.verdict = 'flagged'", []
+        flagged, params = "3", []
+    else:
+        flagged = (
+            "CASE WHEN EXISTS (SELECT 1 FROM score_modes m WHERE m.run_id = s.run_id"
+            " AND m.scorer = s.scorer AND m.version = s.version"
+            f" AND m.mode IN ({', '.join('?' * len(modes))})) THEN 3 ELSE 0 END"
+        )
+        params = list(modes)
     return (
-        "(CASE WHEN s.verdict = 'flagged' THEN EXISTS (SELECT 1 FROM score_modes m"
-        " WHERE m.run_id = s.run_id AND m.scorer = s.scorer AND m.version = s.version"
-        f" AND m.mode IN ({', '.join('?' * len(modes))})) ELSE 0 END)"
-    ), list(modes)
+        f"CASE s.verdict WHEN 'flagged' THEN {flagged} WHEN 'error' THEN 2"
+        " WHEN 'unverifiable' THEN 1 ELSE 0 END"
+    ), params
 
 
-# The failure modes of a flagged score, as ",mode,mode," (one primary-key lookup per flagged row).
-_MODES_OF = (
-    "CASE WHEN s.verdict = 'flagged' THEN (SELECT ',' || group_concat(m.mode, ',') || ','"
-    " FROM score_modes m WHERE m.run_id = s.run_id AND m.scorer = s.scorer"
-    " AND m.version = s.version) END"
-)
-
-
-def _has(column: str, mode: str) -> str:
-    return f"(instr({column}, ',{mode},') > 0)"
+_FLAGGED, _ERROR, _UNVERIFIABLE = 3, 2, 1
 
 
 def _buckets(start_us: int, end_us: int, by: str) -> list[tuple[str, int, int]]:
@@ -248,54 +247,44 @@ def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[Rat
     Returns:
         The groups in key order (``None`` keys last).
 
-    A day or week breakdown runs one range query per day or week (each streams the window's
-    index in ``(run_started_at, run_id)`` order and needs no sort), all in one read snapshot.
+    How: one pass over the window's scores in ``(run_started_at, run_id)`` order groups them by
+    run without a sort and ranks each run's outcome with a single ``max``; a day or week
+    breakdown runs that pass once per day or week (no sort of the runs by key either). The failure
+    modes are then looked up for the flagged runs only. All in one read snapshot.
     """
     if by not in (None, *_BY):
         raise ValueError(f"unknown breakdown {by!r}; choose from {', '.join(_BY)}")
     mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
-    flag, flag_params = _mode_match(query.modes)
+    rank, rank_params = _outcome(query.modes)
 
     def main_sql(q: RateQuery, key: str) -> tuple[str, list[Any]]:
         where, params = _score_where(q)
+        extra = ""
         if by == "scorer_version":
             # One score per (run, scorer, version): each row is one run of its group.
             inner = (
-                f"SELECT s.scorer || '@' || s.version AS k, s.run_id AS run_id, {flag} AS f,"
-                " s.verdict = 'error' AS e, s.verdict = 'unverifiable' AS u,"
-                f" {_MODES_OF} AS modes FROM scores s WHERE {where}"
+                f"SELECT s.scorer || '@' || s.version AS k, s.run_id AS run_id, {rank} AS o"
+                f" FROM scores s WHERE {where}"
             )
         else:
+            if by == "mode":
+                extra = ", max(s.verdict = 'error') AS e, max(s.verdict = 'unverifiable') AS u"
             inner = (
                 "SELECT s.run_started_at AS t, s.run_id AS run_id, s.run_agent AS a,"
-                f" s.run_release AS rel, max({flag}) AS f, max(s.verdict = 'error') AS e,"
-                f" max(s.verdict = 'unverifiable') AS u, group_concat({_MODES_OF}, '') AS modes"
+                f" s.run_release AS rel, max({rank}) AS o{extra}"
                 f" FROM scores s WHERE {where} GROUP BY s.run_started_at, s.run_id"
             )
-        cols = [
-            "count(*)",
-            "sum(f)",
-            "sum(f = 0 AND e)",
-            "sum(f = 0 AND e = 0 AND u)",
-            "group_concat(CASE WHEN f THEN run_id END)",
-        ]
+        cols = (
+            f"count(*), sum(o = {_FLAGGED}), sum(o = {_ERROR}), sum(o = {_UNVERIFIABLE}),"
+            f" group_concat(CASE WHEN o = {_FLAGGED} THEN run_id END)"
+        )
         if by == "mode":
-            cols += [
-                "group_concat(CASE WHEN e THEN run_id END)",
-                "group_concat(CASE WHEN u AND NOT e THEN run_id END)",
-            ]
-            cols += [
-                f"group_concat(CASE WHEN f AND {_has('modes', m)} THEN run_id END)"
-                for m in mode_list
-            ]
-        else:
-            cols += [f"sum(f AND {_has('modes', m)})" for m in mode_list]
+            cols += (
+                ", group_concat(CASE WHEN e THEN run_id END),"
+                " group_concat(CASE WHEN u AND NOT e THEN run_id END)"
+            )
         group = " GROUP BY 1" if key != "NULL" else ""
-        sql = f"SELECT {key}, {', '.join(cols)} FROM ({inner}){group}"
-        return sql, [*flag_params, *params]
-
-    def runs_sql(q: RateQuery, key_by: str | None) -> tuple[str, list[Any]]:
-        return _runs_sql(q, key_by)
+        return f"SELECT {key}, {cols} FROM ({inner}){group}", [*rank_params, *params]
 
     def counts_of(row: Any, runs: int) -> RateCounts:
         k, scored_any, flagged, errors, unverifiable, ids = row[:6]
@@ -305,114 +294,144 @@ def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[Rat
             flagged=flagged or 0,
             errors=errors or 0,
             unverifiable=unverifiable or 0,
-            by_mode={m: row[6 + j] or 0 for j, m in enumerate(mode_list)},
             flagged_run_ids=_ids(ids),
         )
         counts.passed = (scored_any or 0) - counts.flagged - counts.errors - counts.unverifiable
         return counts
 
-    if by in ("day", "week"):
-        return _by_time(store, query, by, main_sql, counts_of, mode_list)
+    def work(conn: sqlite3.Connection) -> tuple[list[RateCounts], Any]:
+        if by in ("day", "week"):
+            groups = _by_time(conn, query, by, main_sql, counts_of)
+            return groups, _modes_of_flagged(conn, query, groups, per_version=False)
+        if by == "scorer_version":
+            key = "k"
+        elif by in ("agent", "release"):
+            key = _key(by, "t", "a", "rel")
+        else:
+            key = "NULL"
+        sql, args = main_sql(query, key)
+        rows = conn.execute(sql, args).fetchall()
+        r_sql, r_args = _runs_sql(query, by if by in ("agent", "release") else None)
+        runs_by_key: dict[str | None, int] = {k: n for k, n in conn.execute(r_sql, r_args)}
+        total = sum(runs_by_key.values())
+        if by == "mode":
+            return _by_mode(conn, query, rows, total, mode_list), {}
+        per_group = by in ("agent", "release")
+        found: dict[str | None, RateCounts] = {}
+        for row in rows:
+            if by is None and not row[1]:
+                continue  # an aggregate over no rows
+            found[row[0]] = counts_of(row, runs_by_key.get(row[0], 0) if per_group else total)
+        if per_group:
+            for k, n in runs_by_key.items():
+                found.setdefault(k, RateCounts(key=k, runs=n))
+        elif by is None and not found:
+            found[None] = RateCounts(key=None, runs=total)
+        groups = sorted(found.values(), key=lambda c: (c.key is None, c.key or ""))
+        return groups, _modes_of_flagged(conn, query, groups, per_version=by == "scorer_version")
 
-    if by == "scorer_version":
-        key = "k"
-    elif by in ("agent", "release"):
-        key = _key(by, "t", "a", "rel")
-    else:
-        key = "NULL"
-    sql, args = main_sql(query, key)
-    r_sql, r_args = runs_sql(query, by if by in ("agent", "release") else None)
-
-    def work(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-        return conn.execute(sql, args).fetchall(), conn.execute(r_sql, r_args).fetchall()
-
-    rows, run_rows = _read(store, work)
-    runs_by_key: dict[str | None, int] = {k: n for k, n in run_rows}
-    total_runs = sum(runs_by_key.values())
+    groups, modes_of = _read(store, work)
     if by == "mode":
-        (row,) = rows
-        scored_any = row[1] or 0
-        errored, unverif = set(_ids(row[6])), set(_ids(row[7]))
-        groups = []
-        for j, m in enumerate(mode_list):
-            flagged_ids = _ids(row[8 + j])
-            hit = set(flagged_ids)
-            counts = RateCounts(
-                key=m,
-                runs=total_runs,
-                flagged=len(flagged_ids),
-                errors=len(errored - hit),
-                unverifiable=len(unverif - hit),
-                by_mode={m: len(flagged_ids)},
-                flagged_run_ids=flagged_ids,
-            )
-            counts.passed = scored_any - counts.flagged - counts.errors - counts.unverifiable
-            groups.append(counts)
         return groups
-    per_group_runs = by in ("agent", "release")
-    found: dict[str | None, RateCounts] = {}
-    for row in rows:
-        if by is None and not row[1]:
-            continue  # an aggregate over no rows
-        found[row[0]] = counts_of(row, runs_by_key.get(row[0], 0) if per_group_runs else total_runs)
-    if per_group_runs:
-        for k, n in runs_by_key.items():
-            if k not in found:
-                found[k] = RateCounts(key=k, runs=n, by_mode=dict.fromkeys(mode_list, 0))
-    elif by is None and not found:
-        found[None] = RateCounts(key=None, runs=total_runs, by_mode=dict.fromkeys(mode_list, 0))
-    return sorted(found.values(), key=lambda c: (c.key is None, c.key or ""))
+    for counts in groups:
+        counts.by_mode = dict.fromkeys(mode_list, 0)
+        for run_id in counts.flagged_run_ids:
+            key = f"{run_id}\x00{counts.key}" if by == "scorer_version" else run_id
+            for m in modes_of.get(key, ()):
+                if m in counts.by_mode:
+                    counts.by_mode[m] += 1
+    return groups
+
+
+def _modes_of_flagged(
+    conn: sqlite3.Connection, query: RateQuery, groups: list[RateCounts], *, per_version: bool
+) -> dict[str, set[str]]:
+    """The failure modes of the counted flagged scores of the groups' flagged runs.
+
+    Keyed by run id (or ``run_id NUL scorer@version`` with ``per_version``).
+    """
+    ids = sorted({i for g in groups for i in g.flagged_run_ids})
+    found: dict[str, set[str]] = {}
+    if not ids:
+        return found
+    where, params = _score_where(replace(query, start_us=None, end_us=None, undated=False))
+    sql = (
+        "SELECT s.run_id, s.scorer || '@' || s.version, m.mode FROM scores s"
+        " JOIN score_modes m ON m.run_id = s.run_id AND m.scorer = s.scorer"
+        " AND m.version = s.version"
+        f" WHERE s.run_id IN (SELECT value FROM json_each(?)) AND s.verdict = 'flagged' AND {where}"
+    )
+    for run_id, version, mode in conn.execute(sql, [json.dumps(ids), *params]):
+        key = f"{run_id}\x00{version}" if per_version else run_id
+        found.setdefault(key, set()).add(mode)
+    return found
+
+
+def _by_mode(
+    conn: sqlite3.Connection, query: RateQuery, rows: list[Any], total: int, mode_list: list[str]
+) -> list[RateCounts]:
+    """One group per mode: the rate as if only that mode were selected."""
+    (row,) = rows
+    scored_any = row[1] or 0
+    flagged = RateCounts(flagged_run_ids=_ids(row[5]))
+    errored, unverifiable = set(_ids(row[6])), set(_ids(row[7]))
+    modes_of = _modes_of_flagged(conn, query, [flagged], per_version=False)
+    groups = []
+    for m in mode_list:
+        hit = [i for i in flagged.flagged_run_ids if m in modes_of.get(i, ())]
+        counts = RateCounts(
+            key=m,
+            runs=total,
+            flagged=len(hit),
+            errors=len(errored.difference(hit)),
+            unverifiable=len(unverifiable.difference(hit)),
+            by_mode={m: len(hit)},
+            flagged_run_ids=hit,
+        )
+        counts.passed = scored_any - counts.flagged - counts.errors - counts.unverifiable
+        groups.append(counts)
+    return groups
 
 
 def _by_time(
-    store: Any,
+    conn: sqlite3.Connection,
     query: RateQuery,
     by: str,
     main_sql: Callable[[RateQuery, str], tuple[str, list[Any]]],
     counts_of: Callable[[Any, int], RateCounts],
-    mode_list: list[str],
 ) -> list[RateCounts]:
-    """The day or week breakdown: one range query per bucket, in one read snapshot."""
-    from dataclasses import replace
-
-    def work(conn: sqlite3.Connection) -> list[RateCounts]:
-        start, end = query.start_us, query.end_us
-        if start is None or end is None:
-            # An open side: the window ends at the first or last dated run.
-            lo, hi = conn.execute(
-                "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
-            ).fetchone()
-            if lo is None:
-                lo = hi = 0
-            start = lo if start is None else start
-            end = hi + 1 if end is None else end
-        groups: list[RateCounts] = []
-        for label, lo, hi in _buckets(start, end, by) if start < end else []:
-            bucket = replace(query, start_us=lo, end_us=hi)
-            sql, args = main_sql(bucket, "NULL")
-            row = conn.execute(sql, args).fetchone()
-            r_sql, r_args = _runs_sql(bucket, None)
-            runs = conn.execute(r_sql, r_args).fetchone()[1]
-            if runs or row[1]:
-                counts = counts_of((label, *row[1:]), runs)
-                groups.append(counts)
-        if query.start_us is None and query.end_us is None:
-            # Fully open: runs without a start time are a group of their own (key None).
-            sql, args = main_sql(replace(query, undated=True), "NULL")
-            row = conn.execute(sql, args).fetchone()
-            runs = conn.execute(
-                "SELECT count(*) FROM runs r WHERE r.sort_at = ?"
-                + (" AND r.agent = ?" if query.agent is not None else ""),
-                (_NO_TIME, *([query.agent] if query.agent is not None else [])),
-            ).fetchone()[0]
-            if runs or row[1]:
-                groups.append(counts_of((None, *row[1:]), runs))
-        return groups
-
-    found: list[RateCounts] = _read(store, work)
-    for counts in found:
-        counts.by_mode = {m: counts.by_mode.get(m, 0) for m in mode_list}
-    return found
+    """The day or week breakdown: one range query per bucket."""
+    start, end = query.start_us, query.end_us
+    if start is None or end is None:
+        # An open side: the window ends at the first or last dated run.
+        lo, hi = conn.execute(
+            "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
+        ).fetchone()
+        if lo is None:
+            lo = hi = 0
+        start = lo if start is None else start
+        end = hi + 1 if end is None else end
+    groups: list[RateCounts] = []
+    for label, lo, hi in _buckets(start, end, by) if start < end else []:
+        bucket = replace(query, start_us=lo, end_us=hi)
+        sql, args = main_sql(bucket, "NULL")
+        row = conn.execute(sql, args).fetchone()
+        r_sql, r_args = _runs_sql(bucket, None)
+        runs = conn.execute(r_sql, r_args).fetchone()[1]
+        if runs or row[1]:
+            groups.append(counts_of((label, *row[1:]), runs))
+    if query.start_us is None and query.end_us is None:
+        # Fully open: runs without a start time are a group of their own (key None).
+        sql, args = main_sql(replace(query, undated=True), "NULL")
+        row = conn.execute(sql, args).fetchone()
+        runs = conn.execute(
+            "SELECT count(*) FROM runs r WHERE r.sort_at = ?"
+            + (" AND r.agent = ?" if query.agent is not None else ""),
+            (_NO_TIME, *([query.agent] if query.agent is not None else [])),
+        ).fetchone()[0]
+        if runs or row[1]:
+            groups.append(counts_of((None, *row[1:]), runs))
+    return groups
 
 
 def _ids(text: str | None) -> list[str]:
