@@ -1,0 +1,315 @@
+"""The model's fast paths give exactly what the validated paths give.
+
+``Trace._from_trusted`` / ``Step._from_trusted`` (the store's read path) must build objects equal
+to ``model_validate`` in every respect, and ``utc`` (called by the time validators) must return
+what ``astimezone(UTC)`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ValidationError
+from pydantic_core import from_json
+
+from agentlens.model import Step, StepKind, Trace, utc
+from agentlens.model._trace import _trusted_step, _trusted_trace
+
+# -- utc --------------------------------------------------------------------------------------
+
+
+def reference_utc(value: datetime) -> datetime:
+    """``utc`` as it was first written: the behaviour the faster one must keep."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+offsets = st.builds(
+    lambda minutes, seconds, micro: timezone(
+        timedelta(minutes=minutes, seconds=seconds, microseconds=micro)
+    ),
+    st.integers(-24 * 60 + 1, 24 * 60 - 1),
+    st.sampled_from([0, 0, 0, 1, 59]),
+    st.sampled_from([0, 0, 0, 1, 999_999]),
+)
+zones = st.none() | st.just(UTC) | offsets | st.timezones()
+
+
+def outcome(fn: Any, value: datetime) -> tuple[str, Any]:
+    try:
+        return "ok", fn(value)
+    except Exception as exc:  # both must fail alike, e.g. OverflowError at datetime.min
+        return "error", (type(exc), str(exc))
+
+
+@given(st.datetimes(timezones=zones, allow_imaginary=True), st.sampled_from([0, 1]))
+@settings(max_examples=400)
+def test_utc_matches_astimezone(value: datetime, fold: int) -> None:
+    value = value.replace(fold=fold)
+    got, want = outcome(utc, value), outcome(reference_utc, value)
+    assert got[0] == want[0]
+    if got[0] == "error":
+        assert got == want
+        return
+    assert got[1] == want[1]
+    assert got[1].tzinfo is want[1].tzinfo
+    assert (got[1].fold, type(got[1])) == (want[1].fold, type(want[1]))
+    assert got[1].isoformat() == want[1].isoformat()
+
+
+def test_utc_at_the_edges_of_the_datetime_range() -> None:
+    east, west = timezone(timedelta(hours=1)), timezone(timedelta(hours=-1))
+    for value in (datetime.min.replace(tzinfo=east), datetime.max.replace(tzinfo=west)):
+        assert outcome(utc, value) == outcome(reference_utc, value)
+        assert outcome(utc, value)[0] == "error"
+    same = datetime(2026, 1, 1, tzinfo=UTC)
+    assert utc(same) is same
+
+
+# -- trusted constructors ---------------------------------------------------------------------
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def time_texts(draw: st.DrawFn) -> str:
+    """A time as a producer may write it: UTC ``Z``, an offset, or naive; 0-6 fraction digits."""
+    moment = draw(st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 12, 31)))
+    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    digits = draw(st.integers(0, 6))
+    if digits:
+        text += "." + f"{moment.microsecond:06d}"[:digits]
+    suffix = draw(
+        st.sampled_from(["Z", "", "+00:00", "-00:00", "+05:30", "-08:00", "+14:00", "-11:45"])
+    )
+    return text + suffix
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+STEP_FIELDS = set(Step.model_fields)
+TRACE_FIELDS = set(Trace.model_fields)
+unknown_step_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in STEP_FIELDS)
+unknown_run_keys = st.text(min_size=1, max_size=8).filter(lambda k: k not in TRACE_FIELDS)
+
+
+@st.composite
+def step_records(draw: st.DrawFn, index: int = 0) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": f"s{index}-" + draw(st.text(max_size=4))}
+    optional: dict[str, st.SearchStrategy[Any]] = {
+        "parent_id": maybe(st.text(max_size=6)),
+        "name": maybe(st.text(max_size=6)),
+        "input": json_values,
+        "output": json_values,
+        "error": json_values,
+        "started_at": maybe(time_texts()),
+        "ended_at": maybe(time_texts()),
+        "attributes": st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+    }
+    record["kind"] = draw(st.sampled_from([k.value for k in StepKind]))
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            record[key] = draw(strategy)
+    record.update(draw(st.dictionaries(unknown_step_keys, json_values, max_size=2)))
+    keys = list(record)
+    order = draw(st.permutations(keys))
+    return {k: record[k] for k in order}
+
+
+@st.composite
+def trace_records(draw: st.DrawFn) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": draw(st.text(min_size=1, max_size=10))}
+    optional: dict[str, st.SearchStrategy[Any]] = {
+        "schema_version": st.just(1),
+        "project": st.text(max_size=6),
+        "agent": maybe(st.text(max_size=6)),
+        "name": maybe(st.text(max_size=6)),
+        "status": st.sampled_from(["ok", "error", "running"]),
+        "started_at": maybe(time_texts()),
+        "ended_at": maybe(time_texts()),
+        "input": json_values,
+        "output": json_values,
+        "metadata": st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+        "links": st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=2),
+    }
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            record[key] = draw(strategy)
+    n = draw(st.integers(0, 4))
+    if n or draw(st.booleans()):
+        record["steps"] = [draw(step_records(i)) for i in range(n)]
+    record.update(draw(st.dictionaries(unknown_run_keys, json_values, max_size=2)))
+    order = draw(st.permutations(list(record)))
+    return {k: record[k] for k in order}
+
+
+def assert_same(a: BaseModel, b: BaseModel) -> None:
+    """Equal as pydantic sees it, and in every detail a caller could observe."""
+    assert type(a) is type(b)
+    assert a == b
+    assert a.model_dump() == b.model_dump()
+    assert a.model_dump_json() == b.model_dump_json()
+    assert a.model_dump_json(exclude_unset=True) == b.model_dump_json(exclude_unset=True)
+    assert a.model_fields_set == b.model_fields_set
+    assert a.__pydantic_extra__ == b.__pydantic_extra__
+    assert list(a.__pydantic_extra__ or {}) == list(b.__pydantic_extra__ or {})
+    assert a.__pydantic_private__ == b.__pydantic_private__
+    assert list(a.__dict__) == list(b.__dict__)
+    for name, value in a.__dict__.items():
+        other = b.__dict__[name]
+        assert type(value) is type(other), name
+        if isinstance(value, datetime):
+            assert value.tzinfo is other.tzinfo is UTC
+            assert value.fold == other.fold
+    if isinstance(a, Trace) and isinstance(b, Trace):
+        for sa, sb in zip(a.steps, b.steps, strict=True):
+            assert_same(sa, sb)
+
+
+SLOW = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+
+
+@given(trace_records())
+@SLOW
+def test_trusted_trace_equals_validated_from_python_records(record: dict[str, Any]) -> None:
+    assert_same(Trace._from_trusted(record), Trace.model_validate(record))
+
+
+@given(trace_records())
+@SLOW
+def test_trusted_trace_equals_validated_from_json(record: dict[str, Any]) -> None:
+    # The store's case: the same JSON parser as model_validate_json, then the trusted build.
+    text = json.dumps(record)
+    assert_same(Trace._from_trusted(from_json(text)), Trace.model_validate_json(text))
+
+
+@given(trace_records())
+@SLOW
+def test_stored_form_takes_the_fast_path_and_round_trips(record: dict[str, Any]) -> None:
+    validated = Trace.model_validate(record)
+    stored = validated.model_dump_json()  # what the store keeps (doc + steps)
+    # No fallback: every record this agentlens writes is built without validation.
+    fast = _trusted_trace(Trace, from_json(stored))
+    assert_same(fast, Trace.model_validate_json(stored))
+    assert fast == validated
+    assert fast.model_dump_json() == stored
+
+
+@given(step_records())
+@SLOW
+def test_trusted_step_equals_validated(record: dict[str, Any]) -> None:
+    assert_same(Step._from_trusted(record), Step.model_validate(record))
+    assert_same(_trusted_step(Step, from_json(json.dumps(record))), Step.model_validate(record))
+
+
+def test_missing_ids_are_generated_as_validation_does() -> None:
+    step = Step._from_trusted({"kind": "tool"})
+    trace = Trace._from_trusted({"steps": [{"kind": "user"}]})
+    assert step.id and trace.id and trace.steps[0].id
+    assert step.model_fields_set == {"kind"}
+    assert trace.model_fields_set == {"steps"}
+    assert trace.__pydantic_extra__ == {} and step.__pydantic_extra__ == {}
+    expected = Trace.model_validate({"id": trace.id, "steps": [{"kind": "user"}]})
+    expected.steps[0].id = trace.steps[0].id
+    assert trace == expected
+
+
+def test_naive_and_offset_times_become_utc() -> None:
+    trace = Trace._from_trusted(
+        {"id": "r", "started_at": "2026-11-29T10:00:00", "ended_at": "2026-11-29T12:00:41+02:00"}
+    )
+    assert trace.started_at == datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    assert trace.ended_at == datetime(2026, 11, 29, 10, 0, 41, tzinfo=UTC)
+    assert trace.started_at.tzinfo is UTC and trace.ended_at.tzinfo is UTC
+
+
+coercible_or_invalid = st.sampled_from(
+    [
+        {"links": {"ticket": 12}},  # a number becomes its text
+        {"links": {"ticket": 1.5}},
+        {"links": {"ticket": [1]}},
+        {"started_at": "2026-11-29"},
+        {"started_at": 1_700_000_000},
+        {"started_at": "2026-02-30T00:00:00Z"},
+        {"started_at": "2026-11-29T24:00:00Z"},
+        {"started_at": "2026-11-29 10:00:00"},
+        {"started_at": "2026-11-29T10:00:00.1234567Z"},
+        {"started_at": "not a time"},
+        {"schema_version": 2},
+        {"schema_version": True},
+        {"schema_version": "1"},
+        {"project": None},
+        {"status": 3},
+        {"agent": 1},
+        {"metadata": []},
+        {"metadata": {1: "a"}},
+        {"steps": ({"id": "s", "kind": "tool"},)},
+        {"steps": [{"id": "s", "kind": "tol"}]},
+        {"steps": [{"id": 3, "kind": "tool"}]},
+        {"steps": [{"id": "s", "kind": "tool", "attributes": None}]},
+        {"steps": [{"id": "s", "kind": "tool", "ended_at": "2026-11-29T10:00:00+24:00"}]},
+        {"steps": [{"id": "s", "kind": StepKind.TOOL, "name": StepKind.TOOL}]},
+        {"steps": ["not a step"]},
+        {"steps": [Step(id="x", kind=StepKind.TOOL)]},
+        {"id": None},
+    ]
+)
+
+
+@given(coercible_or_invalid, trace_records())
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+def test_records_the_fast_path_does_not_handle_are_validated(
+    change: dict[str, Any], record: dict[str, Any]
+) -> None:
+    record = {**record, **change}
+    try:
+        want = Trace.model_validate(record)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            Trace._from_trusted(record)
+        assert got.value.errors(include_context=False) == exc.errors(include_context=False)
+        return
+    assert_same(Trace._from_trusted(record), want)
+
+
+def test_the_wrong_top_level_type_is_a_validation_error() -> None:
+    values: list[Any] = [None, [], "run", 3]
+    for value in values:
+        with pytest.raises(ValidationError):
+            Trace._from_trusted(value)
+        with pytest.raises(ValidationError):
+            Step._from_trusted(value)
+
+
+@given(trace_records())
+@settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow])
+def test_trusted_objects_behave_as_validated_ones_after_changes(record: dict[str, Any]) -> None:
+    assume(record.get("steps"))
+    fast, slow = Trace._from_trusted(record), Trace.model_validate(record)
+    for t in (fast, slow):
+        t.output = "changed"
+        t.steps[0].name = "renamed"
+        t.steps.append(Step(id="new", kind=StepKind.TEXT))
+    assert_same(fast, slow)
+    assert fast.model_copy(deep=True) == slow.model_copy(deep=True)
