@@ -258,6 +258,12 @@ def test_dates_years_and_times() -> None:
     assert leaked("It leaves at 7:30 PM.", evidence) == ["7:30 PM"]
 
 
+def test_bare_numbers_may_be_parts_of_ids_but_amounts_may_not() -> None:
+    evidence = {"payment_id": "certificate_7504069", "when": "2024-05-15"}
+    assert leaked("Certificate 7504069 covers it, as of 2024.", evidence) == []
+    assert leaked("That costs $7,504,069.", evidence) == ["$7,504,069"]
+
+
 def test_names_person_and_organisation() -> None:
     evidence = {"owner": "Jane Smith", "company": "Acme Corporation"}
     assert leaked("Dr. Jane Smith at Acme Corporation approved it.", evidence) == []

@@ -265,6 +265,15 @@ def test_amount_arithmetic_and_rounding() -> None:
     assert not found("$1,834.00", {"total": 1834.2})  # written to the cent: must match the cent
 
 
+def test_digits_of_dates_times_and_ids_are_not_amounts() -> None:
+    evidence = {"flight": "HAT117", "at": "2026-03-05T10:00:00Z", "price": 767.91}
+    assert not found("$117.00", evidence)
+    assert not found("$10.00", evidence)
+    assert not found("$777.91", evidence)  # 767.91 + 10, where 10 is only the hour of a time
+    assert found("$777.91", {**evidence, "fee": 10})  # a real fee of 10 does add up
+    assert found("-$50.00", {"refund": -50})
+
+
 def test_evidence_order_is_respected() -> None:
     extractor = get_extractor()
     ref = extractor.extract("CUST-12345")[0]

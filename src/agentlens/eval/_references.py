@@ -501,6 +501,7 @@ _EMAIL = re.compile(_BUILTIN["email"])
 _NUMBER_WITH_SCALE = re.compile(
     rf"(?<![\w.]){_NUM}\s?(?:thousand|million|billion|trillion|bn|[kKmMbB])\b"
 )
+_STANDALONE = re.compile(rf"(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)")
 _MAX_ARITH = 200
 _MAX_TRIPLE = 80
 _MIN_OPERAND = 10.0
@@ -564,9 +565,11 @@ class _ItemIndex:
 
     @property
     def values(self) -> list[float]:
-        """Every number as a value, including scaled ones (``12.5 million``); for the slow path."""
+        """Every stand-alone number as a value, including scaled ones (``12.5 million``), for
+        arithmetic: not the digits of a date, a time, an id or a code (``10`` of ``10:00`` is no
+        amount to add to a price)."""
         if self._values is None:
-            vals = {float(n.replace(",", "")) for n in self.numbers}
+            vals = {float(n.replace(",", "")) for n in _STANDALONE.findall(self.item.text)}
             for m in _NUMBER_WITH_SCALE.finditer(self.item.text):
                 v = parse_number(m.group(0))
                 if v is not None:
@@ -675,13 +678,13 @@ class EvidenceIndex:
         return joined
 
     def _first(
-        self, needle: str, index: int, *, lower: bool, number: bool = False
+        self, needle: str, index: int, *, lower: bool, number: bool = False, amount: bool = False
     ) -> _ItemIndex | None:
         """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
         whole number), or ``None``."""
         raw, raw_starts, low, low_starts = self._texts()
         hay, starts = (low, low_starts) if lower else (raw, raw_starts)
-        check = _number_at if number else _token_at
+        check = _amount_at if amount else _number_at if number else _token_at
         width = len(needle)
         pos = hay.find(needle)
         while pos >= 0:
@@ -847,19 +850,22 @@ class EvidenceIndex:
         tolerance: float = 0.0,
         arithmetic: bool = True,
         extra: Sequence[float] = (),
+        strict: bool = True,
     ) -> Match | None:
         """A number as written in the evidence (any common formatting), else within
         ``tolerance`` of an evidence number or, with ``arithmetic``, of simple arithmetic on
-        them and on ``extra`` (numbers the same turn already derived; see :class:`_NumberPool`)."""
+        them and on ``extra`` (numbers the same turn already derived; see :class:`_NumberPool`).
+        ``strict``: the number must stand alone in the evidence (an amount); otherwise digits
+        inside an id or a date count too ("certificate 7504069", the year of a date)."""
         key = number_key(abs(value))
         variants = _number_variants(key)
         frac = _number_variants(number_key(abs(value) / 100)) if percent else None
         for v in variants:
-            hit = self._first(v, index, lower=False, number=True)
+            hit = self._first(v, index, lower=False, number=True, amount=strict)
             if hit is not None:
                 return Match(hit.item, key)
         for v in frac or ():
-            hit = self._first(v, index, lower=False, number=True)
+            hit = self._first(v, index, lower=False, number=True, amount=strict)
             if hit is not None:
                 return Match(hit.item, number_key(abs(value) / 100))
         if not arithmetic:
@@ -984,6 +990,22 @@ def _token_at(hay: str, start: int, end: int) -> bool:
     return (start == 0 or not hay[start - 1].isalnum()) and (
         end == len(hay) or not hay[end].isalnum()
     )
+
+
+def _amount_at(hay: str, start: int, end: int) -> bool:
+    """True when ``hay[start:end]`` is a stand-alone number: as :func:`_number_at`, and not part
+    of a word, an id, a date or a time (``117`` is not in ``HAT117``, ``10`` not in ``10:00``,
+    ``05`` not in ``2024-05-20``); a minus sign before it is allowed (``-6594``)."""
+    if not _number_at(hay, start, end):
+        return False
+    n = len(hay)
+    before = hay[start - 1] if start else " "
+    after = hay[end] if end < n else " "
+    if before.isalpha() or before in "_:" or after.isalpha() or after == "_":
+        return False
+    if before == "-" and start > 1 and (hay[start - 2].isalnum() or hay[start - 2] == "-"):
+        return False  # a range or a date, not a sign
+    return not (after in ":-" and end + 1 < n and hay[end + 1].isdigit())
 
 
 def _number_at(hay: str, start: int, end: int) -> bool:

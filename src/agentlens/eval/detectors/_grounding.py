@@ -293,9 +293,10 @@ def _find_fact(
             percent=kind == "percent",
             tolerance=fact.tolerance,
             extra=numbers,
+            strict=kind != "number",  # a bare number may be part of an id ("certificate 7504069")
         )
     if kind == "year":
-        return index.find_value(float(fact.key), index_pos, arithmetic=False)
+        return index.find_value(float(fact.key), index_pos, arithmetic=False, strict=False)
     if kind == "date":
         return index.find_date(fact.key, index_pos)
     if kind == "time":
