@@ -150,6 +150,11 @@ def test_patterns_option_and_kinds() -> None:
     assert flagged == ["T9-0043"]
 
 
+def test_a_single_pattern_string_is_one_pattern() -> None:
+    t = trace([tool("s1", {"x": 1})], "Ticket T9-0043.")
+    assert [f.text for f in refs_result(t, patterns=r"T9-\d{4}").findings] == ["T9-0043"]
+
+
 def test_per_agent_patterns_from_settings(tmp_path: Path) -> None:
     config = tmp_path / "agentlens.toml"
     config.write_text(

@@ -29,6 +29,12 @@ __all__ = ["no_fabricated_refs", "parametric_leakage"]
 Patterns = Sequence[str] | Mapping[str, str]
 
 
+def _patterns_option(patterns: Patterns | str) -> list[str] | dict[str, str]:
+    if isinstance(patterns, str):
+        return [patterns]
+    return dict(patterns) if isinstance(patterns, Mapping) else list(patterns)
+
+
 def _extractor(patterns: Patterns | str | None, kinds: Iterable[str] | str | None) -> Extractor:
     if isinstance(kinds, str):
         kinds = [kinds]
@@ -199,9 +205,7 @@ def no_fabricated_refs(
     """
     options: dict[str, Any] = {}
     if patterns is not None:
-        options["patterns"] = (
-            list(patterns) if not isinstance(patterns, Mapping) else dict(patterns)
-        )
+        options["patterns"] = _patterns_option(patterns)
     if kinds is not None:
         options["kinds"] = list(kinds)
     _extractor(options.get("patterns"), options.get("kinds"))  # fail early on a bad option
@@ -332,9 +336,7 @@ def parametric_leakage(
     """
     options: dict[str, Any] = {}
     if patterns is not None:
-        options["patterns"] = (
-            list(patterns) if not isinstance(patterns, Mapping) else dict(patterns)
-        )
+        options["patterns"] = _patterns_option(patterns)
     if kinds is not None:
         options["kinds"] = list(kinds)
     if facts is not None:
