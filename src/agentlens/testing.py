@@ -36,9 +36,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.model import Trace
     from agentlens.store import TraceStore
 
+from agentlens._evalgate import AgentEval, EvalResult, agentlens_eval
+
 __all__ = [
     "CLOCK_START",
+    "AgentEval",
     "CapturedTraces",
+    "EvalResult",
+    "agentlens_eval",
     "agentlens_store",
     "captured_traces",
     "deterministic_clock",

@@ -1,6 +1,7 @@
 """Evaluation: the scorer API, evidence, detectors, judges and the runner."""
 
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn, text_of
+from agentlens.eval._runner import ScoreSummary, ScoringInterrupted, score_runs
 from agentlens.eval._scorer import (
     Report,
     Scorer,
@@ -13,6 +14,14 @@ from agentlens.eval._scorer import (
     run_scorers,
     scorer,
 )
+from agentlens.eval.detectors import (
+    excessive_steps,
+    faithful_synthesis,
+    no_fabricated_refs,
+    no_progress,
+    parametric_leakage,
+    repeated_tool_calls,
+)
 from agentlens.model import FailureMode, Finding, ScoreResult, Verdict
 
 __all__ = [
@@ -22,16 +31,25 @@ __all__ = [
     "Finding",
     "Report",
     "ScoreResult",
+    "ScoreSummary",
     "Scorer",
     "ScorerFn",
+    "ScoringInterrupted",
     "Turn",
     "Verdict",
     "arun_scorers",
     "define_scorer",
+    "excessive_steps",
+    "faithful_synthesis",
     "get_scorer",
+    "no_fabricated_refs",
+    "no_progress",
+    "parametric_leakage",
     "registered_scorers",
+    "repeated_tool_calls",
     "resolve_scorer",
     "run_scorers",
+    "score_runs",
     "scorer",
     "text_of",
 ]

@@ -15,7 +15,7 @@ from typing import Any
 
 from agentlens.eval._claims import Claim, extract_claims
 from agentlens.eval._evidence import Evidence, Turn
-from agentlens.eval._scorer import scorer
+from agentlens.eval._scorer import Scorer, scorer
 from agentlens.eval.judges import Judge, get_judge, judge_from_settings
 from agentlens.eval.judges._protocol import ClaimVerdict, Label
 from agentlens.model import FailureMode, Finding, ScoreResult, Trace
@@ -126,7 +126,7 @@ def _classify(
 
 
 @scorer(name="faithful_synthesis", version="1")
-async def faithful_synthesis(
+async def _faithful_synthesis(
     *,
     trace: Trace,
     evidence: Evidence,
@@ -219,6 +219,15 @@ async def ajudged_leakage(
             if kind != "supported":
                 out.append(finding)
     return out
+
+
+def faithful_synthesis(**options: Any) -> Scorer:
+    """The ``faithful_synthesis`` scorer with options bound (``judge``, ``model``, ``mode``...).
+
+    Fails when any claim of an assistant turn is not supported by the evidence before it, as
+    judged claim by claim; see :func:`_faithful_synthesis` for the options.
+    """
+    return _faithful_synthesis.with_options(**options)
 
 
 def judged_leakage(
