@@ -29,6 +29,7 @@ LEAVES = {"errors", "config", "_ids", "testing"}
 
 def test_all_is_sorted_and_complete() -> None:
     assert agentlens.__all__ == sorted(agentlens.__all__)
+    assert set(agentlens.__all__) == {*agentlens._EXPORTS, "__version__"}
     for name in agentlens.__all__:
         assert getattr(agentlens, name) is not None, name
 

@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "define_scorer": "agentlens.eval",
     "flush": "agentlens.capture",
     "get_trace": "agentlens.store",
+    "hallucination_rate": "agentlens.analytics",
     "llm": "agentlens.capture",
     "open_store": "agentlens.store",
     "query_traces": "agentlens.store",
@@ -50,11 +51,43 @@ _EXPORTS: dict[str, str] = {
     "scorer": "agentlens.eval",
     "shutdown": "agentlens.capture",
     "tool": "agentlens.capture",
+    "trend": "agentlens.analytics",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
+__all__ = [
+    "AgentlensError",
+    "ConfigError",
+    "FailureMode",
+    "Finding",
+    "FormatError",
+    "RunNotFoundError",
+    "Score",
+    "ScoreResult",
+    "Step",
+    "StepKind",
+    "Trace",
+    "Verdict",
+    "__version__",
+    "configure",
+    "current_run",
+    "define_scorer",
+    "flush",
+    "get_trace",
+    "hallucination_rate",
+    "llm",
+    "open_store",
+    "query_traces",
+    "retrieval",
+    "run",
+    "run_scorers",
+    "scorer",
+    "shutdown",
+    "tool",
+    "trend",
+]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.analytics import hallucination_rate, trend
     from agentlens.capture import configure, current_run, flush, llm, retrieval, run, shutdown, tool
     from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
     from agentlens.eval import define_scorer, run_scorers, scorer
