@@ -22,19 +22,8 @@ SCHEMA_VERSION = 1
 
 def utc(value: datetime) -> datetime:
     """Return ``value`` as an aware UTC datetime; a naive time is taken to be UTC."""
-    tz = value.tzinfo
-    if tz is None:
+    if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    if tz is UTC:
-        return value  # what astimezone(UTC) returns too
-    if type(value) is datetime:
-        # The same result as astimezone(UTC), without its generic tzinfo protocol (which costs
-        # about 4 us for the tzinfo pydantic attaches to every parsed time).
-        offset = value.utcoffset()
-        if offset is not None:
-            if offset:
-                value = value - offset
-            return value.replace(tzinfo=UTC, fold=0)
     return value.astimezone(UTC)
 
 
@@ -238,6 +227,7 @@ class _Untrusted(Exception):
 _MISSING: Any = object()
 _KINDS: dict[str, StepKind] = {kind.value: kind for kind in StepKind}
 _STEP_FIELDS = frozenset(Step.model_fields)
+_STEP_FIELD_COUNT = len(_STEP_FIELDS)
 _TRACE_FIELDS = frozenset(Trace.model_fields)
 _ISO_TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
@@ -281,42 +271,36 @@ def _str_dict(value: Any, *, values_str: bool = False) -> dict[str, Any]:
 
 
 def _trusted_step(cls: type[_S], data: Any) -> _S:
+    # Every field is present in what the store wrote; a missing one (KeyError) is validated.
     if type(data) is not dict:
         raise _Untrusted
-    get = data.get
-    step_id = get("id", _MISSING)
-    if type(step_id) is not str:
-        if step_id is not _MISSING:
-            raise _Untrusted
-        step_id = _step_id()
-    kind = get("kind")
-    kind = _KINDS.get(kind) if type(kind) is str or type(kind) is StepKind else None
-    parent_id = get("parent_id")
-    name = get("name")
+    step_id = data["id"]
+    kind = _KINDS[data["kind"]]
+    parent_id = data["parent_id"]
+    name = data["name"]
+    attributes = data["attributes"]
     if (
-        kind is None
+        type(step_id) is not str
         or (parent_id is not None and type(parent_id) is not str)
         or (name is not None and type(name) is not str)
+        or type(attributes) is not dict
     ):
         raise _Untrusted
-    started = get("started_at")
-    if started is not None:
-        started = (
-            _fromiso(started) if type(started) is str and _utc_time(started) else _time(started)
-        )
-    ended = get("ended_at")
-    if ended is not None:
-        ended = _fromiso(ended) if type(ended) is str and _utc_time(ended) else _time(ended)
-    attributes = get("attributes", _MISSING)
-    if type(attributes) is dict:
+    if attributes:
         for key in attributes:
             if type(key) is not str:
                 raise _Untrusted
         attributes = dict(attributes)  # validation copies a dict too
-    elif attributes is _MISSING:
-        attributes = {}
     else:
-        raise _Untrusted
+        attributes = {}
+    started = data["started_at"]
+    if started is not None:
+        started = (
+            _fromiso(started) if type(started) is str and _utc_time(started) else _time(started)
+        )
+    ended = data["ended_at"]
+    if ended is not None:
+        ended = _fromiso(ended) if type(ended) is str and _utc_time(ended) else _time(ended)
     step = _new(cls)
     _set(
         step,
@@ -326,23 +310,20 @@ def _trusted_step(cls: type[_S], data: Any) -> _S:
             "parent_id": parent_id,
             "kind": kind,
             "name": name,
-            "input": get("input"),
-            "output": get("output"),
-            "error": get("error"),
+            "input": data["input"],
+            "output": data["output"],
+            "error": data["error"],
             "started_at": started,
             "ended_at": ended,
             "attributes": attributes,
         },
     )
-    fields_set = set(data)
-    _set(step, "__pydantic_fields_set__", fields_set)
-    _set(
-        step,
-        "__pydantic_extra__",
-        {}
-        if fields_set <= _STEP_FIELDS
-        else {k: v for k, v in data.items() if k not in _STEP_FIELDS},
-    )
+    if len(data) == _STEP_FIELD_COUNT:  # every field and nothing else
+        _set(step, "__pydantic_fields_set__", set(_STEP_FIELDS))
+        _set(step, "__pydantic_extra__", {})
+    else:
+        _set(step, "__pydantic_fields_set__", set(data))
+        _set(step, "__pydantic_extra__", {k: v for k, v in data.items() if k not in _STEP_FIELDS})
     _set(step, "__pydantic_private__", None)
     return step
 
