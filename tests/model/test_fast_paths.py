@@ -264,3 +264,125 @@ def test_trusted_objects_behave_as_validated_ones_after_changes(record: dict[str
         t.steps.append(Step(id="new", kind=StepKind.TEXT))
     assert_same(fast, slow)
     assert fast.model_copy(deep=True) == slow.model_copy(deep=True)
+
+
+# -- the import's JSON parser -----------------------------------------------------------------
+#
+# agentlens import (ingest.trace_file) parses each JSONL line with pydantic's parser and falls
+# back to the standard decoder (which words the errors) for whatever that one refuses. So every
+# text the fast parser accepts must give exactly what the standard decoder gives.
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Equal, with the same types at every level, floats bit for bit, keys in the same order."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a.hex() == b.hex() if a == a else b != b
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(identical(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(identical(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def standard(text: str) -> tuple[str, Any]:
+    from agentlens.ingest.trace_file import _DECODER
+
+    try:
+        return "ok", _DECODER.decode(text)
+    except (ValueError, RecursionError) as exc:
+        return "error", type(exc).__name__
+
+
+def fast(text: str) -> tuple[str, Any]:
+    try:
+        return "ok", from_json(text, allow_inf_nan=False)
+    except ValueError as exc:
+        return "error", type(exc).__name__
+
+
+def check_parsers_agree(text: str) -> None:
+    got = fast(text)
+    if got[0] == "ok":  # what the fast parser accepts, the standard one reads alike
+        want = standard(text)
+        assert want[0] == "ok", (text, want)
+        assert identical(got[1], want[1]), text
+
+
+json_numbers = st.from_regex(
+    r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,4})?", fullmatch=True
+)
+json_texts = st.recursive(
+    json_scalars.map(json.dumps) | json_numbers,
+    lambda children: (
+        st.lists(children, max_size=4).map(lambda xs: "[" + ",".join(xs) + "]")
+        | st.dictionaries(st.text(max_size=5).map(json.dumps), children, max_size=4).map(
+            lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
+        )
+    ),
+    max_leaves=15,
+)
+
+
+@given(json_values, st.booleans(), st.sampled_from([None, 1]))
+@settings(max_examples=300)
+def test_fast_json_reads_valid_json_as_the_standard_decoder(
+    value: Any, ascii_only: bool, indent: int | None
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
+    assert fast(text)[0] == "ok"
+    check_parsers_agree(text)
+
+
+@given(json_texts)
+@settings(max_examples=300)
+def test_fast_json_reads_numbers_and_nesting_as_the_standard_decoder(text: str) -> None:
+    check_parsers_agree(text)
+
+
+@given(json_texts, st.data())
+@settings(max_examples=300)
+def test_fast_json_accepts_no_broken_text_the_standard_decoder_refuses(
+    text: str, data: st.DataObject
+) -> None:
+    # Break the text: cut it, or put in a character JSON may forbid there.
+    at = data.draw(st.integers(0, len(text)))
+    insert = data.draw(
+        st.sampled_from(["", ",", "]", "}", '"', "\\", "\x01", "NaN", "Infinity", "-", ".", "e"])
+        | st.characters()
+    )
+    cut = data.draw(st.booleans())
+    check_parsers_agree(text[:at] + insert + ("" if cut else text[at:]))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"\\ud800"',  # a lone surrogate: the standard decoder keeps it, the fast one refuses
+        '"\\udc00\\ud800"',
+        '{"a": 1, "a": 2}',
+        '{"a": 1, "b": 2, "a": 3}',
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "-0",
+        "-0.0",
+        "[NaN]",
+        "[Infinity]",
+        "[-Infinity]",
+        "1" * 5000,  # more digits than int() takes
+        "0.1000000000000000055511151231257827",
+        "2.2250738585072011e-308",
+        "4.9406564584124654e-324",
+        "1.7976931348623157e308",
+        '"\x01"',
+        '"\\u0000"',
+        "[" * 300 + "]" * 300,
+        "[" * 5000 + "]" * 5000,
+        '{"a":1}x',
+        " {} ",
+    ],
+)
+def test_fast_json_edge_cases(text: str) -> None:
+    check_parsers_agree(text)
