@@ -5,8 +5,12 @@ WAL + synchronous=NORMAL for every variant), side by side in one process:
 
 * ``SQLiteStore.put_traces``: Trace objects in, calls of ``--batch`` runs (the figure the target
   is about: >= 20,000 steps/s);
-* ``import (parse + put)``: JSONL text in (``Trace.from_json`` per line), then ``put_traces``:
-  what ``agentlens import`` pays;
+* ``agentlens import FILE``: the real command run in this process on a JSONL file of the same
+  runs (the streaming reader, validation, one ``put_traces`` transaction), against the same
+  command with the reader as it was before its fast path (every line through the standard
+  JSON decoder, default read buffer), and each reader alone (no store); interleaved, best of
+  ``--import-reps``;
+* baseline ``Trace.from_json per line + put_traces``: ``model_validate_json`` per line;
 * baseline ``bare table, serialise + executemany``: each run's full JSON (``model_dump_json``)
   into a table ``(id TEXT PRIMARY KEY, doc TEXT)``, ``executemany`` per batch: the floor any
   design that stores the run's JSON pays;
@@ -22,21 +26,24 @@ store (OS page cache warm: the file was just written):
 
 * ``count_runs`` and ``list_runs`` (summaries, no steps) of the window;
 * ``query_traces``: time to the first Trace, to the first 100, and to drain the whole window
-  (every run of the day with its steps, as pydantic objects);
-* the same drain with no pydantic (the store's SQL + JSON assembly only), to show where the time
-  goes;
+  (every run of the day with its steps, as pydantic objects, built by the trusted constructor);
+* the same rows validated again (``model_validate_json``, the read path before the trusted
+  constructor), parsed only (JSON to Python objects, no Trace), and read only (SQL and paging),
+  to show where the time goes;
 * ``query_traces`` of one agent role in the window, first 100;
-* ``unscored_run_ids`` over the window; ``get_trace`` of random runs (median per call).
+* ``unscored_run_ids`` over the window; ``get_trace`` of random runs (median per call), and the
+  same validated again.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_store.py [--steps 1000000] [--days 30] [--reps 5]
-        [--ingest-runs 2000] [--batch 500] [--keep DIR]
+        [--ingest-runs 2000] [--batch 500] [--import-reps 3] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import os
@@ -52,6 +59,8 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from pydantic_core import from_json
 
 from agentlens.model import Trace
 from agentlens.store import RunFilter, SQLiteStore
@@ -198,6 +207,23 @@ def ms(x: float) -> str:
     return f"{x * 1000:9.1f} ms"
 
 
+@contextlib.contextmanager
+def _previous_reader() -> Iterator[None]:
+    """The trace-file reader as it was before its fast path: every JSONL line through the
+    standard decoder (its fallback), with the default read buffer."""
+    from agentlens.ingest import trace_file
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise ValueError("fast path off")
+
+    saved = trace_file._fast_json, trace_file._BUFFER
+    trace_file._fast_json, trace_file._BUFFER = refuse, -1
+    try:
+        yield
+    finally:
+        trace_file._fast_json, trace_file._BUFFER = saved
+
+
 def machine() -> str:
     cpu = "?"
     try:
@@ -216,7 +242,7 @@ def machine() -> str:
 # -- part 1: ingestion ------------------------------------------------------------------------
 
 
-def bench_ingest(folder: Path, runs: int, batch: int) -> None:
+def bench_ingest(folder: Path, runs: int, batch: int, import_reps: int) -> None:
     factory = RunFactory(seed=1)
     traces = list(factory.traces(runs, span=timedelta(days=1)))
     lines = [t.to_json() for t in traces]
@@ -235,12 +261,57 @@ def bench_ingest(folder: Path, runs: int, batch: int) -> None:
 
     results.append(("SQLiteStore.put_traces", timed_cpu(put_store)))
 
+    jsonl = folder / "ingest.jsonl"
+    jsonl.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+    def cli_import(db: str, path: Path = jsonl) -> Callable[[], None]:
+        # The real command, in this process: trace_file.scan -> one put_traces transaction.
+        def go() -> None:
+            from agentlens.cli import main as cli
+
+            try:
+                cli(["--db", f"sqlite:///{folder / db}", "import", str(path)])
+            except SystemExit as exc:
+                if exc.code:
+                    raise
+
+        return go
+
+    def reader_only() -> None:
+        from agentlens.ingest.trace_file import scan
+
+        for _ in scan(jsonl):
+            pass
+
+    # Warm up (the first command in a process imports the CLI's modules), then interleave the
+    # variants, best of --import-reps (the machine is shared: the best is the least disturbed).
+    warm = folder / "warm.jsonl"
+    warm.write_text(lines[0] + "\n", encoding="utf-8")
+    cli_import("warm.db", warm)()
+    imports: dict[str, list[tuple[float, float]]] = {}
+    for rep in range(import_reps):
+        for name, fn, previous in (
+            ("agentlens import FILE (in process)", cli_import(f"cli{rep}.db"), False),
+            ("baseline: the same, previous reader", cli_import(f"cli-prev{rep}.db"), True),
+            ("  reader alone (parse + validate, no store)", reader_only, False),
+            ("  baseline: previous reader alone", reader_only, True),
+        ):
+            with _previous_reader() if previous else contextlib.nullcontext():
+                imports.setdefault(name, []).append(timed_cpu(fn))
+    for name, measured in imports.items():
+        results.append(
+            (
+                f"{name} (best of {import_reps})",
+                (min(w for w, _ in measured), min(c for _, c in measured)),
+            )
+        )
+
     def import_jsonl() -> None:
         with SQLiteStore(f"sqlite:///{folder / 'ingest-import.db'}") as store:
             for i in range(0, len(lines), batch):
                 store.put_traces(Trace.from_json(line) for line in lines[i : i + batch])
 
-    results.append(("import: parse JSONL + put_traces", timed_cpu(import_jsonl)))
+    results.append(("baseline: Trace.from_json per line + put_traces", timed_cpu(import_jsonl)))
 
     def bare_serialise() -> None:
         conn = bare(folder / "ingest-bare1.db")
@@ -280,11 +351,11 @@ def bench_ingest(folder: Path, runs: int, batch: int) -> None:
     )
 
     print(f"(load average at the end: {load()})")
-    print(f"{'variant':<52} {'steps/s':>10} {'runs/s':>9} {'MB/s':>7} {'steps/CPU-s':>12}")
+    print(f"{'variant':<60} {'steps/s':>10} {'runs/s':>9} {'MB/s':>7} {'steps/CPU-s':>12}")
     megabytes = sum(len(r[1]) for r in rows) / 1e6
     for name, (seconds, cpu_s) in results:
         print(
-            f"{name:<52} {steps / seconds:>10,.0f} {runs / seconds:>9,.0f} "
+            f"{name:<60} {steps / seconds:>10,.0f} {runs / seconds:>9,.0f} "
             f"{megabytes / seconds:>7.1f} {steps / cpu_s:>12,.0f}"
         )
 
@@ -385,12 +456,38 @@ def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int
             )
         )
 
-        def raw_drain() -> int:
-            # The store's share: SQL, paging and JSON assembly, without building pydantic objects.
-            pages = store._pages(_filter(window), "r.doc, r.steps", _raw_fetch, None, True)
-            return sum(len(page) for page in pages)
+        def raw_rows() -> Iterator[tuple[Any, ...]]:
+            # The rows query_traces reads (SQL, key paging), nothing built from them.
+            for page in store._pages(_filter(window), "r.doc, r.steps", _rows, None, True):
+                yield from page
 
-        rows.append(("  same, JSON text only (no pydantic)", median_of(reps, raw_drain)))
+        def validated_drain() -> int:
+            # Baseline: the previous read path, every stored run validated again.
+            n = 0
+            for _, _, doc, steps in raw_rows():
+                Trace.model_validate_json(f'{doc[:-1]},"steps":{steps}}}')
+                n += 1
+            return n
+
+        def parse_drain() -> int:
+            # The JSON parse alone (the same parser), no objects built.
+            return sum(1 for _, _, doc, steps in raw_rows() if (from_json(doc), from_json(steps)))
+
+        rows.append(
+            (
+                "  baseline: same rows validated (previous read path)",
+                median_of(reps, validated_drain),
+            )
+        )
+        rows.append(
+            ("  same rows, JSON parsed only (no Trace objects)", median_of(reps, parse_drain))
+        )
+        rows.append(
+            (
+                "  same rows, SQL only (JSON text)",
+                median_of(reps, lambda: sum(1 for _ in raw_rows())),
+            )
+        )
         rows.append(
             (
                 "unscored_run_ids(window), all",
@@ -400,13 +497,29 @@ def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int
         rng = random.Random(3)
         sample = [rng.choice(ids) for _ in range(200)]
         per_call = [timed(functools.partial(store.get_trace, rid)) for rid in sample]
+
+        def get_validated(run_id: str) -> Trace:
+            # Baseline: get_trace as it was (the stored JSON validated again).
+            def work(conn: sqlite3.Connection) -> tuple[str, str]:
+                row = conn.execute("SELECT doc, steps FROM runs WHERE id = ?", (run_id,))
+                doc, steps = row.fetchone()
+                return doc, steps
+
+            doc, steps = store._read(work)
+            return Trace.model_validate_json(f'{doc[:-1]},"steps":{steps}}}')
+
+        per_call_validated = [timed(functools.partial(get_validated, rid)) for rid in sample]
         print(f"{'operation':<52} {'median':>12} {'min':>12} {'max':>12}")
         for name, (med, lo, hi) in rows:
             print(f"{name:<52} {ms(med):>12} {ms(lo):>12} {ms(hi):>12}")
-        print(
-            f"{'get_trace(random id), per call (200 calls)':<52} {ms(statistics.median(per_call)):>12}"
-            f" {ms(min(per_call)):>12} {ms(max(per_call)):>12}"
-        )
+        for name, times in (
+            ("get_trace(random id), per call (200 calls)", per_call),
+            ("  baseline: validated (previous get_trace)", per_call_validated),
+        ):
+            print(
+                f"{name:<52} {ms(statistics.median(times)):>12}"
+                f" {ms(min(times)):>12} {ms(max(times)):>12}"
+            )
     finally:
         store.close()
 
@@ -417,10 +530,8 @@ def _filter(where: RunFilter) -> Any:
     return _filter_sql(where)
 
 
-def _raw_fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[str]:
-    from agentlens.store._sqlite import _assemble
-
-    return [_assemble(row[2], row[3]) for row in rows]
+def _rows(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return rows
 
 
 def main() -> None:
@@ -430,6 +541,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--ingest-runs", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--import-reps", type=int, default=3)
     parser.add_argument("--keep", type=Path, default=None, help="build in this folder and keep it")
     parser.add_argument("--skip-ingest", action="store_true")
     parser.add_argument("--skip-reads", action="store_true")
@@ -440,7 +552,7 @@ def main() -> None:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
         if not args.skip_ingest:
-            bench_ingest(folder, args.ingest_runs, args.batch)
+            bench_ingest(folder, args.ingest_runs, args.batch, args.import_reps)
         if not args.skip_reads:
             bench_reads(folder, args.steps, args.days, args.reps, args.batch)
 
