@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/bench_offline_judge.py [--claims 2000] [--repeat 3]
+        [--mode balanced|strict|lenient]
 
 Three figures, side by side, in one process:
 
@@ -13,7 +14,8 @@ Three figures, side by side, in one process:
   one run share their evidence, and re-scoring sees the same evidence again);
 - ``baseline``: the plain content-word-coverage check, for scale.
 
-The best of ``--repeat`` runs is reported. The machine is shared, so figures are noisy.
+The judge runs in ``--mode`` (default: the judge's default, ``balanced``). The best of
+``--repeat`` runs is reported. The machine is shared, so figures are noisy.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval.judges import OfflineJudge, coverage_baseline
-from agentlens.eval.judges._offline import _build_index, _item_segments
+from agentlens.eval.judges._offline import MODES, _build_index, _item_segments
 
 
 def clear() -> None:
@@ -87,11 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--claims", type=int, default=2000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--mode", choices=list(MODES), default=MODES[0])
     args = p.parse_args(argv)
     rng = random.Random(7)
     claims = [rng.choice(CLAIMS) for _ in range(args.claims)]
     evidence = evidence_2kb()
-    judge = OfflineJudge()
+    judge = OfflineJudge(mode=args.mode)
 
     def per_claim() -> None:
         for c in claims:
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(len(i.text) for i in evidence)
     print(
         f"python {platform.python_version()} on {platform.machine()}, evidence {size} chars, "
-        f"{len(claims)} claims, best of {args.repeat}"
+        f"{len(claims)} claims, best of {args.repeat}, judge {judge.model}"
     )
     for name, fn in (
         ("judge, cold, one call per claim", per_claim),

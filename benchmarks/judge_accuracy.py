@@ -3,7 +3,8 @@
 Usage::
 
     python benchmarks/judge_accuracy.py [DATA_DIR] --judge offline|openai|anthropic
-        [--model M] [--base-url URL] [--mode strict|lenient] [--limit N] [--json]
+        [--model M] [--base-url URL] [--mode balanced|strict|lenient]
+        [--min-coverage X] [--min-words N] [--limit N] [--json]
 
 DATA_DIR defaults to ``$AGENTLENS_DATA`` or ``../shared/data`` (relative to the repository).
 
@@ -39,8 +40,8 @@ from typing import Any
 
 from agentlens.eval._claims import Claim, extract_claims
 from agentlens.eval._evidence import EvidenceItem
-from agentlens.eval.judges import Label, get_judge
-from agentlens.eval.judges._offline import evidence_items
+from agentlens.eval.judges import Label, OfflineJudge, get_judge
+from agentlens.eval.judges._offline import MODES, evidence_items
 from agentlens.eval.judges._text import STOPWORDS, tokenize
 
 
@@ -196,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--judge", default="offline", choices=["offline", "openai", "anthropic"])
     p.add_argument("--model")
     p.add_argument("--base-url")
-    p.add_argument("--mode", choices=["strict", "lenient"], help="offline judge mode")
+    p.add_argument("--mode", choices=list(MODES), help="offline judge mode (default: balanced)")
+    p.add_argument("--min-coverage", type=float, help="offline judge: paraphrase coverage")
+    p.add_argument("--min-words", type=int, help="offline judge (balanced): paraphrase words")
     p.add_argument("--limit", type=int, help="rows per data file")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--budget-usd", type=float)
@@ -209,11 +212,17 @@ def main(argv: list[str] | None = None) -> int:
     options: dict[str, Any] = {}
     if args.mode:
         options["mode"] = args.mode
+    if args.min_coverage is not None:
+        options["min_coverage"] = args.min_coverage
     if args.judge != "offline":
         options["max_concurrency"] = args.concurrency
         if args.budget_usd is not None:
             options["budget_usd"] = args.budget_usd
     judge = get_judge(args.judge, model=args.model, base_url=args.base_url, **options)
+    if args.min_words is not None and isinstance(judge, OfflineJudge):
+        judge = OfflineJudge(
+            mode=judge.mode, min_coverage=judge.min_coverage, min_words=args.min_words
+        )
     cases = load_cases(data, args.limit)
     started = time.perf_counter()
     outcomes = asyncio.run(run_judge(judge, cases, args.concurrency))

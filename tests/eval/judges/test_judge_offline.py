@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agentlens.errors import ConfigError
 from agentlens.eval._claims import Claim
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval.judges import Judge, Label, OfflineJudge, get_judge
@@ -76,7 +77,7 @@ def test_json_records_are_aligned_as_units() -> None:
 
 
 def test_verdicts_keep_order_claims_and_spans() -> None:
-    claims = [Claim("The total was $1,250.00.", 10, 34), "Nothing about it."]
+    claims: list[Claim | str] = [Claim("The total was $1,250.00.", 10, 34), "Nothing about it."]
     out = OfflineJudge().judge_sync(claims=claims, evidence=EVIDENCE)
     assert [v.claim.text for v in out if v.claim] == [
         "The total was $1,250.00.",
@@ -101,13 +102,55 @@ def test_lenient_mode_tolerates_paraphrase_but_not_new_names() -> None:
     claim = (
         "In 2015 the Royal Society ran an online poll asking Canadians to choose a national bird."
     )
-    assert verdict(claim, ev) is Label.UNSUPPORTED  # strict: "poll", "ran" are not in the evidence
+    # strict: "poll", "ran" are not in the evidence
+    assert verdict(claim, ev, mode="strict") is Label.UNSUPPORTED
     assert verdict(claim, ev, mode="lenient") is Label.SUPPORTED
     assert (
         verdict("In 2016 the Royal Society asked Canadians.", ev, mode="lenient")
         is Label.UNSUPPORTED
     )
     assert verdict("The Audubon Society asked Canadians.", ev, mode="lenient") is Label.UNSUPPORTED
+
+
+def test_default_mode_is_balanced() -> None:
+    judge = OfflineJudge()
+    assert judge.mode == "balanced" and judge.model == "lexical-balanced-0.5-6"
+    assert get_judge("offline", mode="strict").model == "lexical-strict"
+    with pytest.raises(ConfigError, match="mode must be one of balanced, strict, lenient"):
+        OfflineJudge(mode="loose")  # type: ignore[arg-type]
+
+
+def test_balanced_mode_lets_long_claims_paraphrase_common_words_only() -> None:
+    ev = "The Royal Society asked Canadians to choose a national bird online in 2015."
+    # a long paraphrase: "ran", "poll" are new, every name and number is in the evidence
+    long = (
+        "In 2015 the Royal Society ran an online poll asking Canadians to choose a national bird."
+    )
+    assert verdict(long, ev) is Label.SUPPORTED
+    # the same paraphrase with one name or number changed is not
+    assert verdict(long.replace("2015", "2016"), ev) is Label.UNSUPPORTED
+    assert verdict(long.replace("Royal", "Audubon"), ev) is Label.UNSUPPORTED
+    # a short claim must be restated: one new word in three is not a paraphrase
+    assert verdict("The Royal Society ran a poll.", ev) is Label.UNSUPPORTED
+    assert verdict("The Royal Society asked Canadians.", ev) is Label.SUPPORTED
+    # a negation on one side only fails however long the claim
+    negated = "In 2015 the Royal Society did not ask Canadians to choose a national bird online."
+    assert verdict(negated, ev) is Label.UNSUPPORTED
+    # mostly new content fails even with its names and numbers present
+    thin = (
+        "In 2015 the Royal Society hosted lavish banquets celebrating famous explorers, "
+        "painters, poets and inventors."
+    )
+    assert verdict(thin, ev) is Label.UNSUPPORTED
+
+
+def test_normalisation_numbers_diacritics_acronyms() -> None:
+    ev = "Aarón Galindo played three seasons in the U.S. and was noted for his speed."
+    assert verdict("Aaron Galindo played 3 seasons in the US.", ev) is Label.SUPPORTED
+    assert verdict("Aaron Galindo played 0 seasons in the USA.", ev) is Label.UNSUPPORTED
+    # "noted" is not a negation
+    assert verdict("Galindo was noted for his speed.", ev, mode="strict") is Label.SUPPORTED
+    assert verdict("Galindo played twelve seasons.", ev) is Label.UNSUPPORTED
 
 
 def test_async_api_matches_sync() -> None:
@@ -130,7 +173,7 @@ def test_accuracy_targets_on_public_data() -> None:
 
     script = Path(__file__).resolve().parents[3] / "benchmarks" / "judge_accuracy.py"
     out = {}
-    for mode in ("strict", "lenient"):
+    for mode in ("balanced", "strict", "lenient"):
         proc = subprocess.run(
             [sys.executable, str(script), str(DATA), "--mode", mode, "--json"],
             capture_output=True,
@@ -138,8 +181,14 @@ def test_accuracy_targets_on_public_data() -> None:
             check=True,
         )
         out[mode] = json.loads(proc.stdout)["results"]
+    # the default: clearly above the coverage baseline on both sets, holdout included
+    for dataset in ("halueval", "wice"):
+        for split in ("holdout", "all"):
+            pair = out["balanced"][dataset][split]
+            assert pair["judge"]["balanced_accuracy"] > pair["baseline"]["balanced_accuracy"] + 0.02
+    assert out["balanced"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.89
+    assert out["balanced"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.72
+    # the single-purpose modes keep their figures
     assert out["strict"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95
     assert out["strict"]["halueval"]["holdout"]["judge"]["balanced_accuracy"] >= 0.95
     assert out["lenient"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.75
-    wice = out["lenient"]["wice"]["holdout"]
-    assert wice["judge"]["balanced_accuracy"] > wice["baseline"]["balanced_accuracy"]

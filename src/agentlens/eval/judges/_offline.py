@@ -4,25 +4,30 @@ For each claim it
 
 1. aligns the claim to the evidence: the evidence is cut into segments (sentences of prose, the
    innermost objects of JSON), and segments are ranked by BM25 over the claim's content words;
-2. measures coverage: which of the claim's content words (lightly stemmed, no synonyms) the best
-   aligned segment contains; numbers match across formats (``1,000`` = ``1000``, ``5.2 million``
-   = ``5200000``, ``twelve`` = ``12``);
-3. checks agreement: a number, date or name of the claim that is absent from the evidence, or a
+2. measures coverage: which of the claim's content words (lightly stemmed, diacritics folded, no
+   synonyms) the best aligned segment contains, and which the evidence contains anywhere; numbers
+   match across formats (``1,000`` = ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` =
+   ``12``);
+3. checks agreement: a number or name of the claim that is absent from the evidence, or a
    negation on one side only, makes the claim unsupported.
 
-Two modes:
+Three modes:
 
-``strict`` (the default)
+``balanced`` (the default)
+    A claim is supported when one aligned segment holds all its content words (a restatement),
+    or, for a paraphrase, when every name and number is in the evidence, at least
+    ``min_words`` of its content words are found, and their weighted share reaches
+    ``min_coverage``. A short claim therefore has to be restated; a long one may paraphrase its
+    common words but not its names or numbers. A negation on one side only fails either way.
+``strict``
     Every content word of the claim must be found in one aligned evidence segment (a sentence,
-    or one JSON record). This is the rule "correct but absent from the evidence is NOT
-    supported" applied literally; it suits answers built from tool outputs, where claims restate
-    the evidence. Paraphrase counts against a claim.
+    or one JSON record). Paraphrase counts against a claim.
 ``lenient``
-    Names and numbers must all occur in the evidence, and the share of the claim's content
-    (names and numbers weigh double) found anywhere in the evidence must reach
-    ``min_coverage``. It suits long, paraphrased claims.
+    Names and numbers must all occur in the evidence, and the weighted share of the claim found
+    anywhere must reach ``min_coverage``, whatever the claim's length; no negation check.
 
-The thresholds were calibrated on half of WiCE dev and HaluEval QA (see ``docs/judges.md``).
+The thresholds were calibrated on the ``tune`` half of WiCE dev and HaluEval QA (see
+``docs/judges.md``).
 """
 
 from __future__ import annotations
@@ -46,7 +51,11 @@ from agentlens.eval.judges._protocol import (
 )
 from agentlens.eval.judges._text import NEGATIONS, STOPWORDS, Token, number_values, tokenize
 
-__all__ = ["OfflineJudge", "coverage_baseline", "evidence_items"]
+__all__ = ["MODES", "OfflineJudge", "coverage_baseline", "evidence_items"]
+
+Mode = Literal["balanced", "strict", "lenient"]
+MODES: tuple[str, ...] = ("balanced", "strict", "lenient")
+"""The offline judge's modes; the first is the default."""
 
 _BREAK = re.compile(r"\n+|(?<=[a-z0-9)\"])\.(?=[A-Z][a-z])")
 _TOP_K = 5
@@ -226,11 +235,18 @@ def _prepare(text: str) -> _Claim:
         seen.add(t.stem)
         content.append(t)
     values = [number_values([t]) if t.number else set() for t in content]
-    weights = [
-        2.0 if (t.number or (t.capital and t.start > 0)) else (1.0 if len(t.stem) > 4 else 0.6)
-        for t in content
-    ]
+    weights = [2.0 if _specific(t) else (1.0 if len(t.stem) > 4 else 0.6) for t in content]
     return _Claim(tokens, content, values, weights, _negation_scopes(tokens, text))
+
+
+def _specific(tok: Token) -> bool:
+    """A number, or a capitalised word that does not start the text (a name)."""
+    return tok.number or (tok.capital and tok.start > 0)
+
+
+def _cov_best(prepared: _Claim, missing: list[int]) -> float:
+    """The weighted share of the claim found in its best aligned segment."""
+    return 1.0 - sum(prepared.weights[i] for i in missing) / sum(prepared.weights)
 
 
 def _negated_about(scopes: tuple[tuple[str, ...], ...], stems: set[str]) -> bool:
@@ -242,24 +258,40 @@ class OfflineJudge:
     """A deterministic, lexical judge: no network, no model, no download.
 
     Args:
-        mode: ``"strict"`` (every content word in one aligned evidence segment) or
-            ``"lenient"`` (names and numbers present, weighted coverage >= ``min_coverage``).
-        min_coverage: the lenient mode's coverage threshold.
+        mode: ``"balanced"`` (the default: a short claim restated in one segment, a long one
+            may paraphrase), ``"strict"`` (every content word in one aligned evidence segment)
+            or ``"lenient"`` (names and numbers present, weighted coverage >= ``min_coverage``).
+        min_coverage: the weighted share of a paraphrased claim that must be in the evidence
+            (``balanced`` and ``lenient``).
+        min_words: how many content words of a paraphrased claim must be in the evidence
+            (``balanced`` only).
     """
 
     name = "offline"
-    prompt_version = "offline-1"
+    prompt_version = "offline-2"
 
     def __init__(
-        self, *, mode: Literal["strict", "lenient"] = "strict", min_coverage: float = 0.5
+        self,
+        *,
+        mode: Mode = "balanced",
+        min_coverage: float = 0.5,
+        min_words: int = 6,
     ) -> None:
-        if mode not in ("strict", "lenient"):
+        if mode not in MODES:
             from agentlens.errors import ConfigError
 
-            raise ConfigError(f"offline judge: mode must be 'strict' or 'lenient', not {mode!r}")
+            raise ConfigError(
+                f"offline judge: mode must be one of {', '.join(MODES)}, not {mode!r}"
+            )
         self.mode = mode
         self.min_coverage = float(min_coverage)
-        self.model = f"lexical-{mode}" + ("" if mode == "strict" else f"-{self.min_coverage:g}")
+        self.min_words = int(min_words)
+        if mode == "strict":
+            self.model = "lexical-strict"
+        elif mode == "lenient":
+            self.model = f"lexical-lenient-{self.min_coverage:g}"
+        else:
+            self.model = f"lexical-balanced-{self.min_coverage:g}-{self.min_words}"
         self.usage = JudgeUsage()
 
     async def judge(
@@ -295,7 +327,7 @@ class OfflineJudge:
         best, missing = self._best_segment(prepared, index, ranked)
         span = EvidenceSpan(best.source, best.start, best.end, _shorten(best.text))
         total_w = sum(prepared.weights)
-        if self.mode == "strict":
+        if self.mode == "strict" or (self.mode == "balanced" and not missing):
             if missing:
                 words = ", ".join(repr(prepared.content[i].stem) for i in missing[:6])
                 frac = sum(prepared.weights[i] for i in missing) / total_w
@@ -315,12 +347,7 @@ class OfflineJudge:
                     t, prepared.values[i], index.all_stems, index.all_prefixes, index.all_numbers
                 )
             ]
-            names = [
-                i
-                for i in absent
-                if prepared.content[i].number
-                or (prepared.content[i].capital and prepared.content[i].start > 0)
-            ]
+            names = [i for i in absent if _specific(prepared.content[i])]
             if names:
                 words = ", ".join(repr(prepared.content[i].stem) for i in names[:6])
                 return ClaimVerdict(
@@ -332,6 +359,17 @@ class OfflineJudge:
                     who,
                 )
             cov = 1.0 - sum(prepared.weights[i] for i in absent) / total_w
+            found = len(prepared.content) - len(absent)
+            if self.mode == "balanced" and found < self.min_words:
+                words = ", ".join(repr(prepared.content[i].stem) for i in missing[:6])
+                return ClaimVerdict(
+                    Label.UNSUPPORTED,
+                    round(0.55 + 0.45 * (1 - _cov_best(prepared, missing)), 3),
+                    f"not in the closest evidence: {words} (a claim this short must be restated)",
+                    span,
+                    claim,
+                    who,
+                )
             if cov < self.min_coverage:
                 words = ", ".join(repr(prepared.content[i].stem) for i in absent[:6])
                 return ClaimVerdict(
@@ -345,7 +383,7 @@ class OfflineJudge:
         shared = {t.stem for t in prepared.content if t.stem in best.stems}
         claim_neg = _negated_about(prepared.negations, shared | {t.stem for t in prepared.content})
         ev_neg = _negated_about(best.negations, shared)
-        if self.mode == "strict" and claim_neg != ev_neg:
+        if self.mode != "lenient" and claim_neg != ev_neg:
             side = "the claim" if claim_neg else "the evidence"
             return ClaimVerdict(
                 Label.UNSUPPORTED,
@@ -355,13 +393,14 @@ class OfflineJudge:
                 claim,
                 who,
             )
-        cov_best = 1.0 - sum(prepared.weights[i] for i in missing) / total_w
+        share = _cov_best(prepared, missing)
         return ClaimVerdict(
             Label.SUPPORTED,
-            round(0.6 + 0.4 * cov_best, 3),
+            round(0.6 + 0.4 * share, 3),
             "every content word, number and name is in the evidence"
             if not missing
-            else f"{cov_best:.0%} of the claim is in the closest evidence",
+            else f"{share:.0%} of the claim is in the closest evidence; its names and numbers "
+            "are all in the evidence",
             span,
             claim,
             who,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import unicodedata
 from typing import NamedTuple
 
 __all__ = ["STOPWORDS", "Token", "char_ngrams", "number_values", "stem", "tokenize"]
@@ -329,8 +330,12 @@ _SCALES = {
 }
 
 _TOKEN = re.compile(
-    r"\d+(?:[.,:/]\d+)*(?:st|nd|rd|th|s)?|[A-Za-zÀ-ÖØ-öø-ÿ]+(?:['’][A-Za-z]+)?|%",
+    r"\d+(?:[.,:/]\d+)*(?:st|nd|rd|th|s)?|[A-Z](?:\.[A-Z])+\.?|[A-Za-zÀ-ÖØ-öø-ÿ]+(?:['’][A-Za-z]+)?|%",
 )
+_ACRONYMS = {"us": "usa", "usa": "usa", "uk": "uk", "eu": "eu", "un": "un"}
+"""Dotted and bare upper-case acronyms with one spelling (``U.S.`` = ``US`` = ``USA``)."""
+_NOT_NUMBERS = frozenset(["one", "first", "second", "once", "single"])
+"""Number words too common to be a number (``one of``, ``at first``, ``a second``)."""
 _ORDINAL = re.compile(r"(\d+)(?:st|nd|rd|th|s)$")
 
 
@@ -350,7 +355,7 @@ class Token(NamedTuple):
 @functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light, conservative stem: plural and common verb/adverb suffixes removed."""
-    w = word.lower().replace("’", "'")
+    w = _fold(word.lower().replace("’", "'"))
     if w.endswith("n't"):
         return "not"
     if w.endswith("'s"):
@@ -374,12 +379,20 @@ def stem(word: str) -> str:
     if w.endswith("ied") and n > 4:
         return w[:-3] + "y"
     if w.endswith("ed") and n > 4:
-        return _undouble(w[:-2])
+        base = _undouble(w[:-2])
+        return w[:-1] if base == "not" else base  # "noted" is no negation
     if w.endswith("ly") and n > 5:
         return w[:-2]
     if w.endswith("e") and n > 4:
         return w[:-1]
     return w
+
+
+def _fold(w: str) -> str:
+    """Drop diacritics (``aarón`` -> ``aaron``); plain ASCII is returned as is."""
+    if w.isascii():
+        return w
+    return "".join(ch for ch in unicodedata.normalize("NFKD", w) if not unicodedata.combining(ch))
 
 
 def _undouble(w: str) -> str:
@@ -422,10 +435,18 @@ def tokenize(text: str) -> list[Token]:
             out.append(Token(_norm_number(raw), m.start(), m.end(), False, True))
         elif raw == "%":
             out.append(Token("percent", m.start(), m.end(), False, False))
+        elif "." in raw or (raw.isupper() and raw.lower() in _ACRONYMS):
+            low = raw.replace(".", "").lower()
+            out.append(Token(_ACRONYMS.get(low, low), m.start(), m.end(), True, False))
         else:
             low = raw.lower()
-            is_num = low in _NUMBER_WORDS and low not in ("one", "second", "once", "single")
-            out.append(Token(stem(raw), m.start(), m.end(), raw[0].isupper(), is_num))
+            if low in _NUMBER_WORDS and low not in _NOT_NUMBERS:
+                # a number word stands for its value: "three" == "3", "twelfth" == "12th"
+                out.append(
+                    Token(_fmt(_NUMBER_WORDS[low]), m.start(), m.end(), raw[0].isupper(), True)
+                )
+            else:
+                out.append(Token(stem(raw), m.start(), m.end(), raw[0].isupper(), False))
     return out
 
 
@@ -438,12 +459,8 @@ def number_values(tokens: list[Token]) -> set[str]:
     for i, tok in enumerate(tokens):
         if not tok.number:
             continue
-        if tok.stem[0].isdigit():
-            values.add(tok.stem)
-            base = tok.stem
-        else:
-            base = _fmt(_NUMBER_WORDS.get(tok.stem, _NUMBER_WORDS.get(tok.stem + "s", 0)))
-            values.add(base)
+        base = tok.stem
+        values.add(base)
         if i + 1 < len(tokens) and tokens[i + 1].stem in _SCALES:
             with contextlib.suppress(ValueError):
                 values.add(_fmt(float(base.replace(",", "")) * _SCALES[tokens[i + 1].stem]))
