@@ -144,7 +144,7 @@ async def _faithful_synthesis(
     Options:
         judge: ``offline`` (default unless configured), ``openai``, ``anthropic``, or a Judge.
         model, base_url, timeout, max_concurrency, budget_usd, cache: passed to the judge.
-        mode: the offline judge's ``strict`` (default) or ``lenient`` mode.
+        mode: the offline judge's mode: ``balanced`` (default), ``strict`` or ``lenient``.
     """
     the_judge = resolve_judge(
         judge,
