@@ -947,7 +947,7 @@ class EvidenceIndex:
                     if best is None or d < best[0]:
                         best = (d, number_key(v), e.item)
             return None if best is None else (best[1], best[2])
-        limit = max(2, len(ref.key) // 2)
+        limit = max(2, len(ref.key) // 4 + 1)
         if ref.kind == "date":
             candidates = _ISO_TEXT
         elif ref.kind in ("url", "email"):
@@ -956,6 +956,7 @@ class EvidenceIndex:
             head = re.escape(ref.key.strip("[]")[:2])
             candidates = re.compile(rf"(?i)(?<![\w-]){head}[\w-]*")
         target = ref.key.strip("[]")
+        has_digit = any(ch.isdigit() for ch in target)
         for e in self.before(index):
             for m in candidates.finditer(e.item.text):
                 cand = m.group(0)
@@ -966,6 +967,8 @@ class EvidenceIndex:
                     key = cand.lower() if ref.kind != "date" else cand[:10]
                 if abs(len(key) - len(target)) > limit or key == target:
                     continue
+                if has_digit and not any(ch.isdigit() for ch in key):
+                    continue  # "customer" is no suggestion for "cust-48231"
                 d = edit_distance(target, key, limit)
                 if d <= limit and (best is None or d < best[0]):
                     best = (d, cand, e.item)
