@@ -37,7 +37,7 @@ store (OS page cache warm: the file was just written):
 Usage::
 
     .venv/bin/python benchmarks/bench_store.py [--steps 1000000] [--days 30] [--reps 5]
-        [--ingest-runs 2000] [--batch 500] [--import-reps 3] [--keep DIR]
+        [--ingest-runs 2000] [--batch 500] [--import-reps 5] [--keep DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -402,17 +402,23 @@ def build(url: str, total_steps: int, days: int, batch: int) -> tuple[int, float
     return runs, gen_time, put_time, put_cpu
 
 
-def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int) -> None:
+def bench_reads(
+    folder: Path, total_steps: int, days: int, reps: int, batch: int, reuse: bool
+) -> None:
     path = folder / "big.db"
     url = f"sqlite:///{path}"
-    print(f"\nBuilding a store of {total_steps:,} steps over {days} days in {path} ...")
-    runs, gen_time, put_time, put_cpu = build(url, total_steps, days, batch)
-    size = sum(p.stat().st_size for p in folder.glob("big.db*"))
-    print(
-        f"  {runs:,} runs; generating the Trace objects {gen_time:.1f} s; put_traces "
-        f"{put_time:.1f} s = {total_steps / put_time:,.0f} steps/s "
-        f"({total_steps / put_cpu:,.0f} steps/CPU-s); file {size / 1e9:.2f} GB; load {load()}"
-    )
+    if reuse and path.exists():
+        print(f"\nReusing the store in {path} (built by an earlier run with the same options)")
+    else:
+        print(f"\nBuilding a store of {total_steps:,} steps over {days} days in {path} ...")
+        runs, gen_time, put_time, put_cpu = build(url, total_steps, days, batch)
+        size = sum(p.stat().st_size for p in folder.glob("big.db*"))
+        print(
+            f"  {runs:,} runs; generating the Trace objects {gen_time:.1f} s; put_traces "
+            f"{put_time:.1f} s = {total_steps / put_time:,.0f} steps/s "
+            f"({total_steps / put_cpu:,.0f} steps/CPU-s); file {size / 1e9:.2f} GB; "
+            f"load {load()}"
+        )
 
     mid = T0 + timedelta(days=days // 2)
     window = RunFilter(start=mid, end=mid + timedelta(days=1))
@@ -449,12 +455,6 @@ def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int
                 median_of(reps, first(100, agent_window)),
             )
         )
-        rows.append(
-            (
-                f"query_traces(window): all {in_window:,} traces",
-                median_of(reps, lambda: sum(1 for _ in store.query_traces(window))),
-            )
-        )
 
         def raw_rows() -> Iterator[tuple[Any, ...]]:
             # The rows query_traces reads (SQL, key paging), nothing built from them.
@@ -473,21 +473,22 @@ def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int
             # The JSON parse alone (the same parser), no objects built.
             return sum(1 for _, _, doc, steps in raw_rows() if (from_json(doc), from_json(steps)))
 
-        rows.append(
-            (
-                "  baseline: same rows validated (previous read path)",
-                median_of(reps, validated_drain),
-            )
-        )
-        rows.append(
-            ("  same rows, JSON parsed only (no Trace objects)", median_of(reps, parse_drain))
-        )
-        rows.append(
-            (
-                "  same rows, SQL only (JSON text)",
-                median_of(reps, lambda: sum(1 for _ in raw_rows())),
-            )
-        )
+        # The drains side by side, interleaved (each round runs every variant once), so that
+        # the machine's load falls on all of them alike; 2x --reps rounds.
+        drains: dict[str, Callable[[], object]] = {
+            f"query_traces(window): all {in_window:,} traces": lambda: sum(
+                1 for _ in store.query_traces(window)
+            ),
+            "  baseline: same rows validated (previous read path)": validated_drain,
+            "  same rows, JSON parsed only (no Trace objects)": parse_drain,
+            "  same rows, SQL only (JSON text)": lambda: sum(1 for _ in raw_rows()),
+        }
+        drain_times: dict[str, list[float]] = {name: [] for name in drains}
+        for _ in range(2 * reps):
+            for name, fn in drains.items():
+                drain_times[name].append(timed(fn))
+        for name, measured in drain_times.items():
+            rows.append((name, (statistics.median(measured), min(measured), max(measured))))
         rows.append(
             (
                 "unscored_run_ids(window), all",
@@ -496,7 +497,6 @@ def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int
         )
         rng = random.Random(3)
         sample = [rng.choice(ids) for _ in range(200)]
-        per_call = [timed(functools.partial(store.get_trace, rid)) for rid in sample]
 
         def get_validated(run_id: str) -> Trace:
             # Baseline: get_trace as it was (the stored JSON validated again).
@@ -508,7 +508,11 @@ def bench_reads(folder: Path, total_steps: int, days: int, reps: int, batch: int
             doc, steps = store._read(work)
             return Trace.model_validate_json(f'{doc[:-1]},"steps":{steps}}}')
 
-        per_call_validated = [timed(functools.partial(get_validated, rid)) for rid in sample]
+        per_call: list[float] = []
+        per_call_validated: list[float] = []
+        for rid in sample:  # interleaved, like the drains
+            per_call.append(timed(functools.partial(store.get_trace, rid)))
+            per_call_validated.append(timed(functools.partial(get_validated, rid)))
         print(f"{'operation':<52} {'median':>12} {'min':>12} {'max':>12}")
         for name, (med, lo, hi) in rows:
             print(f"{name:<52} {ms(med):>12} {ms(lo):>12} {ms(hi):>12}")
@@ -541,8 +545,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--ingest-runs", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--import-reps", type=int, default=3)
+    parser.add_argument("--import-reps", type=int, default=5)
     parser.add_argument("--keep", type=Path, default=None, help="build in this folder and keep it")
+    parser.add_argument(
+        "--reuse", action="store_true", help="with --keep: read the store built there before"
+    )
     parser.add_argument("--skip-ingest", action="store_true")
     parser.add_argument("--skip-reads", action="store_true")
     args = parser.parse_args()
@@ -554,7 +561,7 @@ def main() -> None:
         if not args.skip_ingest:
             bench_ingest(folder, args.ingest_runs, args.batch, args.import_reps)
         if not args.skip_reads:
-            bench_reads(folder, args.steps, args.days, args.reps, args.batch)
+            bench_reads(folder, args.steps, args.days, args.reps, args.batch, args.reuse)
 
 
 if __name__ == "__main__":
