@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, trace, f in sample:
         text = _turn_text(trace, f.location)  # type: ignore[attr-defined]
         start, end = f.start or 0, f.end or 0  # type: ignore[attr-defined]
-        context = text[max(0, start - 70) : start] + "«" + text[start:end] + "»" + text[end : end + 50]
+        context = (
+            text[max(0, start - 70) : start] + "«" + text[start:end] + "»" + text[end : end + 50]
+        )
         context = context.replace("\n", " ⏎ ")
         print(f"- [{name} {f.attributes.get('kind')}] {trace.name} {f.location}: {context}")  # type: ignore[attr-defined]
     return 0
