@@ -266,6 +266,76 @@ def test_trusted_objects_behave_as_validated_ones_after_changes(record: dict[str
     assert fast.model_copy(deep=True) == slow.model_copy(deep=True)
 
 
+def test_the_fast_path_knows_every_field_and_validator() -> None:
+    # The trusted constructors rebuild by hand what validation makes. A field, alias, validator
+    # or config change on Trace or Step must be taught to them: this test fails until it is.
+    def shape(cls: type[BaseModel]) -> dict[str, Any]:
+        d = cls.__pydantic_decorators__
+        return {
+            "fields": {n: (str(f.annotation), f.alias) for n, f in cls.model_fields.items()},
+            "decorators": {
+                kind: sorted(getattr(d, kind))
+                for kind in (
+                    "validators",
+                    "field_validators",
+                    "root_validators",
+                    "field_serializers",
+                    "model_serializers",
+                    "model_validators",
+                    "computed_fields",
+                )
+                if getattr(d, kind)
+            },
+            "config": dict(cls.model_config),
+            "private": sorted(cls.__private_attributes__),
+            "post_init": cls.__pydantic_post_init__,
+        }
+
+    config = {"extra": "allow", "populate_by_name": True, "use_attribute_docstrings": True}
+    assert shape(Step) == {
+        "fields": {
+            "id": ("<class 'str'>", None),
+            "parent_id": ("str | None", None),
+            "kind": ("<enum 'StepKind'>", None),
+            "name": ("str | None", None),
+            "input": ("typing.Any", None),
+            "output": ("typing.Any", None),
+            "error": ("typing.Any", None),
+            "started_at": ("datetime.datetime | None", None),
+            "ended_at": ("datetime.datetime | None", None),
+            "attributes": ("dict[str, typing.Any]", None),
+        },
+        "decorators": {"field_validators": ["_to_utc"]},
+        "config": config,
+        "private": [],
+        "post_init": None,
+    }
+    assert shape(Trace) == {
+        "fields": {
+            "schema_version": ("<class 'int'>", None),
+            "id": ("<class 'str'>", None),
+            "project": ("<class 'str'>", None),
+            "agent": ("str | None", None),
+            "name": ("str | None", None),
+            "status": ("<class 'str'>", None),
+            "started_at": ("datetime.datetime | None", None),
+            "ended_at": ("datetime.datetime | None", None),
+            "input": ("typing.Any", None),
+            "output": ("typing.Any", None),
+            "metadata": ("dict[str, typing.Any]", None),
+            "links": ("dict[str, str]", None),
+            "steps": ("list[agentlens.model._trace.Step]", None),
+        },
+        "decorators": {
+            "field_validators": ["_links_to_str", "_to_utc"],
+            "model_validators": ["_check_version"],
+        },
+        "config": config,
+        "private": [],
+        "post_init": None,
+    }
+
+
 # -- the import's JSON parser -----------------------------------------------------------------
 #
 # agentlens import (ingest.trace_file) parses each JSONL line with pydantic's parser and falls

@@ -198,3 +198,18 @@ def test_a_row_in_a_form_the_fast_path_leaves_to_validation_still_loads(
     assert got.links == {"n": "7"}
     assert got.started_at == datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
     assert_same(got, Trace.model_validate_json(stored_json(store, "r00001")))
+
+
+def test_values_nested_deeper_than_pydantics_parser_takes_read_back(store: SQLiteStore) -> None:
+    # pydantic serialises a value nested 250 deep, but its JSON parser stops at 200 levels:
+    # such a run is read back with the standard parser instead of being unreadable.
+    deep: Any = "leaf"
+    for _ in range(250):
+        deep = [deep]
+    run = make_trace(1, vendor=deep)
+    run.steps[0].output = {"nested": deep}
+    store.put_traces([run])
+    got = store.get_trace("r00001")
+    assert got == run
+    assert got.model_dump_json() == run.model_dump_json()
+    assert list(store.query_traces()) == [run]

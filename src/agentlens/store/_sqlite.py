@@ -476,18 +476,18 @@ class SQLiteStore:
         """A stored run as a :class:`Trace`.
 
         The run was validated when it was stored, so it is rebuilt with the trusted constructor
-        (equal to what validation makes, several times cheaper), from the same JSON parser
-        that ``model_validate_json`` uses. Anything the trusted constructor does not handle
-        exactly is validated, so a row this agentlens cannot read still raises.
+        (equal to what validation makes, with less CPU), from the JSON parser that
+        ``model_validate_json`` uses. Anything the trusted constructor does not handle exactly
+        is validated, so a row this agentlens cannot read still raises.
         """
         try:
-            data = from_json(doc)
+            data = _parse(doc)
             if type(data) is dict:
-                data["steps"] = from_json(steps)
+                data["steps"] = _parse(steps)
             return Trace._from_trusted(data)
         except ValidationError as exc:
             reason = exc.errors()[0]["msg"] if exc.errors() else str(exc)
-        except ValueError as exc:  # malformed JSON
+        except (ValueError, RecursionError) as exc:  # malformed JSON
             reason = f"Invalid JSON: {exc}"
         raise StoreError(
             f"{self._label}: run {run_id!r} is stored in a form this agentlens cannot read: "
@@ -743,6 +743,15 @@ class SQLiteStore:
                 yield from page
 
         return iterate()
+
+
+def _parse(text: str) -> Any:
+    """Stored JSON as Python values: pydantic's parser, or for what it refuses (values nested
+    more than 200 deep, which the model can store) the standard one, which reads them alike."""
+    try:
+        return from_json(text)
+    except ValueError:
+        return json.loads(text)
 
 
 def _marks(n: int) -> str:
