@@ -70,6 +70,11 @@ class _Call:
         return (self.call_fp, self.result_fp)
 
 
+def _steps(n: int) -> str:
+    """``1 tool step``, ``3 tool steps``."""
+    return f"{n} tool step" if n == 1 else f"{n} tool steps"
+
+
 def _failed(step: Step) -> bool:
     error = step.error
     return error is not None and error != "" and error != {} and error != []
@@ -429,7 +434,7 @@ def _score_repeated(
         return ScoreResult(
             passed=True,
             value=0.0,
-            detail=f"no repeated calls in {len(calls)} tool steps",
+            detail=f"no repeated calls in {_steps(len(calls))}",
             attributes=attributes,
         )
     return ScoreResult(
@@ -461,7 +466,7 @@ def _score_excessive(
         return ScoreResult(
             passed=True,
             value=float(n),
-            detail=f"{n} tool steps, within the budget of {max_steps}",
+            detail=f"{_steps(n)}, within the budget of {max_steps}",
             attributes=attributes,
         )
     excess = list(calls[max_steps:])
@@ -549,7 +554,7 @@ def _score_no_progress(
         return ScoreResult(
             passed=True,
             value=0.0,
-            detail=f"no stretch of {min_stretch}+ steps without new evidence in {len(calls)} tool steps",
+            detail=f"no stretch of {min_stretch}+ steps without new evidence in {_steps(len(calls))}",
             attributes=attributes,
         )
     return ScoreResult(
