@@ -9,6 +9,8 @@ Environment variables (the one place they are listed):
     The configuration file to read instead of looking for ``agentlens.toml`` / ``pyproject.toml``.
 ``AGENTLENS_DISABLED``
     ``1`` turns capture into a no-op even when a store is configured.
+``AGENTLENS_DEBUG``
+    ``1`` lets the CLI show the traceback of an internal error instead of one line.
 ``AGENTLENS_DATA``
     Where the public evaluation data sets are (benchmarks and data tests); default ``../shared/data``.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Annotated
@@ -77,4 +78,18 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print("interrupted", markup=False)
         sys.exit(130)
     except BrokenPipeError:
+        # The reader went away (`agentlens runs | head`): not an error. Point stdout at devnull
+        # so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
+    except Exception as exc:
+        # A bug of ours, not the user's: still one line, unless asked for the traceback.
+        if os.environ.get("AGENTLENS_DEBUG"):
+            raise
+        err_console.print(
+            f"error: internal error: {type(exc).__name__}: {exc} "
+            "(set AGENTLENS_DEBUG=1 for the traceback, and please report it)",
+            markup=False,
+        )
+        sys.exit(1)

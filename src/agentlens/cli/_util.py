@@ -139,6 +139,8 @@ def user_errors() -> Iterator[None]:
         raise fail(str(exc)) from None
     except sqlite3.Error as exc:  # a backend that let a driver error escape
         raise fail(f"database error: {exc}") from None
+    except BrokenPipeError:
+        raise  # the reader went away (`agentlens runs | head`): main() exits quietly
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         raise fail(f"{where}{exc.strerror or exc}") from None
