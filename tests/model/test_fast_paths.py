@@ -134,7 +134,7 @@ def assert_same(a: BaseModel, b: BaseModel) -> None:
             assert_same(sa, sb)
 
 
-SLOW = settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+SLOW = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @given(trace_records())
@@ -229,7 +229,7 @@ coercible_or_invalid = st.sampled_from(
 
 
 @given(coercible_or_invalid, trace_records())
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_records_the_fast_path_does_not_handle_are_validated(
     change: dict[str, Any], record: dict[str, Any]
 ) -> None:
@@ -254,7 +254,7 @@ def test_the_wrong_top_level_type_is_a_validation_error() -> None:
 
 
 @given(trace_records())
-@settings(max_examples=50, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_trusted_objects_behave_as_validated_ones_after_changes(record: dict[str, Any]) -> None:
     assume(record.get("steps"))
     fast, slow = Trace._from_trusted(record), Trace.model_validate(record)
@@ -396,7 +396,7 @@ json_texts = st.recursive(
 
 
 @given(json_values, st.booleans(), st.sampled_from([None, 1]))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_fast_json_reads_valid_json_as_the_standard_decoder(
     value: Any, ascii_only: bool, indent: int | None
 ) -> None:
@@ -406,13 +406,13 @@ def test_fast_json_reads_valid_json_as_the_standard_decoder(
 
 
 @given(json_texts)
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_fast_json_reads_numbers_and_nesting_as_the_standard_decoder(text: str) -> None:
     check_parsers_agree(text)
 
 
 @given(json_texts, st.data())
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_fast_json_accepts_no_broken_text_the_standard_decoder_refuses(
     text: str, data: st.DataObject
 ) -> None:

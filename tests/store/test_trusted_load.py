@@ -129,7 +129,9 @@ def traces(draw: st.DrawFn, run_id: str) -> Trace:
 
 
 @given(st.lists(traces("r"), min_size=1, max_size=1), st.data())
-@settings(max_examples=120, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_runs_read_back_equal_their_validated_json(
     store: SQLiteStore, runs: list[Trace], data: st.DataObject
 ) -> None:
