@@ -40,7 +40,9 @@ class By(StrEnum):
 _SinceOpt = Annotated[
     str | None,
     typer.Option(
-        "--since", help="Runs started in the last 30m, 36h, 7d... (default 7d) or since a date."
+        "--since",
+        help="Runs started in the last 30m, 36h, 7d... (default 7d), since a date, or 'all' "
+        "(every run, runs without a start time included).",
     ),
 ]
 _FromOpt = Annotated[
@@ -70,7 +72,12 @@ _ScorerOpt = Annotated[
 
 def _window(
     since: str | None, start: str | None, end: str | None
-) -> tuple[datetime, datetime | None]:
+) -> tuple[datetime | None, datetime | None]:
+    """The window of ``--since``/``--from``/``--to``; ``(None, None)`` for ``--since all``."""
+    if since is not None and since.strip().lower() == "all":
+        if start is not None or end is not None:
+            raise ConfigError("--since all takes every run; it cannot be combined with --from/--to")
+        return None, None
     if since is None and start is None:
         since = _DEFAULT_SINCE
     lower, upper = time_window(since, start, end)
@@ -253,7 +260,10 @@ def _print_report(report: Any) -> None:
         )
     if report.scored == 0:
         err_console.print(
-            "no scored runs in this window; score them with `agentlens score`", markup=False
+            "no scored runs in this window; score them with `agentlens score`"
+            " (runs without a start time, as imported logs often are, count only with"
+            " --since all)",
+            markup=False
         )
 
 
@@ -404,6 +414,8 @@ def gate(
         baseline_length: timedelta | None = None
         if baseline_since is not None:
             baseline_length = parse_duration(baseline_since)
+            if lower is None:
+                raise ConfigError("--baseline-since needs a window with a start; not --since all")
         settings = load_settings(db=state.db)
         store = state.open_store()
         try:
@@ -417,7 +429,7 @@ def gate(
             current = hallucination_rate(start=lower, end=upper, **common)
             baseline = None
             base_label = ""
-            if baseline_length is not None:
+            if baseline_length is not None and lower is not None:
                 base_start = lower - baseline_length
                 baseline = hallucination_rate(start=base_start, end=lower, **common)
                 base_label = _window_label(base_start, lower)
