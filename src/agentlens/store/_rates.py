@@ -1,4 +1,4 @@
-"""SQL aggregation behind ``agentlens rate``: counts of runs by outcome, per group, in one pass.
+"""SQL aggregation behind ``agentlens rate``: counts of runs by outcome, per group.
 
 The counting rules (the same as :mod:`agentlens.analytics`'s pure-Python tally, which the tests
 hold this module to):
@@ -11,10 +11,16 @@ hold this module to):
   unverifiable, else **passed** (this includes a run flagged only in modes that were not selected).
 - A run in the window with none of those scores is **unscored**.
 
-Everything is computed inside SQLite over the denormalised columns of ``scores`` (``run_agent``,
-``run_release``, ``run_started_at``) and the ``(scorer, version, run_started_at)`` index: one
-``GROUP BY run_id`` pass turns score rows into one outcome per run, a second ``GROUP BY`` counts
-them per group. The only rows sent back to Python are the per-group counts and the flagged ids.
+How (:func:`rate_counts`, schema version 2): what a run counts as depends only on its
+*signature*, the list of (scorer, version, verdict, failure modes) of its scores, and on its
+agent role. The store keeps, through triggers (see :mod:`agentlens.store._migrations`,
+migration 2), one signature per run (``rate_runs``) and how many runs of each (UTC day, agent,
+release, signature) there are (``rate_rollup``). A query reads the rollup rows of the whole days
+of its window and groups the runs of the partial days at its edges by signature, classifies
+each distinct (signature, agent) once in Python, and multiplies. The flagged run ids come from
+the index ``rate_runs (sig, started_at, ...)``, for the flagging signatures only. So a 90-day
+breakdown reads thousands of rollup rows, not a million score rows, and the results are exactly
+those of the scan over ``scores`` (:func:`scan_rate_counts`, kept as a reference).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from datetime import date, timedelta
+from typing import Any, NamedTuple, TypeVar
 
 from agentlens.errors import StoreError
 from agentlens.model import FailureMode
@@ -33,6 +40,8 @@ __all__ = [
     "RateQuery",
     "VersionSelector",
     "rate_counts",
+    "rebuild_rate_rollup",
+    "scan_rate_counts",
     "stored_scorers",
     "stored_versions",
 ]
@@ -232,8 +241,12 @@ def _buckets(start_us: int, end_us: int, by: str) -> list[tuple[str, int, int]]:
         day += step
 
 
-def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[RateCounts]:
-    """Count runs by outcome over ``query``'s window, for the whole window or per group.
+def scan_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+    """:func:`rate_counts` computed by scanning the window's rows of ``scores`` (no rollup).
+
+    The implementation before schema version 2: kept as an independent SQL reference for the
+    tests and as the baseline of ``benchmarks/bench_rate.py``. Same arguments and results as
+    :func:`rate_counts`.
 
     Args:
         store: an open :class:`~agentlens.store._sqlite.SQLiteStore`.
@@ -432,6 +445,384 @@ def _by_time(
         if runs or row[1]:
             groups.append(counts_of((None, *row[1:]), runs))
     return groups
+
+
+# ---------------------------------------------------------------- from the rollup (schema v2)
+
+_DAY_US = 86_400_000_000
+_NO_DAY = -(2**63)
+"""``day`` of an undated run in ``rate_runs`` and ``rate_rollup``."""
+_EPOCH_DATE = date(1970, 1, 1)
+_DAY_SQL = (
+    f"(CASE WHEN started_at >= 0 THEN started_at / {_DAY_US}"
+    f" ELSE (started_at + 1) / {_DAY_US} - 1 END)"
+)
+"""The UTC day number of ``rate_runs.started_at`` (not NULL), as the triggers compute it."""
+
+
+class _Scored(NamedTuple):
+    """One score of a signature."""
+
+    scorer: str
+    version: str
+    verdict: str
+    modes: frozenset[str]
+
+
+def _unhex(text: str) -> str:
+    return bytes.fromhex(text).decode("utf-8", "surrogateescape")
+
+
+def _decode(sig: str) -> tuple[_Scored, ...]:
+    """The scores of a ``rate_sigs.sig`` (see migration 2 for the encoding)."""
+    out = []
+    for part in sig.split(";"):
+        scorer, version, verdict, modes = part.split(".")
+        out.append(
+            _Scored(
+                _unhex(scorer),
+                _unhex(version),
+                _unhex(verdict),
+                frozenset(_unhex(m[1:]) for m in modes.split(",") if m),
+            )
+        )
+    return tuple(out)
+
+
+def _plain(value: Any) -> str | None:
+    """A stored ``agent``/``release`` of the rate tables: the empty blob stands for NULL."""
+    return None if isinstance(value, bytes) else value
+
+
+_Part = tuple[str | None, int, frozenset[str]]
+"""What a run contributes to one group: (sub-key, outcome rank, failure modes it is counted in)."""
+
+
+class _Classifier:
+    """What a run of a given (signature, agent) counts as under one query, memoised."""
+
+    def __init__(self, query: RateQuery, by: str | None, mode_list: list[str]) -> None:
+        self.query = query
+        self.by = by
+        self.mode_list = mode_list
+        self.mode_set = frozenset(mode_list)
+        self.wanted = None if query.modes is None else frozenset(query.modes)
+        self.sigs: dict[int, tuple[_Scored, ...]] = {}
+        self.memo: dict[tuple[int, Any], tuple[_Part, ...]] = {}
+
+    def _selected(self, s: _Scored, agent: str | None) -> bool:
+        q = self.query
+        if q.any_version_of is not None:
+            return s.scorer in q.any_version_of
+        for sel in q.selectors:
+            if sel.scorer != s.scorer or sel.version != s.version:
+                continue
+            if sel.agents is not None:
+                if agent is not None and agent in sel.agents:
+                    return True
+            elif agent is None or agent not in sel.exclude_agents:
+                return True
+        return False
+
+    def _rank(self, s: _Scored) -> int:
+        if s.verdict == "flagged":
+            return _FLAGGED if self.wanted is None or s.modes & self.wanted else 0
+        if s.verdict == "error":
+            return _ERROR
+        return _UNVERIFIABLE if s.verdict == "unverifiable" else 0
+
+    def parts(self, sig: int, agent: Any) -> tuple[_Part, ...]:
+        """The contributions of one run of signature ``sig`` and stored agent ``agent``."""
+        key = (sig, agent)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._parts(self.sigs[sig], _plain(agent))
+        return found
+
+    def _parts(self, scores: tuple[_Scored, ...], agent: str | None) -> tuple[_Part, ...]:
+        chosen = [s for s in scores if self._selected(s, agent)]
+        if not chosen:
+            return ()
+        if self.by == "scorer_version":
+            out = []
+            for s in chosen:
+                rank = self._rank(s)
+                hit = s.modes & self.mode_set if rank == _FLAGGED else frozenset()
+                out.append((f"{s.scorer}@{s.version}", rank, hit))
+            return tuple(out)
+        flagged_modes = frozenset().union(*(s.modes for s in chosen if s.verdict == "flagged"))
+        if self.by == "mode":
+            other = max((self._rank(s) for s in chosen if s.verdict != "flagged"), default=0)
+            return tuple(
+                (m, _FLAGGED, frozenset((m,))) if m in flagged_modes else (m, other, frozenset())
+                for m in self.mode_list
+            )
+        rank = max(self._rank(s) for s in chosen)
+        hit = flagged_modes & self.mode_set if rank == _FLAGGED else frozenset()
+        return ((None, rank, hit),)
+
+
+def _group_key(by: str | None, day: int | None, agent: Any, release: Any) -> str | None:
+    if by in ("day", "week"):
+        if day is None or day == _NO_DAY:
+            return None
+        d = _EPOCH_DATE + timedelta(days=day)
+        if by == "week":
+            d -= timedelta(days=d.weekday())
+        return d.isoformat()
+    if by == "agent":
+        return _plain(agent)
+    if by == "release":
+        return _plain(release)
+    return None
+
+
+def _day_of(started_at: int | None) -> int | None:
+    return None if started_at is None else started_at // _DAY_US
+
+
+def _window_rows(conn: sqlite3.Connection, q: RateQuery) -> list[tuple[Any, ...]]:
+    """``(day, agent, release, sig, runs)`` of the window: rollup rows for its whole UTC days,
+    runs grouped by signature for the partial days at its edges."""
+    agent_sql = " AND agent = ?" if q.agent is not None else ""
+    agent_args: list[Any] = [q.agent] if q.agent is not None else []
+    roll = "SELECT day, agent, release, sig, n FROM rate_rollup WHERE n > 0"
+    if q.undated:
+        return conn.execute(roll + " AND day = ?" + agent_sql, [_NO_DAY, *agent_args]).fetchall()
+    start, end = q.start_us, q.end_us
+    if start is None and end is None:
+        return conn.execute(roll + agent_sql, agent_args).fetchall()
+    first = _NO_DAY + 1 if start is None else -(-start // _DAY_US)  # the first whole day
+    stop = None if end is None else end // _DAY_US  # the day after the last whole day
+    rows: list[tuple[Any, ...]] = []
+    partial: list[tuple[int, int]] = []
+    if stop is not None and first >= stop:
+        if start is not None and start < end:  # type: ignore[operator]
+            partial.append((start, end))  # type: ignore[arg-type]
+    else:
+        sql, args = roll + " AND day >= ?", [first]
+        if stop is not None:
+            sql += " AND day < ?"
+            args.append(stop)
+        rows.extend(conn.execute(sql + agent_sql, [*args, *agent_args]))
+        if start is not None and start < first * _DAY_US:
+            partial.append((start, first * _DAY_US))
+        if end is not None and stop is not None and stop * _DAY_US < end:
+            partial.append((stop * _DAY_US, end))
+    for lo, hi in partial:
+        rows.extend(
+            conn.execute(
+                f"SELECT {_DAY_SQL}, agent, release, sig, count(*) FROM rate_runs"
+                f" WHERE started_at >= ? AND started_at < ?{agent_sql} GROUP BY 1, 2, 3, 4",
+                [lo, hi, *agent_args],
+            )
+        )
+    return rows
+
+
+def _load_sigs(conn: sqlite3.Connection, wanted: set[int], into: dict[int, Any]) -> None:
+    missing = sorted(wanted.difference(into))
+    for at in range(0, len(missing), 500):
+        part = missing[at : at + 500]
+        sql = f"SELECT id, sig FROM rate_sigs WHERE id IN ({', '.join('?' * len(part))})"
+        for sig_id, text in conn.execute(sql, part):
+            into[sig_id] = _decode(text)
+
+
+def _flagged_runs(
+    conn: sqlite3.Connection, q: RateQuery, sigs: list[int]
+) -> list[tuple[str, int | None, Any, Any, int]]:
+    """``(run_id, started_at, agent, release, sig)`` of the window's runs of these signatures."""
+    clauses: list[str] = ["sig = ?"]
+    args: list[Any] = []
+    if q.undated:
+        clauses.append("started_at IS NULL")
+    if q.start_us is not None:
+        clauses.append("started_at >= ?")
+        args.append(q.start_us)
+    if q.end_us is not None:
+        clauses.append("started_at < ?")
+        args.append(q.end_us)
+    if q.agent is not None:
+        clauses.append("agent = ?")
+        args.append(q.agent)
+    sql = (
+        "SELECT run_id, started_at, agent, release, sig FROM rate_runs"
+        f" INDEXED BY rate_runs_by_sig WHERE {' AND '.join(clauses)}"
+    )
+    out: list[tuple[str, int | None, Any, Any, int]] = []
+    for sig in sigs:
+        out.extend(conn.execute(sql, [sig, *args]))
+    return out
+
+
+class _Acc:
+    """Counts of one group while they are summed."""
+
+    __slots__ = ("by_mode", "errors", "flagged", "ids", "scored_any", "unverifiable")
+
+    def __init__(self) -> None:
+        self.scored_any = self.flagged = self.errors = self.unverifiable = 0
+        self.by_mode: dict[str, int] = {}
+        self.ids: list[str] = []
+
+    def counts(self, key: str | None, runs: int, mode_list: list[str]) -> RateCounts:
+        by_mode = dict.fromkeys(mode_list, 0)
+        for m, n in self.by_mode.items():
+            by_mode[m] = by_mode.get(m, 0) + n
+        return RateCounts(
+            key=key,
+            runs=runs,
+            flagged=self.flagged,
+            passed=self.scored_any - self.flagged - self.errors - self.unverifiable,
+            unverifiable=self.unverifiable,
+            errors=self.errors,
+            by_mode=by_mode,
+            flagged_run_ids=sorted(self.ids),
+        )
+
+
+def rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+    """Count runs by outcome over ``query``'s window, for the whole window or per group.
+
+    Args:
+        store: an open :class:`~agentlens.store._sqlite.SQLiteStore` (schema version 2 or later).
+        query: the window, agent, scorer versions and modes.
+        by: ``None`` for one :class:`RateCounts` (key ``None``) over the window, or one of
+            ``day`` (UTC date), ``week`` (the Monday, UTC, that starts the ISO week), ``agent``,
+            ``release`` (``metadata.release``), ``mode`` (one group per failure mode: the rate as
+            if only that mode were selected) or ``scorer_version`` (``scorer@version``, every
+            stored version of the selected scorers apart).
+
+    Returns:
+        The groups in key order (``None`` keys last; for ``mode``, the modes' order).
+
+    How: see the module docs. All in one read snapshot.
+    """
+    if by not in (None, *_BY):
+        raise ValueError(f"unknown breakdown {by!r}; choose from {', '.join(_BY)}")
+    mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
+    classify = _Classifier(query, by, mode_list)
+    by_part = by in ("mode", "scorer_version")
+
+    def work(conn: sqlite3.Connection) -> list[RateCounts]:
+        rows = _window_rows(conn, query)
+        _load_sigs(conn, {row[3] for row in rows}, classify.sigs)
+        accs: dict[str | None, _Acc] = {}
+        flagging: set[int] = set()
+        for day, agent, release, sig, n in rows:
+            parts = classify.parts(sig, agent)
+            if not parts:
+                continue
+            row_key = None if by_part else _group_key(by, day, agent, release)
+            for sub, rank, hit in parts:
+                acc = accs.get(sub if by_part else row_key)
+                if acc is None:
+                    acc = accs[sub if by_part else row_key] = _Acc()
+                acc.scored_any += n
+                if rank == _FLAGGED:
+                    acc.flagged += n
+                    flagging.add(sig)
+                    for m in hit:
+                        acc.by_mode[m] = acc.by_mode.get(m, 0) + n
+                elif rank == _ERROR:
+                    acc.errors += n
+                elif rank == _UNVERIFIABLE:
+                    acc.unverifiable += n
+        for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, sorted(flagging)):
+            key = None if by_part else _group_key(by, _day_of(started_at), agent, release)
+            for sub, rank, _ in classify.parts(sig, agent):
+                if rank == _FLAGGED:
+                    accs[sub if by_part else key].ids.append(run_id)
+        return _assemble(conn, query, by, accs, mode_list)
+
+    return _read(store, work)
+
+
+def _assemble(
+    conn: sqlite3.Connection,
+    query: RateQuery,
+    by: str | None,
+    accs: dict[str | None, _Acc],
+    mode_list: list[str],
+) -> list[RateCounts]:
+    """The groups of a breakdown, with their runs, in order."""
+    if by in ("day", "week"):
+        out = []
+        for label, runs in _time_buckets(conn, query, by):
+            acc = accs.get(label)
+            if runs or acc is not None:
+                out.append((acc or _Acc()).counts(label, runs, mode_list))
+        return out
+    r_sql, r_args = _runs_sql(query, by if by in ("agent", "release") else None)
+    runs_by_key: dict[str | None, int] = {k: n for k, n in conn.execute(r_sql, r_args)}
+    total = sum(runs_by_key.values())
+    if by == "mode":
+        out = []
+        for m in mode_list:
+            counts = accs.get(m, _Acc()).counts(m, total, [])
+            counts.by_mode = {m: counts.flagged}
+            out.append(counts)
+        return out
+    if by in ("agent", "release"):
+        keys = set(runs_by_key) | set(accs)
+        found = [accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), mode_list) for k in keys]
+    elif by == "scorer_version":
+        found = [acc.counts(k, total, mode_list) for k, acc in accs.items()]
+    else:
+        found = [accs.get(None, _Acc()).counts(None, total, mode_list)]
+    return sorted(found, key=lambda c: (c.key is None, c.key or ""))
+
+
+def _time_buckets(
+    conn: sqlite3.Connection, query: RateQuery, by: str
+) -> list[tuple[str | None, int]]:
+    """``(label, runs)`` of each day or week of the window (then the undated runs, when the
+    window is open on both sides), counted on ``runs``' time index."""
+    start, end = query.start_us, query.end_us
+    agent_sql = " AND r.agent = ?" if query.agent is not None else ""
+    agent_args: list[Any] = [query.agent] if query.agent is not None else []
+    out: list[tuple[str | None, int]] = []
+    if not query.undated:
+        if start is None or end is None:
+            # An open side: the window ends at the first or last dated run.
+            lo, hi = conn.execute(
+                "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
+            ).fetchone()
+            if lo is None:
+                lo = hi = 0
+            start = lo if start is None else start
+            end = hi + 1 if end is None else end
+        sql = f"SELECT count(*) FROM runs r WHERE r.sort_at >= ? AND r.sort_at < ?{agent_sql}"
+        for label, lo, hi in _buckets(start, end, by) if start < end else []:
+            out.append((label, conn.execute(sql, [lo, hi, *agent_args]).fetchone()[0]))
+    if query.undated or (query.start_us is None and query.end_us is None):
+        sql = f"SELECT count(*) FROM runs r WHERE r.sort_at = ?{agent_sql}"
+        out.append((None, conn.execute(sql, [_NO_TIME, *agent_args]).fetchone()[0]))
+    return out
+
+
+def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
+    """Recompute ``rate_sigs``, ``rate_runs`` and ``rate_rollup`` from ``scores`` in bulk, in
+    one transaction on a writable connection in autocommit mode.
+
+    The triggers keep these tables exact on every write, so this is only needed after rows were
+    written with the triggers dropped (a bulk load), or to check the triggers (the tests compare
+    the two).
+    """
+    from agentlens.store._migrations import RATE_ROLLUP_FILL
+
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table in ("rate_rollup", "rate_runs", "rate_sigs"):
+            conn.execute(f"DELETE FROM {table}")
+        for statement in RATE_ROLLUP_FILL:
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _ids(text: str | None) -> list[str]:
