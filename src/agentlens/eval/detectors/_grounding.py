@@ -84,14 +84,18 @@ def _grounded(text: str, start: int, end: int, turn: Turn, match: Match, kind: s
     )
 
 
+_new = Finding.__new__
+_set = object.__setattr__
+
+
 def _construct(values: dict[str, Any]) -> Finding:
     """A :class:`Finding` from trusted values, without validation (pydantic's model_construct,
     minus its per-field bookkeeping): a run has dozens of grounded claims."""
-    finding = Finding.__new__(Finding)
-    object.__setattr__(finding, "__dict__", values)
-    object.__setattr__(finding, "__pydantic_fields_set__", set(values))
-    object.__setattr__(finding, "__pydantic_extra__", {})
-    object.__setattr__(finding, "__pydantic_private__", None)
+    finding = _new(Finding)
+    _set(finding, "__dict__", values)
+    _set(finding, "__pydantic_fields_set__", set(values))
+    _set(finding, "__pydantic_extra__", {})
+    _set(finding, "__pydantic_private__", None)
     return finding
 
 

@@ -1,0 +1,167 @@
+"""The grounding checks' fast paths give exactly what the plain definitions give.
+
+Each speed-up in ``_references`` / ``_evidence`` has a plain reference here (the unguarded
+expression, ``json.dumps``, the filtered evidence list, an uncached look-up) and a differential
+test against it on generated and real text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentlens.eval import Evidence
+from agentlens.eval._evidence import text_of
+from agentlens.eval._references import _GUARD, EvidenceIndex, get_extractor
+from agentlens.model import Trace
+
+_HEAD = r"(?:(?<!\w)|(?=\[))"
+
+# Pieces that build references and near-misses: shapes, separators, white space of every kind.
+_PIECES = [
+    *"aAbBcCdDeEfFxXzZ0123456789 -_.,:;@$€£¥[]()/%\n\t\u2003\xa0",
+    "March ", "May ", "Sept. ", "Jan", "USD", "US$", "A$", " dollars", " euros", "http://",
+    "https://", "www.", "ftp://", "percent", " per cent", "INV-", "CUST-", "DOC-", "2026-03-05",
+    "T10:00Z", "k ", " million", "bn", "deadbeef-dead-beef-dead-beefdeadbeef", "a@b.co", "1,834.20",
+    "ZK3P9Q", "HAT117", "[smith2020]", "[3]", "5th of ", "-$", "sha-256", "12 ", ", 2026", "7 ",
+]  # fmt: skip
+
+
+def _unguarded(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """The extractor's expression without the look-ahead guard: the plain definition."""
+    text = pattern.pattern
+    assert text.startswith(_HEAD + _GUARD)
+    return re.compile(_HEAD + text[len(_HEAD + _GUARD) :])
+
+
+def _spans(pattern: re.Pattern[str], text: str) -> list[tuple[int, int, str | None, str]]:
+    return [(m.start(), m.end(), m.lastgroup, m.group(0)) for m in pattern.finditer(text)]
+
+
+@pytest.mark.parametrize("kinds", [None, ["date", "money"], ["id", "code"], ["url", "uuid"]])
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from(_PIECES), max_size=30))
+def test_guard_changes_no_match(kinds: list[str] | None, parts: list[str]) -> None:
+    text = "".join(parts)
+    guarded = get_extractor(kinds=kinds)._builtin
+    assert guarded is not None
+    assert _spans(guarded, text) == _spans(_unguarded(guarded), text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=80))
+def test_guard_changes_no_match_on_any_text(text: str) -> None:
+    guarded = get_extractor()._builtin
+    assert guarded is not None
+    assert _spans(guarded, text) == _spans(_unguarded(guarded), text)
+
+
+def test_guard_keeps_shapes_whose_digits_are_in_the_next_word() -> None:
+    ex = get_extractor()
+    found = {(r.kind, r.text) for r in ex.extract("Paid USD 12.50 on March  5, 2026 and $ 7.")}
+    assert found == {("money", "USD 12.50"), ("date", "March  5, 2026"), ("money", "$ 7")}
+    uuid = "deadbeef-dead-beef-dead-beefdeadbeef"
+    assert [r.kind for r in ex.extract(f"see {uuid} (run 1)")] == ["uuid"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+        max_leaves=12,
+    )
+)
+def test_text_of_dumps_like_json_dumps(value: Any) -> None:
+    expected = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict | list) and text_of(value) != expected:
+        # chat messages and text blocks are read by their content, not dumped
+        assert isinstance(value, list) or "content" in value
+        return
+    assert text_of(value) == ("" if value is None else expected)
+
+
+def _trace(n: int) -> Trace:
+    steps: list[dict[str, Any]] = []
+    for i in range(n):
+        kind = ["tool", "text", "user", "llm", "retrieval", "thinking"][i % 6]
+        step: dict[str, Any] = {"id": f"s{i}", "kind": kind, "output": f"out {i} INV-{i:04d}"}
+        if kind == "tool" and i % 4 == 0:
+            step["error"] = "timeout"
+        steps.append(step)
+    return Trace.model_validate({"id": "r", "input": "hi", "steps": steps, "output": "done"})
+
+
+def test_before_is_the_evidence_produced_earlier() -> None:
+    ev = Evidence(_trace(40))
+    for index in range(-2, 45):
+        expected = tuple(item for item in ev.items if item.index < index)
+        assert ev.before(index) == expected
+        assert ev.before(index) == expected  # cached
+    for turn in ev.turns:
+        assert turn.evidence == tuple(i for i in ev.items if i.index < turn.index) or (
+            turn.location == "output" and turn.evidence == ev.items
+        )
+
+
+def test_cached_lookups_answer_as_a_fresh_index() -> None:
+    ev = Evidence(_trace(30))
+    shared = EvidenceIndex(ev.items)
+    for needle in ("inv-0000", "inv-0006", "inv-0012", "inv-0024", "out", "0012", "12", "nope"):
+        for index in (0, 5, 13, 25, 31):
+            for kw in ({"lower": True}, {"lower": False, "number": True}, {"lower": False, "amount": True}):  # fmt: skip
+                fresh = EvidenceIndex(ev.items)._first(needle, index, **kw)
+                cached = shared._first(needle, index, **kw)
+                assert (fresh and fresh.item) == (cached and cached.item), (needle, index, kw)
+
+
+def test_a_time_is_supported_by_the_same_step_in_every_process() -> None:
+    """Both readings of a time without am/pm are tried in a fixed order (as written first)."""
+    t = Trace.model_validate(
+        {
+            "id": "r",
+            "steps": [
+                {"id": "s1", "kind": "tool", "output": {"arrives": "23:00"}},
+                {"id": "s2", "kind": "tool", "output": {"departs": "11:00"}},
+            ],
+            "output": "It leaves at 11:00.",
+        }
+    )
+    index = EvidenceIndex(Evidence(t).items)
+    match = index.find_time("11:00?", 99)
+    assert match is not None and match.item.source == "s2"
+
+
+def _data() -> Path:
+    return Path(
+        os.environ.get(
+            "AGENTLENS_DATA", Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
+        )
+    )
+
+
+@pytest.mark.data
+def test_guard_changes_no_match_on_real_runs() -> None:
+    folder = _data() / "tau_bench"
+    if not folder.is_dir():
+        pytest.skip(f"no data in {folder}")
+    from agentlens.ingest.openai_messages import read
+
+    guarded = get_extractor()._builtin
+    assert guarded is not None
+    plain = _unguarded(guarded)
+    texts = 0
+    for path in sorted(folder.glob("*.json")):
+        for trace in read(path):
+            ev = Evidence(trace)
+            for text in [t.text for t in ev.turns] + [i.text for i in ev.items]:
+                assert _spans(guarded, text) == _spans(plain, text)
+                texts += 1
+    assert texts > 1000
