@@ -803,8 +803,9 @@ def _time_buckets(
 
 
 def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
-    """Recompute ``rate_sigs``, ``rate_runs`` and ``rate_rollup`` from ``scores`` in bulk, in
-    one transaction on a writable connection in autocommit mode.
+    """Recompute ``rate_sigs``, ``rate_runs`` and ``rate_rollup`` from ``scores`` in bulk, on a
+    writable connection: inside the caller's transaction if one is open (e.g. in
+    ``SQLiteStore._write``), else in a transaction of its own (autocommit connections).
 
     The triggers keep these tables exact on every write, so this is only needed after rows were
     written with the triggers dropped (a bulk load), or to check the triggers (the tests compare
@@ -812,15 +813,18 @@ def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
     """
     from agentlens.store._migrations import RATE_ROLLUP_FILL
 
-    conn.execute("BEGIN IMMEDIATE")
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN IMMEDIATE")
     try:
         for table in ("rate_rollup", "rate_runs", "rate_sigs"):
             conn.execute(f"DELETE FROM {table}")
         for statement in RATE_ROLLUP_FILL:
             conn.execute(statement)
-        conn.execute("COMMIT")
+        if own:
+            conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
+        if own and conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
 
