@@ -11,17 +11,25 @@ errors; 2% flagged for loops), and the oldest 60 days also carry results of an o
 It is built with ``executemany`` straight into the store's own tables (opened, and so migrated,
 by :class:`SQLiteStore` first) in batches of 50,000 rows, because building 1M pydantic traces and
 2.3M scores through ``put_traces``/``put_scores`` takes minutes; the rows have exactly the columns
-``put_traces``/``put_scores`` write, and the rate queries read nothing else. The store is kept
-(``--db``), so later runs reuse it.
+``put_traces``/``put_scores`` write. The rate rollup (schema migration 2) is filled by the
+store's own triggers as the score rows go in, exactly as on every other write path. A store built
+by an older agentlens (schema 1) is migrated when opened: migration 2 fills the rollup from the
+scores in bulk. The store is kept (``--db``), so later runs reuse it.
 
-Compared side by side in the same run with two baselines:
+Compared side by side in the same run, on the same store, with three baselines:
 
+- *scan (previous implementation)*: the same public calls with ``rate_counts`` replaced by
+  :func:`~agentlens.store._rates.scan_rate_counts`, which aggregates the window's rows of
+  ``scores`` (what ``agentlens rate`` did before migration 2); the results must be equal;
 - *naive SQL + Python*: fetch every score row of the window (run id, scorer, version, verdict and
   its failure modes) and aggregate in Python with the reference tally;
 - *store protocol*: ``list_runs`` + ``get_scores`` per run (what a backend without SQL does), on
   the 7-day window only, once (it is slow).
 
-Usage: ``python benchmarks/bench_rate.py [--db PATH] [--runs N] [--repeat K]``.
+It also times the price of the rollup on writes: ``put_scores`` of 2 scores for each of 5,000
+runs into a new store, with the triggers and with them dropped.
+
+Usage: ``python benchmarks/bench_rate.py [--db PATH] [--runs N] [--repeat K] [--rebuild]``.
 """
 
 from __future__ import annotations
@@ -43,11 +51,13 @@ from typing import Any
 
 from agentlens._ids import new_id
 from agentlens.analytics import ScoreFacts, hallucination_rate, rate_breakdown, tally
+from agentlens.analytics import _rate as _rate_module
 from agentlens.analytics._rate import python_rate_counts
 from agentlens.config import Settings
 from agentlens.eval import ScoreResult, define_scorer
+from agentlens.model import FailureMode, Finding, Score, Trace, Verdict
 from agentlens.store import open_store
-from agentlens.store._rates import RateQuery, VersionSelector
+from agentlens.store._rates import RateQuery, VersionSelector, scan_rate_counts
 
 DAYS = 180
 AGENTS = ("support", "billing", "research", "triage")
@@ -275,90 +285,157 @@ def main() -> None:
     print(machine())
     print(f"store: {args.db} ({args.db.stat().st_size / 1e6:.0f} MB), now = {now.isoformat()}\n")
 
-    print(f"{'measurement':52} {'median':>10}  notes")
-    for label, index in (("schema v1", False), ("with the proposed index", True)):
-        if index:
-            conn = sqlite3.connect(args.db)
-            t0 = time.perf_counter()
-            conn.execute(PROPOSED_INDEX)
-            conn.commit()
-            conn.close()
-            print(f"(created the proposed index in {time.perf_counter() - t0:.1f} s)")
+    print(f"{'measurement':56} {'median':>10}  notes")
+    for name, seconds, note in measure(args.db, now, args.repeat):
+        print(f"{name:56} {seconds * 1000:8.1f} ms  {note}", flush=True)
+    for name, seconds, note in write_cost(args.repeat):
+        print(f"{name:56} {seconds * 1000:8.1f} ms  {note}", flush=True)
+
+
+def scanning(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run with the previous implementation (the scan over ``scores``) in place."""
+
+    def run() -> Any:
+        saved = _rate_module.rate_counts
+        _rate_module.rate_counts = scan_rate_counts
         try:
-            for name, seconds, note in measure(args.db, now, args.repeat, protocol=not index):
-                print(
-                    f"{name + ' [' + label + ']':52} {seconds * 1000:8.1f} ms  {note}", flush=True
-                )
+            return fn()
         finally:
-            if index:
-                conn = sqlite3.connect(args.db)
-                conn.execute("DROP INDEX IF EXISTS scores_for_rates")
-                conn.commit()
-                conn.close()
+            _rate_module.rate_counts = saved
+
+    return run
 
 
-PROPOSED_INDEX = (
-    "CREATE INDEX IF NOT EXISTS scores_for_rates ON scores"
-    " (run_started_at, run_id, scorer, version, verdict, run_agent, run_release)"
-)
-"""A covering index for rate queries (proposed as migration 2 of the SQLite store)."""
-
-
-def measure(
-    db: Path, now: datetime, repeat: int, *, protocol: bool
-) -> list[tuple[str, float, str]]:
+def measure(db: Path, now: datetime, repeat: int) -> list[tuple[str, float, str]]:
     """Time the rate queries and their baselines; check that they agree."""
     store = open_store(f"sqlite:///{db}")
     week, quarter = now - timedelta(days=7), now - timedelta(days=90)
     scorers = ["bench_grounding", "bench_loops"]
     results: list[tuple[str, float, str]] = []
     try:
-        t, report = timed(
-            lambda: hallucination_rate(
+
+        def week_rate() -> Any:
+            return hallucination_rate(
                 start=week, end=now, scorers=scorers, store=store, settings=SETTINGS
-            ),
-            repeat,
-        )
+            )
+
+        def by_day() -> Any:
+            return rate_breakdown(
+                "day", start=quarter, end=now, scorers=scorers, store=store, settings=SETTINGS
+            )
+
+        def by_mode() -> Any:
+            return rate_breakdown(
+                "mode", start=week, end=now, scorers=scorers, store=store, settings=SETTINGS
+            )
+
+        t, report = timed(week_rate, repeat)
         results.append(("rate, 7 days", t, f"{report.runs:,} runs, rate {report.rate:.4f}"))
-        t_naive, counts = timed(lambda: naive(store, week, now, False), max(3, repeat // 2))
+        t_scan, scanned = timed(scanning(week_rate), max(3, repeat // 2))
+        assert scanned == report, "the rollup and the scan disagree"
+        results.append(("  baseline: scan over scores (previous)", t_scan, "equal report"))
+        t_naive, counts = timed(lambda: naive(store, week, now, False), 3)
         assert counts.flagged == report.flagged and counts.scored == report.scored
         results.append(("  baseline: naive SQL + Python", t_naive, "same counts"))
-        t, breakdown = timed(
-            lambda: rate_breakdown(
-                "day", start=quarter, end=now, scorers=scorers, store=store, settings=SETTINGS
-            ),
-            repeat,
-        )
+
+        t, breakdown = timed(by_day, repeat)
         total = sum(g.runs for g in breakdown.groups)
-        results.append(("--by day, 90 days", t, f"{len(breakdown.groups)} days, {total:,} runs"))
-        t_naive, days = timed(lambda: naive(store, quarter, now, True), 3)
-        assert sum(d.flagged for d in days) == sum(g.flagged for g in breakdown.groups)
-        results.append(("  baseline: naive SQL + Python", t_naive, "same counts"))
-        t, modes = timed(
-            lambda: rate_breakdown(
-                "mode", start=week, end=now, scorers=scorers, store=store, settings=SETTINGS
-            ),
-            repeat,
+        flagged = sum(g.flagged for g in breakdown.groups)
+        results.append(
+            (
+                "--by day, 90 days",
+                t,
+                f"{len(breakdown.groups)} days, {total:,} runs, {flagged:,} flagged ids",
+            )
         )
+        t_scan, scanned = timed(scanning(by_day), 3)
+        assert scanned == breakdown, "the rollup and the scan disagree"
+        results.append(("  baseline: scan over scores (previous)", t_scan, "equal breakdown"))
+        t_naive, days = timed(lambda: naive(store, quarter, now, True), 1)
+        assert [d.flagged for d in days] == [g.flagged for g in breakdown.groups]
+        results.append(("  baseline: naive SQL + Python", t_naive, "same counts"))
+
+        t, modes = timed(by_mode, repeat)
         results.append(("--by mode, 7 days", t, f"{len(modes.groups)} modes"))
-        if protocol:
-            query = RateQuery(
-                selectors=(
-                    VersionSelector("bench_grounding", "1"),
-                    VersionSelector("bench_loops", "1"),
-                ),
-                start_us=_us(week),
-                end_us=_us(now),
-            )
-            t0 = time.perf_counter()
-            (slow,) = python_rate_counts(store, query)
-            assert slow.flagged == report.flagged
-            results.append(
-                ("  baseline: store protocol, 7 days (1 run)", time.perf_counter() - t0, "same")
-            )
+        t_scan, scanned = timed(scanning(by_mode), max(3, repeat // 2))
+        assert scanned == modes, "the rollup and the scan disagree"
+        results.append(("  baseline: scan over scores (previous)", t_scan, "equal breakdown"))
+
+        query = RateQuery(
+            selectors=(
+                VersionSelector("bench_grounding", "1"),
+                VersionSelector("bench_loops", "1"),
+            ),
+            start_us=_us(week),
+            end_us=_us(now),
+        )
+        t0 = time.perf_counter()
+        (slow,) = python_rate_counts(store, query)
+        assert slow.flagged == report.flagged
+        results.append(
+            ("  baseline: store protocol, 7 days (1 run)", time.perf_counter() - t0, "same")
+        )
     finally:
         store.close()
     return results
+
+
+def write_cost(repeat: int, runs: int = 5_000) -> list[tuple[str, float, str]]:
+    """``put_scores`` of 2 scores per run into a new store, with and without the triggers."""
+    rng = random.Random(3)
+    started = datetime(2026, 1, 1, tzinfo=UTC)
+    traces = [
+        Trace(agent=AGENTS[i % 4], started_at=started + timedelta(seconds=i), output="x")
+        for i in range(runs)
+    ]
+    scores = []
+    for run in traces:
+        for name in ("bench_grounding", "bench_loops"):
+            flagged = rng.random() < 0.05
+            scores.append(
+                Score(
+                    run_id=run.id,
+                    scorer=name,
+                    version="1",
+                    passed=not flagged,
+                    verdict=Verdict.FLAGGED if flagged else Verdict.PASSED,
+                    findings=[Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="X")]
+                    if flagged
+                    else [],
+                )
+            )
+    results = []
+    timings: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(max(3, repeat // 2)):
+            for triggers in (True, False):
+                store = open_store(f"sqlite:///{Path(tmp) / f'w{i}{triggers}.db'}")
+                try:
+                    store.put_traces(traces)
+                    if not triggers:
+                        store._write(_drop_triggers)  # type: ignore[attr-defined]
+                    t0 = time.perf_counter()
+                    store.put_scores(scores)
+                    timings[triggers].append(time.perf_counter() - t0)
+                finally:
+                    store.close()
+    for triggers in (True, False):
+        label = "with the rollup triggers" if triggers else "  baseline: triggers dropped"
+        t = statistics.median(timings[triggers])
+        results.append(
+            (
+                f"put_scores, {len(scores):,} scores, {label}",
+                t,
+                f"{t / len(scores) * 1e6:.0f} µs a score",
+            )
+        )
+    return results
+
+
+def _drop_triggers(conn: sqlite3.Connection) -> None:
+    names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall()
+    for (name,) in names:
+        conn.execute(f"DROP TRIGGER {name}")
 
 
 if __name__ == "__main__":
