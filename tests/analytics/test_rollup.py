@@ -123,7 +123,7 @@ def rate_tables(store: Any) -> tuple[list[Any], list[Any]]:
         ).fetchall()
         return runs, rollup
 
-    return store._read(read)  # type: ignore[no-any-return]
+    return store._read(read)
 
 
 def assert_rates_agree(
@@ -159,7 +159,7 @@ def assert_rates_agree(
 def test_the_rollup_stays_exact_under_random_writes(
     ops: list[tuple[Any, ...]], window: Window, modes: list[str] | None, agent: str | None
 ) -> None:
-    store = open_store("sqlite:///:memory:")
+    store: Any = open_store("sqlite:///:memory:")
     try:
         apply(store, ops)
         kept = rate_tables(store)
@@ -171,7 +171,7 @@ def test_the_rollup_stays_exact_under_random_writes(
 
 
 def test_replacing_and_deleting_move_the_counts(tmp_path: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    store: Any = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     try:
         a, b = run(1, 2, "support", "v1"), run(2, 30, "support", "v1")
         store.put_traces([a, b])
@@ -201,7 +201,7 @@ def test_replacing_and_deleting_move_the_counts(tmp_path: Path) -> None:
 
 def test_migration_2_fills_the_rollup_of_an_existing_store(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    store = open_store(f"sqlite:///{path}")
+    store: Any = open_store(f"sqlite:///{path}")
     try:
         apply(
             store,
@@ -238,7 +238,7 @@ def test_migration_2_fills_the_rollup_of_an_existing_store(tmp_path: Path) -> No
 
 
 def test_days_before_1970_and_odd_names_round_trip() -> None:
-    store = open_store("sqlite:///:memory:")
+    store: Any = open_store("sqlite:///:memory:")
     try:
         old = Trace(
             id="01OLD",
@@ -249,7 +249,9 @@ def test_days_before_1970_and_odd_names_round_trip() -> None:
             metadata={"release": "r.1;x"},
         )
         store.put_traces([old])
-        store.put_scores([score(old.id, "odd.name;x", "1.0", "flagged", frozenset({"no_progress"}))])
+        store.put_scores(
+            [score(old.id, "odd.name;x", "1.0", "flagged", frozenset({"no_progress"}))]
+        )
         query = RateQuery(
             any_version_of=("odd.name;x",),
             start_us=None,
@@ -265,7 +267,7 @@ def test_days_before_1970_and_odd_names_round_trip() -> None:
 
 @pytest.mark.parametrize("verdict", ["flagged", "passed"])
 def test_insert_or_replace_and_manual_updates_keep_it_exact(verdict: str) -> None:
-    store = open_store("sqlite:///:memory:")
+    store: Any = open_store("sqlite:///:memory:")
     try:
         t = run(5, 10, "support", "v1")
         store.put_traces([t])
