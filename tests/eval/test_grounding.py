@@ -310,9 +310,25 @@ def test_leakage_options() -> None:
     assert [f.text for f in leak_result(t, facts=["number"]).findings] == ["4,000"]
     assert [f.text for f in leak_result(t, allow=["Acme Rockets"]).findings] == ["4,000"]
     judged = leak_result(t, judge="offline")
-    assert "judges issue" in judged.attributes["judge"]
+    assert judged.attributes["judge"] == "offline"
+    # The judged claim overlaps the facts already reported: not reported twice.
+    assert [f.text for f in judged.findings] == [f.text for f in leak_result(t).findings]
     bad = get_scorer("parametric_leakage").with_options(facts=["colour"]).score(t)
     assert bad.verdict is Verdict.ERROR
+
+
+def test_the_judged_half_finds_claims_without_specific_facts() -> None:
+    t = trace(
+        [tool("s1", {"plan": "basic", "warranty": "covers screen repairs only"})],
+        "Your warranty also covers water damage and theft.",
+    )
+    assert leak_result(t).passed  # no number, date or name: nothing for the deterministic half
+    judged = leak_result(t, judge="offline")
+    assert judged.verdict is Verdict.FLAGGED
+    (finding,) = judged.findings
+    assert finding.failure_mode == "parametric_leakage"
+    assert "water damage" in finding.text
+    assert finding.start is not None and finding.location == "output"
 
 
 def test_leakage_truncated_is_unverifiable() -> None:

@@ -232,6 +232,7 @@ def _parametric_leakage(
     facts: Sequence[str] | None = None,
     allow: Sequence[str] | None = None,
     judge: str | None = None,
+    model: str | None = None,
 ) -> ScoreResult:
     """Every specific fact in an answer (number, date, year, name) is in the evidence."""
     extractor = _extractor(patterns, kinds)
@@ -274,10 +275,10 @@ def _parametric_leakage(
                     attributes={"kind": fact.kind, "key": fact.key},
                 )
             )
-    flagged = sum(not f.unverifiable for f in findings)
     attributes: dict[str, Any] = {}
     if judge is not None:
-        attributes["judge"] = "not run: the judged half arrives with the judges issue"
+        findings.extend(_judged_half(evidence, findings, judge, model, attributes))
+    flagged = sum(not f.unverifiable for f in findings)
     return ScoreResult(
         passed=not findings,
         value=float(flagged),
@@ -287,6 +288,34 @@ def _parametric_leakage(
         grounded=grounded,
         attributes=attributes,
     )
+
+
+def _judged_half(
+    evidence: Evidence,
+    found: list[Finding],
+    judge: str,
+    model: str | None,
+    attributes: dict[str, Any],
+) -> list[Finding]:
+    """The judged half: claims the judge finds absent from the evidence before them. A claim
+    that overlaps a fact the deterministic half already reported is not reported twice."""
+    from agentlens.eval.detectors._synthesis import judged_leakage
+
+    options: dict[str, Any] = {} if model is None else {"model": model}
+    judged = judged_leakage(evidence.trace, evidence, judge, **options)
+    taken = [(f.location, f.start, f.end) for f in found if f.start is not None and f.end is not None]
+
+    def overlaps(f: Finding) -> bool:
+        if f.start is None or f.end is None:
+            return False
+        return any(
+            loc == f.location and f.start < end and start < f.end for loc, start, end in taken
+        )
+
+    new = [f for f in judged if not overlaps(f)]
+    attributes["judge"] = judge if model is None else f"{judge}:{model}"
+    attributes["judged_claims_unsupported"] = len(judged)
+    return new
 
 
 def _find_fact(
@@ -319,8 +348,9 @@ def parametric_leakage(
     facts: Sequence[str] | None = None,
     allow: Sequence[str] | None = None,
     judge: str | None = None,
+    model: str | None = None,
 ) -> Scorer:
-    """The ``parametric_leakage`` scorer (deterministic half) with options bound.
+    """The ``parametric_leakage`` scorer with options bound.
 
     Fails when an answer states a specific fact (a number, amount, percentage, date, year, time
     of day, or a person's, organisation's or place's name) that the evidence before it does not
@@ -335,8 +365,11 @@ def parametric_leakage(
             ``year``, ``date``, ``time``, ``name``.
         allow: names that are always accepted (the company's own name, its products): a name
             whose words are all among these is not checked.
-        judge: reserved: the judged half arrives with the judges issue; today it is recorded
-            in the result's attributes and not run.
+        judge: also run the judged half with this judge backend (``offline``, ``openai``,
+            ``anthropic``): claims the judge finds absent from the evidence are findings too,
+            unless they overlap a fact the deterministic half already reported. Default: the
+            deterministic half only.
+        model: the judge's model, for the network backends.
     """
     options: dict[str, Any] = {}
     if patterns is not None:
@@ -349,5 +382,7 @@ def parametric_leakage(
         options["allow"] = list(allow)
     if judge is not None:
         options["judge"] = judge
+    if model is not None:
+        options["model"] = model
     _extractor(options.get("patterns"), options.get("kinds"))
     return get_scorer("parametric_leakage").with_options(**options)
