@@ -239,7 +239,7 @@ def naive(store: Any, since: datetime, now: datetime, by_day: bool) -> Any:
         " FROM scores s WHERE s.run_started_at >= ? AND s.run_started_at < ?"
         " AND s.version = '1' AND s.scorer IN ('bench_grounding', 'bench_loops')"
     )
-    rows = store._read(lambda c: c.execute(sql, (_us(since), _us(now))).fetchall())
+    rows = store.read(lambda c: c.execute(sql, (_us(since), _us(now))).fetchall())
     per_run: dict[str, tuple[int, list[ScoreFacts]]] = {}
     for run_id, started, verdict, modes in rows:
         entry = per_run.setdefault(run_id, (started, []))

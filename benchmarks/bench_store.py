@@ -505,7 +505,7 @@ def bench_reads(
                 doc, steps = row.fetchone()
                 return doc, steps
 
-            doc, steps = store._read(work)
+            doc, steps = store.read(work)
             return Trace.model_validate_json(f'{doc[:-1]},"steps":{steps}}}')
 
         per_call: list[float] = []

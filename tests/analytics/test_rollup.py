@@ -123,7 +123,7 @@ def rate_tables(store: Any) -> tuple[list[Any], list[Any]]:
         ).fetchall()
         return runs, rollup
 
-    return store._read(read)
+    return store.read(read)
 
 
 def assert_rates_agree(

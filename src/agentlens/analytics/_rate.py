@@ -259,7 +259,8 @@ def resolve_selection(
 
 
 def _is_sql(store: Any) -> bool:
-    return callable(getattr(store, "read", None)) or callable(getattr(store, "_read", None))
+    # SQL stores answer rate queries in the database; any other TraceStore is counted in Python.
+    return callable(getattr(store, "read", None))
 
 
 def _stored_scorers(store: Any) -> list[str]:

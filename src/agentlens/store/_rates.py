@@ -877,7 +877,7 @@ def stored_versions(
 
 def _read(store: Any, work: Callable[[sqlite3.Connection], _T]) -> _T:
     """Run ``work`` in one read snapshot of the store (its pooled read-only connections)."""
-    read = getattr(store, "read", None) or getattr(store, "_read", None)
+    read = getattr(store, "read", None)
     if read is None:
         raise StoreError(
             f"{type(store).__name__} does not support rate queries; use a sqlite:/// store"

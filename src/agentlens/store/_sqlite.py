@@ -23,7 +23,7 @@ rows inserted with ``executemany`` in chunks). A run whose id is already stored 
 scores and score modes are deleted with it. A run identical to the stored one (same JSON,
 same steps) is left as it is, so importing a file twice changes nothing, and its scores stay.
 
-Schema (version 1; see :mod:`agentlens.store._migrations`)
+Schema (version 2; see :mod:`agentlens.store._migrations`)
 -----------------------------------------------------------
 Times are integers: microseconds since the Unix epoch, UTC. JSON columns (``doc``) hold compact
 JSON text, exactly as the model serialises it, so ``json_extract`` works on them.
@@ -61,6 +61,13 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
     value), ``findings`` (how many findings of that mode). Primary key
     ``(run_id, scorer, version, mode)``; index ``(scorer, version, mode)``. A rate by mode is a
     join of ``scores`` (window, denominator) with ``score_modes`` on the score's key.
+
+``rate_sigs``, ``rate_runs``, ``rate_rollup`` (migration 2) — what rate queries read.
+    ``rate_sigs`` holds each distinct signature (the scorers, versions, verdicts and failure
+    modes of all of one run's scores); ``rate_runs`` one row per scored run with its start time,
+    UTC day, agent, release and signature; ``rate_rollup`` a count of runs per (day, agent,
+    release, signature). Triggers on ``scores`` and ``score_modes`` keep them exact under every
+    write (see :mod:`agentlens.store._migrations` and :mod:`agentlens.store._rates`).
 
 ``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
 """
@@ -258,6 +265,12 @@ class SQLiteStore:
                 self._idle.append(conn)
                 return
         conn.close()
+
+    def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``work(connection)`` in one read transaction: a consistent snapshot, on a pooled
+        read-only connection, never blocked by a writer. SQLite-specific (not part of
+        :class:`TraceStore`): the rate queries of :mod:`agentlens.store._rates` use it."""
+        return self._read(work)
 
     def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` in one read transaction (a consistent snapshot)."""
