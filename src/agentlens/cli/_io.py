@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import time_window, user_errors
+from agentlens.cli._util import AgentOpt, FromOpt, SinceOpt, ToOpt, time_window, user_errors
 from agentlens.errors import FormatError
 from agentlens.model import Trace
 
@@ -256,24 +256,10 @@ def export(
             "--out", "-o", metavar="FILE", help="Write to this file (atomically) instead of stdout."
         ),
     ] = None,
-    agent: Annotated[
-        str | None, typer.Option("--agent", help="Only this agent role.", metavar="AGENT")
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            help="Runs started in the last 30m, 36h, 7d... or since a date.",
-            metavar="WHEN",
-        ),
-    ] = None,
-    start: Annotated[
-        str | None,
-        typer.Option("--from", help="Runs started at or after this ISO time.", metavar="TIME"),
-    ] = None,
-    end: Annotated[
-        str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
-    ] = None,
+    agent: AgentOpt = None,
+    since: SinceOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
     limit: Annotated[
         int | None,
         typer.Option(

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import parse_duration, time_window, user_errors
+from agentlens.cli._util import AgentOpt, FromOpt, ToOpt, parse_duration, time_window, user_errors
 from agentlens.errors import ConfigError
 
 __all__ = ["forest_bar", "gate", "parse_fraction", "rate", "sparkline", "write_atomic"]
@@ -45,11 +45,6 @@ _SinceOpt = Annotated[
         "(every run, runs without a start time included).",
     ),
 ]
-_FromOpt = Annotated[
-    str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
-]
-_ToOpt = Annotated[str | None, typer.Option("--to", help="Runs started before this ISO time.")]
-_AgentOpt = Annotated[str | None, typer.Option("--agent", help="Only this agent role.")]
 _ModeOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -162,9 +157,9 @@ def forest_bar(
 @app.command()
 def rate(
     since: _SinceOpt = None,
-    start: _FromOpt = None,
-    end: _ToOpt = None,
-    agent: _AgentOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    agent: AgentOpt = None,
     mode: _ModeOpt = None,
     scorer: _ScorerOpt = None,
     by: Annotated[
@@ -263,7 +258,7 @@ def _print_report(report: Any) -> None:
             "no scored runs in this window; score them with `agentlens score`"
             " (runs without a start time, as imported logs often are, count only with"
             " --since all)",
-            markup=False
+            markup=False,
         )
 
 
@@ -347,9 +342,9 @@ def gate(
         ),
     ],
     since: _SinceOpt = None,
-    start: _FromOpt = None,
-    end: _ToOpt = None,
-    agent: _AgentOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    agent: AgentOpt = None,
     mode: _ModeOpt = None,
     scorer: _ScorerOpt = None,
     baseline_since: Annotated[

@@ -14,7 +14,16 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, out_console, state
-from agentlens.cli._util import format_time, preview, time_window, user_errors
+from agentlens.cli._util import (
+    AgentOpt,
+    FromOpt,
+    SinceOpt,
+    ToOpt,
+    format_time,
+    preview,
+    time_window,
+    user_errors,
+)
 from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc
 from agentlens.store import RunFilter, RunSummary, TraceStore
 
@@ -70,24 +79,10 @@ def verdict_summary(scores: Sequence[Score]) -> tuple[Verdict | None, str]:
 
 @app.command()
 def runs(
-    agent: Annotated[
-        str | None, typer.Option("--agent", help="Only this agent role.", metavar="AGENT")
-    ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option(
-            "--since",
-            help="Runs started in the last 30m, 36h, 7d... or since a date.",
-            metavar="WHEN",
-        ),
-    ] = None,
-    start: Annotated[
-        str | None,
-        typer.Option("--from", help="Runs started at or after this ISO time.", metavar="TIME"),
-    ] = None,
-    end: Annotated[
-        str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
-    ] = None,
+    agent: AgentOpt = None,
+    since: SinceOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
     limit: Annotated[
         int,
         typer.Option(

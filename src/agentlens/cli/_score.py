@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import time_window, user_errors
+from agentlens.cli._util import AgentOpt, FromOpt, SinceOpt, ToOpt, time_window, user_errors
 from agentlens.model import Score, Verdict
 
 __all__ = ["score"]
@@ -44,17 +44,10 @@ def score(
             metavar="NAME",
         ),
     ] = None,
-    since: Annotated[
-        str | None,
-        typer.Option("--since", help="Runs started in the last 30m, 36h, 7d... or since a date."),
-    ] = None,
-    start: Annotated[
-        str | None, typer.Option("--from", help="Runs started at or after this ISO time.")
-    ] = None,
-    end: Annotated[
-        str | None, typer.Option("--to", help="Runs started before this ISO time.")
-    ] = None,
-    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent role.")] = None,
+    since: SinceOpt = None,
+    start: FromOpt = None,
+    end: ToOpt = None,
+    agent: AgentOpt = None,
     rescore: Annotated[
         bool,
         typer.Option(

@@ -8,19 +8,43 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from agentlens.cli._app import fail
 from agentlens.errors import AgentlensError, ConfigError
 from agentlens.model import utc
 
 __all__ = [
+    "AgentOpt",
+    "FromOpt",
+    "SinceOpt",
+    "ToOpt",
     "format_time",
     "parse_duration",
     "parse_time",
     "preview",
     "time_window",
     "user_errors",
+]
+
+# The options that select runs, shared by every command that takes them.
+AgentOpt = Annotated[
+    str | None, typer.Option("--agent", help="Only this agent role.", metavar="AGENT")
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--since", help="Runs started in the last 30m, 36h, 7d... or since a date.", metavar="WHEN"
+    ),
+]
+FromOpt = Annotated[
+    str | None,
+    typer.Option("--from", help="Runs started at or after this ISO time.", metavar="TIME"),
+]
+ToOpt = Annotated[
+    str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
 ]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
