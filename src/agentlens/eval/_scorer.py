@@ -138,7 +138,9 @@ def _run_sync(awaitable: Awaitable[Any]) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(_await(awaitable))
-    raise ScorerError("an async scorer cannot be run synchronously inside an event loop; use ascore")
+    raise ScorerError(
+        "an async scorer cannot be run synchronously inside an event loop; use ascore"
+    )
 
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
@@ -164,7 +166,9 @@ def define_scorer(
     return s
 
 
-def _adapt(fn: Callable[..., Any], params: Mapping[str, Any], takes_any: bool) -> Callable[..., Any]:
+def _adapt(
+    fn: Callable[..., Any], params: Mapping[str, Any], takes_any: bool
+) -> Callable[..., Any]:
     """Let a scorer declare only the arguments it uses (``trace``, ``evidence`` or both)."""
     if takes_any or {"trace", "evidence"} <= set(params):
         return fn
@@ -278,16 +282,11 @@ async def arun_scorers(
     Results are stored per (run, scorer, scorer version) when the run came from a store, or when
     ``save=True`` and a store is given. Scorers run concurrently; none can abort the others.
     """
-    trace, store = _resolve_target(run_id, trace, store)
-    cfg = _settings(settings)
-    agent_settings = cfg.for_agent(trace.agent)
-    evidence = Evidence(trace, agent_settings.evidence)
-    resolved = [resolve_scorer(s, trace.agent, cfg) for s in scorers]
+    trace, store, evidence, resolved = _prepare(scorers, run_id, trace, store, settings)
     results = await asyncio.gather(*(s.ascore(trace, evidence) for s in resolved))
-    report = _report(trace.id, resolved, results)
-    if store is not None and (save if save is not None else run_id is not None):
-        store.put_scores(report.results.values())
-    return report
+    return _finish(
+        trace.id, resolved, results, store, save if save is not None else run_id is not None
+    )
 
 
 def run_scorers(
@@ -300,14 +299,34 @@ def run_scorers(
     save: bool | None = None,
 ) -> Report:
     """Synchronous :func:`arun_scorers`: sync scorers run in this thread, without an event loop."""
+    trace, store, evidence, resolved = _prepare(scorers, run_id, trace, store, settings)
+    results = [s.score(trace, evidence) for s in resolved]
+    return _finish(
+        trace.id, resolved, results, store, save if save is not None else run_id is not None
+    )
+
+
+def _prepare(
+    scorers: Iterable[str | Scorer],
+    run_id: str | None,
+    trace: Trace | None,
+    store: Any,
+    settings: Settings | None,
+) -> tuple[Trace, Any, Evidence, list[Scorer]]:
+    """The run, its store, its evidence for its agent role, and the scorers with that role's
+    options bound."""
     trace, store = _resolve_target(run_id, trace, store)
     cfg = _settings(settings)
-    agent_settings = cfg.for_agent(trace.agent)
-    evidence = Evidence(trace, agent_settings.evidence)
-    resolved = [resolve_scorer(s, trace.agent, cfg) for s in scorers]
-    results = [s.score(trace, evidence) for s in resolved]
-    report = _report(trace.id, resolved, results)
-    if store is not None and (save if save is not None else run_id is not None):
+    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence)
+    return trace, store, evidence, [resolve_scorer(s, trace.agent, cfg) for s in scorers]
+
+
+def _finish(
+    run_id: str, scorers: list[Scorer], results: list[ScoreResult], store: Any, save: bool
+) -> Report:
+    """The report; its scores stored when asked (and a store is there)."""
+    report = _report(run_id, scorers, results)
+    if store is not None and save:
         store.put_scores(report.results.values())
     return report
 
