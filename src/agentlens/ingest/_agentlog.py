@@ -106,6 +106,8 @@ def load_json(path: Path) -> tuple[Any, bytes]:
         raise FormatError("not UTF-8 text", source=name) from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=exc.lineno) from None
+    except RecursionError:
+        raise FormatError("invalid JSON: nested too deeply", source=name) from None
 
 
 def parse_json_text(value: Any) -> Any:

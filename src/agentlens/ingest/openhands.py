@@ -82,6 +82,8 @@ def read(path: Path) -> Iterator[Trace]:
             raise FormatError("empty file", source=name)
         try:
             data = json.loads(first[1])
+        except RecursionError:
+            raise FormatError("invalid JSON: nested too deeply", source=name, line=first[0]) from None
         except ValueError:  # one pretty-printed output object
             raw = first[1] + handle.read()
             data = _decode(raw, name, None)
@@ -108,6 +110,8 @@ def _decode(raw: bytes, source: str, line: int | None) -> Any:
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
         raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=at) from None
+    except RecursionError:
+        raise FormatError("invalid JSON: nested too deeply", source=source, line=line) from None
 
 
 def _output(data: dict[str, Any], source: str, line: int, raw: bytes) -> Trace:
@@ -274,11 +278,12 @@ class _Builder:
         meta = event.get("tool_call_metadata")
         if isinstance(meta, dict):
             response = meta.get("model_response")
-            response_id = response.get("id") if isinstance(response, dict) else None
+            raw_id = response.get("id") if isinstance(response, dict) else None
+            response_id = None if raw_id is None else str(raw_id)
             if response_id is None or response_id not in self.responses:
                 attributes.update(_usage(meta))
             if response_id is not None:
-                self.responses.add(str(response_id))
+                self.responses.add(response_id)
         step = self._step(kind, name=action, input=args, started_at=when, attributes=attributes)
         if "id" in event:
             self.by_id[str(event["id"])] = step
@@ -286,6 +291,13 @@ class _Builder:
 
     def _observation(self, event: dict[str, Any], i: int) -> None:
         observation = event.get("observation")
+        if not isinstance(observation, str):
+            raise FormatError(
+                "observation must be a string",
+                source=self.source,
+                line=self.line,
+                field=f"history[{i}].observation",
+            )
         when = self._time(event, i)
         if observation in _BOOKKEEPING_OBSERVATIONS:
             extras = event.get("extras")

@@ -47,6 +47,8 @@ __all__ = ["command_name", "read"]
 
 _EDIT_REJECTED = "Your proposed edit has introduced new syntax error"
 """How SWE-agent's editor reports an edit it refused (the file is left unchanged)."""
+_LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
+"""What ``ast.literal_eval`` raises on text that is not a (hashable where needed) literal."""
 _ENTRY_KEYS = {"action", "observation", "thought", "response", "state", "execution_time", "messages"}
 
 
@@ -147,10 +149,10 @@ def _state(value: Any) -> Any:
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             try:
                 return ast.literal_eval(value.strip())
-            except (ValueError, SyntaxError):
+            except _LITERAL_ERRORS:
                 return value
     return value
 
@@ -204,14 +206,14 @@ def _tool_call(message: dict[str, Any]) -> tuple[str | None, Any]:
     if isinstance(calls, str):
         try:
             calls = ast.literal_eval(calls)
-        except (ValueError, SyntaxError):
+        except _LITERAL_ERRORS:
             return None, None
     if isinstance(calls, list) and calls and isinstance(calls[0], dict):
         function = calls[0].get("function")
         if isinstance(function, dict):
             args = function.get("arguments")
             if isinstance(args, str):
-                with contextlib.suppress(ValueError):
+                with contextlib.suppress(ValueError, RecursionError):
                     args = json.loads(args)
             return function.get("name"), args
     return None, None

@@ -84,6 +84,8 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
                 raise FormatError("not UTF-8 text", source=name) from None
             except json.JSONDecodeError as exc:
                 raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=exc.lineno) from None
+            except RecursionError:
+                raise FormatError("invalid JSON: nested too deeply", source=name) from None
             for i, event in enumerate(events):
                 yield i + 1, event
             return
@@ -101,13 +103,15 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
                 raise FormatError("not UTF-8 text", source=name, line=number) from None
             except json.JSONDecodeError as exc:
                 raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=number) from None
+            except RecursionError:
+                raise FormatError("invalid JSON: nested too deeply", source=name, line=number) from None
 
 
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value
     return value
 
