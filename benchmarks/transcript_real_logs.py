@@ -77,7 +77,11 @@ def _tau_errors(trace: Trace) -> Trace:
     """tau-bench tools report a failure as a result starting with ``Error:``; make it the
     step's ``error`` so that repeated failures count as error loops."""
     for step in trace.steps:
-        if step.kind is StepKind.TOOL and isinstance(step.output, str) and step.output.startswith("Error:"):
+        if (
+            step.kind is StepKind.TOOL
+            and isinstance(step.output, str)
+            and step.output.startswith("Error:")
+        ):
             step.error, step.output = step.output, None
     return trace
 
@@ -92,14 +96,18 @@ def _tau_bench_fallback(path: Path) -> Iterator[Trace]:
             role = message.get("role")
             if role == "assistant":
                 if message.get("content"):
-                    steps.append(Step(id=f"s{len(steps) + 1}", kind=StepKind.TEXT, output=message["content"]))
+                    steps.append(
+                        Step(id=f"s{len(steps) + 1}", kind=StepKind.TEXT, output=message["content"])
+                    )
                 for call in message.get("tool_calls") or []:
                     fn = call.get("function", {})
                     try:
                         args = json.loads(fn.get("arguments") or "null")
                     except ValueError:
                         args = fn.get("arguments")
-                    step = Step(id=f"s{len(steps) + 1}", kind=StepKind.TOOL, name=fn.get("name"), input=args)
+                    step = Step(
+                        id=f"s{len(steps) + 1}", kind=StepKind.TOOL, name=fn.get("name"), input=args
+                    )
                     steps.append(step)
                     calls[call.get("id", "")] = step
             elif role == "tool":
@@ -112,7 +120,11 @@ def _tau_bench_fallback(path: Path) -> Iterator[Trace]:
                     else:
                         step.output = content
             elif role in ("user", "system"):
-                steps.append(Step(id=f"s{len(steps) + 1}", kind=StepKind(role), output=message.get("content")))
+                steps.append(
+                    Step(
+                        id=f"s{len(steps) + 1}", kind=StepKind(role), output=message.get("content")
+                    )
+                )
         yield Trace(id=f"tau-{n}", name=f"task {item.get('task_id')}", steps=steps)
 
 
@@ -140,7 +152,9 @@ def analyse(root: Path, samples: int) -> dict[str, Any]:
         examples: dict[str, list[str]] = defaultdict(list)
         for trace in loader(root):
             runs += 1
-            tool_steps += sum(1 for s in trace.steps if s.kind in (StepKind.TOOL, StepKind.RETRIEVAL))
+            tool_steps += sum(
+                1 for s in trace.steps if s.kind in (StepKind.TOOL, StepKind.RETRIEVAL)
+            )
             result = run_scorers(SCORERS, trace=trace, settings=settings)
             flagged = False
             for score in result:
@@ -156,7 +170,9 @@ def analyse(root: Path, samples: int) -> dict[str, Any]:
                     findings_by_mode[mode] += 1
                     if len(examples[mode]) < samples:
                         waste = finding.attributes.get("waste", {})
-                        examples[mode].append(f"{trace.name}: {finding.text} | steps {finding.step_ids[:8]} | waste {waste}")
+                        examples[mode].append(
+                            f"{trace.name}: {finding.text} | steps {finding.step_ids[:8]} | waste {waste}"
+                        )
             any_flag += flagged
         report[name] = {
             "runs": runs,
@@ -184,8 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    modes = ["repeated_tool_call", "alternating_loop", "error_loop", "excessive_steps", "no_progress"]
-    header = f"{'data set':<14}{'runs':>6}{'tool steps':>12}{'flagged':>9}" + "".join(f"{m:>20}" for m in modes)
+    modes = [
+        "repeated_tool_call",
+        "alternating_loop",
+        "error_loop",
+        "excessive_steps",
+        "no_progress",
+    ]
+    header = f"{'data set':<14}{'runs':>6}{'tool steps':>12}{'flagged':>9}" + "".join(
+        f"{m:>20}" for m in modes
+    )
     print(header)
     for name, figures in report.items():
         by_mode = figures["runs_flagged_by_mode"]

@@ -23,7 +23,9 @@ def test_defaults_without_a_file() -> None:
     assert s.source is None
 
 
-def test_argument_beats_environment_beats_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_argument_beats_environment_beats_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "agentlens.toml").write_text('db = "sqlite:///file.db"\n')
     assert load_settings().db == "sqlite:///file.db"
     monkeypatch.setenv("AGENTLENS_DB", "sqlite:///env.db")
@@ -64,7 +66,9 @@ kinds = ["id"]
         "patterns": ["CUST-\\d{5}"],
         "kinds": ["id"],
     }
-    assert s.for_agent("other").scorer_options("no_fabricated_refs") == {"patterns": ["CUST-\\d{5}"]}
+    assert s.for_agent("other").scorer_options("no_fabricated_refs") == {
+        "patterns": ["CUST-\\d{5}"]
+    }
 
 
 @pytest.mark.parametrize(

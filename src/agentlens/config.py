@@ -62,6 +62,7 @@ def set_configured_db(url: str | None) -> None:
     global _configured_db
     _configured_db = url
 
+
 DEFAULT_EVIDENCE: tuple[str, ...] = ("input", "user", "system", "tool", "retrieval")
 """What counts as evidence by default: the run's input and these step kinds' outputs."""
 
@@ -213,13 +214,17 @@ def _parse(table: Mapping[str, Any], path: Path | None) -> Settings:
         for name, opts in role_options.items():
             merged.setdefault(name, {}).update(opts)
         agents[role] = AgentSettings(
-            evidence=_parse_evidence(section.get("evidence", default.evidence), f"{label}.evidence"),
+            evidence=_parse_evidence(
+                section.get("evidence", default.evidence), f"{label}.evidence"
+            ),
             scorers=merged,
         )
     judge = table.get("judge", {})
     if not isinstance(judge, dict):
         raise ConfigError(f"{where}: 'judge' must be a table")
-    return Settings(db=db, default_scorers=tuple(names), default=default, agents=agents, judge=judge)
+    return Settings(
+        db=db, default_scorers=tuple(names), default=default, agents=agents, judge=judge
+    )
 
 
 def _parse_scorers(value: Any, label: str) -> dict[str, dict[str, Any]]:

@@ -68,7 +68,9 @@ def test_async_scorers_run_sync_and_async() -> None:
         await asyncio.sleep(0)
         return ScoreResult(passed=False, detail="nope")
 
-    assert run_scorers([slow], trace=_trace(), settings=Settings()).results["t_async"].detail == "nope"
+    assert (
+        run_scorers([slow], trace=_trace(), settings=Settings()).results["t_async"].detail == "nope"
+    )
     report = asyncio.run(arun_scorers([slow], trace=_trace(), settings=Settings()))
     assert report.results["t_async"].verdict is Verdict.FLAGGED
 
@@ -88,7 +90,9 @@ def test_options_bind_per_agent_and_change_the_stored_version() -> None:
     score = run_scorers(["t_budget"], trace=_trace(), settings=settings).results["t_budget"]
     assert score.value == 0 and score.verdict is Verdict.FLAGGED
     assert score.version.startswith("2+") and len(score.version) == len("2+") + 8
-    other = run_scorers(["t_budget"], trace=_trace(agent=None), settings=settings).results["t_budget"]
+    other = run_scorers(["t_budget"], trace=_trace(agent=None), settings=settings).results[
+        "t_budget"
+    ]
     assert other.value == 15 and other.version == "2"
     with pytest.raises(ScorerError, match="has no option 'max_stepz'; its options are max_steps"):
         budget.with_options(max_stepz=1)

@@ -64,7 +64,9 @@ class Run:
         return self
 
     def llm(self, **attributes: Any) -> Run:
-        self.steps.append(Step(id=self._id(), kind=StepKind.LLM, name="model", attributes=attributes))
+        self.steps.append(
+            Step(id=self._id(), kind=StepKind.LLM, name="model", attributes=attributes)
+        )
         return self
 
     def text(self, content: str) -> Run:
@@ -100,7 +102,9 @@ def test_the_seed_example_is_flagged_with_steps_count_and_text() -> None:
     run = Run()
     run.call("search_knowledge", QUERY, DOCS, kind=StepKind.RETRIEVAL)
     run.text("drafting")
-    run.call("search_knowledge", {"query": "brand  voice guidelines "}, DOCS, kind=StepKind.RETRIEVAL)
+    run.call(
+        "search_knowledge", {"query": "brand  voice guidelines "}, DOCS, kind=StepKind.RETRIEVAL
+    )
     run.call("get_tenant", {"id": 7}, {"name": "acme"})
     run.call("search_knowledge", json.dumps(QUERY), list(DOCS), kind=StepKind.RETRIEVAL)
     result = score("repeated_tool_calls", run.trace())
@@ -206,7 +210,11 @@ def test_different_errors_or_fewer_failures_are_not_an_error_loop() -> None:
     for n in range(3):
         run.call("deploy", {"env": "prod"}, error=f"timeout after {n}s")
     assert score("repeated_tool_calls", run.trace()).passed
-    run = Run().call("deploy", {"env": "prod"}, error="denied").call("deploy", {"env": "prod"}, error="denied")
+    run = (
+        Run()
+        .call("deploy", {"env": "prod"}, error="denied")
+        .call("deploy", {"env": "prod"}, error="denied")
+    )
     assert score("repeated_tool_calls", run.trace()).passed
     assert not score("repeated_tool_calls", run.trace(), max_errors=2).passed
 
@@ -272,7 +280,9 @@ def test_waste_counts_tokens_time_money_and_the_llm_turns_that_chose_the_calls()
 
 def test_waste_without_cost_data_reports_only_steps() -> None:
     run = Run()
-    run.steps = [Step(id=f"s{i}", kind=StepKind.TOOL, name="t", input={}, output="x") for i in range(3)]
+    run.steps = [
+        Step(id=f"s{i}", kind=StepKind.TOOL, name="t", input={}, output="x") for i in range(3)
+    ]
     result = score("repeated_tool_calls", run.trace())
     assert result.findings[0].attributes["waste"] == {"steps": 2, "llm_steps": 0}
 
@@ -280,7 +290,11 @@ def test_waste_without_cost_data_reports_only_steps() -> None:
 def test_waste_reads_other_attribute_spellings() -> None:
     run = Run()
     for _ in range(3):
-        attributes: dict[str, Any] = {"gen_ai.usage.input_tokens": 10, "cost": "0.5", "duration_ms": 250}
+        attributes: dict[str, Any] = {
+            "gen_ai.usage.input_tokens": 10,
+            "cost": "0.5",
+            "duration_ms": 250,
+        }
         run.call("t", {}, "x", **attributes)
     waste = score("repeated_tool_calls", run.trace()).findings[0].attributes["waste"]
     assert waste["input_tokens"] == 20 and waste["cost_usd"] == 1.0
@@ -323,7 +337,9 @@ def test_settings_from_an_agentlens_toml(tmp_path: Any) -> None:
     report = run_scorers(["excessive_steps", "no_progress"], trace=run.trace(), settings=settings)
     assert report.results["excessive_steps"].verdict is Verdict.FLAGGED
     assert report.results["no_progress"].verdict is Verdict.FLAGGED
-    default = run_scorers(["excessive_steps", "no_progress"], trace=run.trace(), settings=Settings())
+    default = run_scorers(
+        ["excessive_steps", "no_progress"], trace=run.trace(), settings=Settings()
+    )
     assert default.results["excessive_steps"].passed and default.results["no_progress"].passed
 
 
@@ -342,7 +358,9 @@ def test_factories_bind_options_and_keep_the_version_for_defaults() -> None:
 def test_bad_option_values_give_an_error_result_not_an_exception() -> None:
     run = Run().call("t", {}, "x")
     report = run_scorers(
-        [get_scorer("repeated_tool_calls").with_options(max_repeats="3")], trace=run.trace(), settings=Settings()
+        [get_scorer("repeated_tool_calls").with_options(max_repeats="3")],
+        trace=run.trace(),
+        settings=Settings(),
     )
     result = report.results["repeated_tool_calls"]
     assert result.verdict is Verdict.ERROR and "max_repeats" in (result.error or "")
@@ -392,7 +410,9 @@ def test_excessive_steps_ignores_llm_and_text_steps() -> None:
 # --------------------------------------------------------------------------- no_progress
 
 
-@pytest.mark.parametrize("empty", [None, "", "   ", [], {}, "No results found.", {"results": [], "total": 0}, "[]"])
+@pytest.mark.parametrize(
+    "empty", [None, "", "   ", [], {}, "No results found.", {"results": [], "total": 0}, "[]"]
+)
 def test_no_progress_with_empty_results(empty: Any) -> None:
     run = Run().call("search", {"q": "first"}, DOCS)
     for i in range(5):
@@ -446,7 +466,9 @@ def test_the_three_scorers_together_on_one_run() -> None:
     for _ in range(6):
         run.call("search", QUERY, [])
     report = run_scorers(
-        ["repeated_tool_calls", "excessive_steps", "no_progress"], trace=run.trace(), settings=Settings()
+        ["repeated_tool_calls", "excessive_steps", "no_progress"],
+        trace=run.trace(),
+        settings=Settings(),
     )
     assert report.results["repeated_tool_calls"].failure_modes == [FailureMode.REPEATED_TOOL_CALL]
     assert report.results["excessive_steps"].passed
@@ -458,7 +480,9 @@ def test_the_three_scorers_together_on_one_run() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -478,18 +502,28 @@ def test_fingerprint_ignores_key_order(value: Any, rnd: Any) -> None:
     assert fingerprint(_shuffled(value, rnd)) == fingerprint(value)
 
 
-@given(value=json_values, indent=st.sampled_from([None, 0, 2, 4]), sep=st.sampled_from([(",", ":"), (", ", ": ")]))
-def test_fingerprint_ignores_json_formatting(value: Any, indent: int | None, sep: tuple[str, str]) -> None:
+@given(
+    value=json_values,
+    indent=st.sampled_from([None, 0, 2, 4]),
+    sep=st.sampled_from([(",", ":"), (", ", ": ")]),
+)
+def test_fingerprint_ignores_json_formatting(
+    value: Any, indent: int | None, sep: tuple[str, str]
+) -> None:
     if not isinstance(value, dict | list):
         return
     text = json.dumps(value, indent=indent, separators=sep)
     assert fingerprint(f"  {text}\n") == fingerprint(value)
 
 
-@given(words=st.lists(st.text(alphabet="abcxyz:0", min_size=1, max_size=6), min_size=1, max_size=6),
-       gaps=st.lists(st.sampled_from([" ", "  ", "\t", " \t "]), min_size=6, max_size=6),
-       pad=st.sampled_from(["", " ", "\n", "\r\n", "\t "]))
-def test_fingerprint_ignores_whitespace_inside_a_line(words: list[str], gaps: list[str], pad: str) -> None:
+@given(
+    words=st.lists(st.text(alphabet="abcxyz:0", min_size=1, max_size=6), min_size=1, max_size=6),
+    gaps=st.lists(st.sampled_from([" ", "  ", "\t", " \t "]), min_size=6, max_size=6),
+    pad=st.sampled_from(["", " ", "\n", "\r\n", "\t "]),
+)
+def test_fingerprint_ignores_whitespace_inside_a_line(
+    words: list[str], gaps: list[str], pad: str
+) -> None:
     plain = " ".join(words)
     spaced = pad + "".join(w + g for w, g in zip(words, gaps, strict=False)).rstrip() + pad
     assert fingerprint({"q": spaced}) == fingerprint({"q": plain})

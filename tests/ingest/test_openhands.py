@@ -19,7 +19,9 @@ GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "openhands"
 
 
 def data_dir(name: str) -> Path:
-    root = Path(os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    root = Path(
+        os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+    )
     if not (root / name).is_dir():
         pytest.skip(f"data set {name!r} not found in {root}")
     return root / name
@@ -35,14 +37,26 @@ def test_event_array() -> None:
     assert trace.output == "a.py does not exist, nothing to rename."
     assert trace.metadata["agent_states"] == ["loading"]
     kinds = [str(s.kind) for s in trace.steps]
-    assert kinds == ["user", "thinking", "tool", "tool", "thinking", "tool", "tool", "thinking", "text"]
+    assert kinds == [
+        "user",
+        "thinking",
+        "tool",
+        "tool",
+        "thinking",
+        "tool",
+        "tool",
+        "thinking",
+        "text",
+    ]
     read_step = trace.steps[2]
     assert read_step.name == "read"
     assert read_step.input == {"path": "/workspace", "start": 0, "end": -1}  # thought split off
     assert trace.steps[1].output == "Let me look first."
     assert read_step.output == "a.py"
     assert read_step.duration_s == 1.0
-    assert read_step.attributes["input_tokens"] == 900 and read_step.attributes["output_tokens"] == 30
+    assert (
+        read_step.attributes["input_tokens"] == 900 and read_step.attributes["output_tokens"] == 30
+    )
     mv = trace.steps[3]
     assert mv.output == "mv: cannot stat 'a.py'" and mv.error == "exit code 1"
     edit = trace.steps[5]
@@ -57,7 +71,10 @@ def test_output_lines_one_run_each() -> None:
     first, second = runs
     assert first.input == "Fix the bug in calc.py" and first.output == "The bug is a subtraction."
     assert first.steps[0].kind is StepKind.SYSTEM
-    assert first.steps[1].kind is StepKind.RETRIEVAL and first.steps[1].output == "Added workspace context"
+    assert (
+        first.steps[1].kind is StepKind.RETRIEVAL
+        and first.steps[1].output == "Added workspace context"
+    )
     assert first.metadata["metrics"] == {"accumulated_cost": 0.5}
     assert first.status == "ok" and second.status == "error"
     # Older flattened events, paired in order.
@@ -73,12 +90,16 @@ def test_output_lines_one_run_each() -> None:
 
 def test_repeated_command_is_flagged() -> None:
     first = next(iter(read(GOLDEN / "outputs.jsonl")))
-    result = run_scorers(["repeated_tool_calls"], trace=first, settings=Settings()).results["repeated_tool_calls"]
+    result = run_scorers(["repeated_tool_calls"], trace=first, settings=Settings()).results[
+        "repeated_tool_calls"
+    ]
     assert result.findings[0].text == 'run({"command": "cat calc.py"}) x3'
 
 
 def test_ids_are_deterministic() -> None:
-    assert [r.id for r in read(GOLDEN / "outputs.jsonl")] == [r.id for r in read(GOLDEN / "outputs.jsonl")]
+    assert [r.id for r in read(GOLDEN / "outputs.jsonl")] == [
+        r.id for r in read(GOLDEN / "outputs.jsonl")
+    ]
 
 
 def test_a_pretty_printed_output_object(tmp_path: Path) -> None:
@@ -97,12 +118,19 @@ def test_a_pretty_printed_output_object(tmp_path: Path) -> None:
         ('{"history": [{"id": 1}]}\n', 1, "history[0]", "'action' or 'observation'"),
         ('{"history": [{"action": 5}]}\n', 1, "history[0].action", "string"),
         ('{"history": [{"action": "run", "args": []}]}\n', 1, "history[0].args", "object"),
-        ('{"history": [{"action": "run", "args": {}, "timestamp": "soon"}]}\n', 1, "history[0].timestamp", "ISO"),
+        (
+            '{"history": [{"action": "run", "args": {}, "timestamp": "soon"}]}\n',
+            1,
+            "history[0].timestamp",
+            "ISO",
+        ),
         ('{"history": []}\n{"history": [\n', 2, None, "invalid JSON"),
         ("[1, 2]", None, "history[0]", "object"),
     ],
 )
-def test_bad_input(tmp_path: Path, content: str, line: int | None, field: str | None, reason: str) -> None:
+def test_bad_input(
+    tmp_path: Path, content: str, line: int | None, field: str | None, reason: str
+) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(content, encoding="utf-8")
     with pytest.raises(FormatError) as info:

@@ -19,7 +19,9 @@ GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "swe_agent"
 
 
 def data_dir(name: str) -> Path:
-    root = Path(os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    root = Path(
+        os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+    )
     if not (root / name).is_dir():
         pytest.skip(f"data set {name!r} not found in {root}")
     return root / name
@@ -60,7 +62,9 @@ def test_golden_trajectory() -> None:
 
 def test_repeated_submit_is_flagged_despite_whitespace_differences() -> None:
     trace = one(GOLDEN / "calc-1.traj")
-    result = run_scorers(["repeated_tool_calls"], trace=trace, settings=Settings()).results["repeated_tool_calls"]
+    result = run_scorers(["repeated_tool_calls"], trace=trace, settings=Settings()).results[
+        "repeated_tool_calls"
+    ]
     assert [f.attributes["tool"] for f in result.findings] == ["submit"]
     assert result.findings[0].attributes["count"] == 3
 
@@ -68,7 +72,10 @@ def test_repeated_submit_is_flagged_despite_whitespace_differences() -> None:
 def test_history_only_trajectory() -> None:
     trace = one(GOLDEN / "history_only.traj")
     tools = [s for s in trace.steps if s.kind is StepKind.TOOL]
-    assert [(s.name, s.output) for s in tools] == [("find_file", "Found 1 matches"), ("submit", "diff --git")]
+    assert [(s.name, s.output) for s in tools] == [
+        ("find_file", "Found 1 matches"),
+        ("submit", "diff --git"),
+    ]
     assert tools[0].attributes["arguments"] == {"file_name": "calc.py"}
     assert tools[1].attributes["function"] == "submit"  # tool_calls given as a Python repr string
     assert trace.input == "ISSUE: missing colon."
@@ -103,13 +110,20 @@ def test_bad_files(tmp_path: Path, content: str, field: str | None, reason: str)
 
 def test_exit_status_other_than_submitted_is_an_error_run(tmp_path: Path) -> None:
     path = tmp_path / "x.traj"
-    path.write_text(json.dumps({"trajectory": [], "info": {"exit_status": "exit_cost"}}), encoding="utf-8")
+    path.write_text(
+        json.dumps({"trajectory": [], "info": {"exit_status": "exit_cost"}}), encoding="utf-8"
+    )
     assert one(path).status == "error"
 
 
 @pytest.mark.parametrize(
     ("action", "name"),
-    [('open "setup.py"', "open"), ("edit 1:2\nx\nend_of_edit", "edit"), ("  python x.py\n", "python"), ("", "empty")],
+    [
+        ('open "setup.py"', "open"),
+        ("edit 1:2\nx\nend_of_edit", "edit"),
+        ("  python x.py\n", "python"),
+        ("", "empty"),
+    ],
 )
 def test_command_name(action: str, name: str) -> None:
     assert command_name(action) == name
@@ -124,7 +138,9 @@ def test_real_trajectories_import_and_the_known_loop_is_found() -> None:
     for path in paths:
         trace = one(path)
         assert any(s.kind is StepKind.TOOL for s in trace.steps), path
-        result = run_scorers(["repeated_tool_calls"], trace=trace, settings=Settings()).results["repeated_tool_calls"]
+        result = run_scorers(["repeated_tool_calls"], trace=trace, settings=Settings()).results[
+            "repeated_tool_calls"
+        ]
         if not result.passed:
             flagged[path.stem] = result.findings[0].attributes["count"]
     # The README of the data set: one run repeats an identical action 4 times in a row.

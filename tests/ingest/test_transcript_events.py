@@ -25,7 +25,10 @@ def one(path: Path) -> Trace:
 
 
 def write_events(path: Path, events: list[Any]) -> Path:
-    path.write_text("\n".join(e if isinstance(e, str) else json.dumps(e) for e in events) + "\n", encoding="utf-8")
+    path.write_text(
+        "\n".join(e if isinstance(e, str) else json.dumps(e) for e in events) + "\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -52,7 +55,9 @@ def test_golden_blog_writer_run() -> None:
     assert failed.error == "quota exceeded" and failed.output is None
     assert trace.output == "Here is the post, in the tenant's voice."
     assert trace.steps[-1].attributes["line"] == 12  # blank line 11 skipped, lines still counted
-    assert trace.started_at is not None and trace.started_at.isoformat() == "2026-11-29T10:00:00+00:00"
+    assert (
+        trace.started_at is not None and trace.started_at.isoformat() == "2026-11-29T10:00:00+00:00"
+    )
     assert trace.ended_at is not None and trace.ended_at.isoformat() == "2026-11-29T10:00:15+00:00"
     assert trace.metadata["source_format"] == "transcript"
 
@@ -61,7 +66,9 @@ def test_the_seed_example_is_flagged_after_import() -> None:
     trace = one(GOLDEN / "blog_writer.jsonl")
     report = run_scorers(["repeated_tool_calls"], trace=trace, settings=Settings())
     result = report.results["repeated_tool_calls"]
-    assert [f.text for f in result.findings] == ['search_knowledge({"query": "brand voice guidelines"}) x3']
+    assert [f.text for f in result.findings] == [
+        'search_knowledge({"query": "brand voice guidelines"}) x3'
+    ]
     assert result.findings[0].step_ids == ["s2", "s4", "s5"]
     waste = result.findings[0].attributes["waste"]
     assert waste["input_tokens"] == 1200 and waste["duration_s"] == 2.0
@@ -91,7 +98,10 @@ def test_results_pair_by_tool_name_then_in_order(tmp_path: Path) -> None:
 
 
 def test_plain_string_args_stay_strings(tmp_path: Path) -> None:
-    path = write_events(tmp_path / "t.jsonl", [{"type": "tool_use", "metadata": {"toolName": "sh", "args": "ls -la"}}])
+    path = write_events(
+        tmp_path / "t.jsonl",
+        [{"type": "tool_use", "metadata": {"toolName": "sh", "args": "ls -la"}}],
+    )
     assert one(path).steps[0].input == "ls -la"
 
 
@@ -106,17 +116,27 @@ def test_importing_twice_gives_the_same_ids(tmp_path: Path) -> None:
 
 
 def test_a_json_array_of_events_is_accepted(tmp_path: Path) -> None:
-    events = [json.loads(line) for line in (GOLDEN / "blog_writer.jsonl").read_text().splitlines() if line.strip()]
+    events = [
+        json.loads(line)
+        for line in (GOLDEN / "blog_writer.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     path = tmp_path / "events.json"
     path.write_text(json.dumps(events, indent=2), encoding="utf-8")
     trace = one(path)
-    assert [s.kind for s in trace.steps] == [s.kind for s in one(GOLDEN / "blog_writer.jsonl").steps]
+    assert [s.kind for s in trace.steps] == [
+        s.kind for s in one(GOLDEN / "blog_writer.jsonl").steps
+    ]
 
 
 def test_user_and_system_events_are_accepted(tmp_path: Path) -> None:
     path = write_events(
         tmp_path / "t.jsonl",
-        [{"type": "system", "content": "be brief"}, {"type": "user", "content": "hi"}, {"type": "text", "content": "hello"}],
+        [
+            {"type": "system", "content": "be brief"},
+            {"type": "user", "content": "hi"},
+            {"type": "text", "content": "hello"},
+        ],
     )
     trace = one(path)
     assert [s.kind for s in trace.steps] == [StepKind.SYSTEM, StepKind.USER, StepKind.TEXT]
@@ -137,7 +157,9 @@ def test_user_and_system_events_are_accepted(tmp_path: Path) -> None:
         ("42", None, "JSON object"),
     ],
 )
-def test_bad_events_name_file_line_and_field(tmp_path: Path, line: str, field: str | None, reason: str) -> None:
+def test_bad_events_name_file_line_and_field(
+    tmp_path: Path, line: str, field: str | None, reason: str
+) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"type": "text", "content": "ok"}\n' + line + "\n", encoding="utf-8")
     with pytest.raises(FormatError) as info:
@@ -162,7 +184,10 @@ def test_empty_and_missing_files(tmp_path: Path) -> None:
 def test_epoch_timestamps(tmp_path: Path) -> None:
     path = write_events(
         tmp_path / "t.jsonl",
-        [{"type": "text", "content": "a", "timestamp": 1764410400}, {"type": "text", "content": "b", "timestamp": 1764410401500}],
+        [
+            {"type": "text", "content": "a", "timestamp": 1764410400},
+            {"type": "text", "content": "b", "timestamp": 1764410401500},
+        ],
     )
     trace = one(path)
     assert trace.steps[1].started_at is not None and trace.steps[0].started_at is not None

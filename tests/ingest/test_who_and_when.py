@@ -18,7 +18,9 @@ GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "who_and_when"
 
 
 def data_dir(name: str) -> Path:
-    root = Path(os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data")
+    root = Path(
+        os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
+    )
     if not (root / name).is_dir():
         pytest.skip(f"data set {name!r} not found in {root}")
     return root / name
@@ -43,7 +45,9 @@ def test_algorithm_generated_terminal_messages_are_tool_steps() -> None:
     tools = [s for s in trace.steps if s.kind is StepKind.TOOL]
     assert [s.name for s in tools] == ["Computer_terminal"] * 3
     assert tools[0].input == "print(6 * 7)" and "Code output: 42" in tools[0].output
-    assert tools[1].input == "print(6 * x)\n\necho done" and tools[1].error and tools[1].output is None
+    assert (
+        tools[1].input == "print(6 * x)\n\necho done" and tools[1].error and tools[1].output is None
+    )
     assert tools[2].input is None and tools[2].attributes["no_code"] is True
     texts = [s for s in trace.steps if s.kind is StepKind.TEXT]
     assert texts[0].name == "Math_Expert" and texts[0].attributes["history_index"] == 0
@@ -101,6 +105,8 @@ def test_real_logs_import() -> None:
     flagged = [
         t.name
         for t in runs
-        if not run_scorers(["repeated_tool_calls"], trace=t, settings=Settings()).results["repeated_tool_calls"].passed
+        if not run_scorers(["repeated_tool_calls"], trace=t, settings=Settings())
+        .results["repeated_tool_calls"]
+        .passed
     ]
     assert flagged == ["Algorithm-Generated/19", "Algorithm-Generated/56"]

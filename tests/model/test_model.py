@@ -22,8 +22,14 @@ from agentlens.model import (
 )
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -34,7 +40,9 @@ def test_unknown_fields_survive_a_round_trip() -> None:
         "id": "r1",
         "agent": "support",
         "vendor_field": {"a": [1, 2]},
-        "steps": [{"id": "s1", "kind": "tool", "name": "t", "output": {"x": 1}, "span_kind": "CLIENT"}],
+        "steps": [
+            {"id": "s1", "kind": "tool", "name": "t", "output": {"x": 1}, "span_kind": "CLIENT"}
+        ],
     }
     trace = Trace.model_validate(raw)
     again = json.loads(trace.to_json())
@@ -96,7 +104,9 @@ def test_verdict_is_derived() -> None:
     assert flagged.verdict is Verdict.FLAGGED
     unverifiable = ScoreResult(
         passed=False,
-        findings=[Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="X", unverifiable=True)],
+        findings=[
+            Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="X", unverifiable=True)
+        ],
     )
     assert unverifiable.verdict is Verdict.UNVERIFIABLE
     assert ScoreResult.from_error(RuntimeError("boom")).verdict is Verdict.ERROR
@@ -109,10 +119,23 @@ def test_score_json_line_shape() -> None:
         passed=False,
         value=1,
         detail="ungrounded: CUST-1",
-        findings=[Finding(failure_mode="fabricated_grounding", text="CUST-1", start=3, end=9, step_ids=["s1"])],
+        findings=[
+            Finding(
+                failure_mode="fabricated_grounding", text="CUST-1", start=3, end=9, step_ids=["s1"]
+            )
+        ],
     )
     line = Score.of(result, run_id="r", scorer="no_fabricated_refs", version="1").to_json_line()
-    assert list(line)[:8] == ["run_id", "scorer", "version", "verdict", "passed", "value", "detail", "findings"]
+    assert list(line)[:8] == [
+        "run_id",
+        "scorer",
+        "version",
+        "verdict",
+        "passed",
+        "value",
+        "detail",
+        "findings",
+    ]
     assert line["verdict"] == "flagged" and line["passed"] is False
     assert line["findings"][0]["failure_mode"] == "fabricated_grounding"
     assert line["findings"][0]["start"] == 3

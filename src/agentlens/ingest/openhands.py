@@ -55,7 +55,14 @@ _BOOKKEEPING_ACTIONS = {"change_agent_state", "null"}
 _BOOKKEEPING_OBSERVATIONS = {"agent_state_changed", "null"}
 _EDITOR_OBSERVATIONS = {"read", "edit", "write"}
 """Observations of the file editor, which reports a failed call as content starting ``ERROR:``."""
-_OLD_ACTION_META = {"action", "thought", "is_confirmed", "action_risk", "keep_prompt", "kernel_init_code"}
+_OLD_ACTION_META = {
+    "action",
+    "thought",
+    "is_confirmed",
+    "action_risk",
+    "keep_prompt",
+    "kernel_init_code",
+}
 
 
 def read(path: Path) -> Iterator[Trace]:
@@ -83,12 +90,16 @@ def read(path: Path) -> Iterator[Trace]:
         try:
             data = json.loads(first[1])
         except RecursionError:
-            raise FormatError("invalid JSON: nested too deeply", source=name, line=first[0]) from None
+            raise FormatError(
+                "invalid JSON: nested too deeply", source=name, line=first[0]
+            ) from None
         except ValueError:  # one pretty-printed output object
             raw = first[1] + handle.read()
             data = _decode(raw, name, None)
             if not isinstance(data, dict):
-                raise FormatError("expected an array of events or an output object", source=name) from None
+                raise FormatError(
+                    "expected an array of events or an output object", source=name
+                ) from None
             yield _output(data, name, 1, raw)
             return
         yield _line(data, name, first[0], first[1])
@@ -144,7 +155,9 @@ def _run(
         issue = output["issue"]
         name = f"{issue.get('owner', '')}/{issue.get('repo', '')}#{issue.get('number', '')}"
     return Trace(
-        id=run_id("openhands", source, str(position), hashlib.sha256(raw).digest(), started_at=started),
+        id=run_id(
+            "openhands", source, str(position), hashlib.sha256(raw).digest(), started_at=started
+        ),
         name=str(name) if name is not None else f"{Path(source).stem}:{position}",
         status="error" if error else "ok",
         started_at=started,
@@ -201,7 +214,10 @@ class _Builder:
 
     def _time(self, event: dict[str, Any], i: int) -> datetime | None:
         return parse_time(
-            event.get("timestamp"), source=self.source, line=self.line, field=f"history[{i}].timestamp"
+            event.get("timestamp"),
+            source=self.source,
+            line=self.line,
+            field=f"history[{i}].timestamp",
         )
 
     def add(self, event: Any, i: int) -> None:
@@ -211,21 +227,29 @@ class _Builder:
             self.add(event[1], i)
             return
         if not isinstance(event, dict):
-            raise FormatError("an event must be an object", source=self.source, line=self.line, field=where)
+            raise FormatError(
+                "an event must be an object", source=self.source, line=self.line, field=where
+            )
         if "action" in event:
             self._action(event, i)
         elif "observation" in event:
             self._observation(event, i)
         else:
             raise FormatError(
-                "an event needs 'action' or 'observation'", source=self.source, line=self.line, field=where
+                "an event needs 'action' or 'observation'",
+                source=self.source,
+                line=self.line,
+                field=where,
             )
 
     def _action(self, event: dict[str, Any], i: int) -> None:
         action = event.get("action")
         if not isinstance(action, str):
             raise FormatError(
-                "action must be a string", source=self.source, line=self.line, field=f"history[{i}].action"
+                "action must be a string",
+                source=self.source,
+                line=self.line,
+                field=f"history[{i}].action",
             )
         when = self._time(event, i)
         if action in _BOOKKEEPING_ACTIONS:
@@ -237,13 +261,24 @@ class _Builder:
             args = event.get("args")
             if not isinstance(args, dict):
                 raise FormatError(
-                    "args must be an object", source=self.source, line=self.line, field=f"history[{i}].args"
+                    "args must be an object",
+                    source=self.source,
+                    line=self.line,
+                    field=f"history[{i}].args",
                 )
             args = dict(args)
-            extra = {k: v for k, v in event.items() if k not in ("action", "args", "timestamp", "message")}
+            extra = {
+                k: v
+                for k, v in event.items()
+                if k not in ("action", "args", "timestamp", "message")
+            }
         else:  # older flattened events
             args = {k: v for k, v in event.items() if k not in _OLD_ACTION_META}
-            extra = {k: event[k] for k in ("is_confirmed", "action_risk", "keep_prompt", "kernel_init_code") if k in event}
+            extra = {
+                k: event[k]
+                for k in ("is_confirmed", "action_risk", "keep_prompt", "kernel_init_code")
+                if k in event
+            }
         thought = args.pop("thought", None) if "thought" in args else event.get("thought")
         message = event.get("message")
         source = event.get("source")
@@ -253,22 +288,34 @@ class _Builder:
             # Older outputs carry no ``source``: there the first message is the user's.
             from_user = source == "user" or (source is None and not self.steps)
             kind = StepKind.USER if from_user else StepKind.TEXT
-            step = self._step(kind, output=content, started_at=when, ended_at=when, attributes=extra)
+            step = self._step(
+                kind, output=content, started_at=when, ended_at=when, attributes=extra
+            )
             if kind is StepKind.USER and self.first_user is None:
                 self.first_user = content
             return
         if action == "system":
-            self._step(StepKind.SYSTEM, output=content, started_at=when, ended_at=when, attributes=extra)
+            self._step(
+                StepKind.SYSTEM, output=content, started_at=when, ended_at=when, attributes=extra
+            )
             return
         if action == "think":
             text = thought if thought else message
-            self._step(StepKind.THINKING, output=text, started_at=when, ended_at=when, attributes=extra)
+            self._step(
+                StepKind.THINKING, output=text, started_at=when, ended_at=when, attributes=extra
+            )
             return
         if isinstance(thought, str) and thought.strip():
             self._step(StepKind.THINKING, output=thought, started_at=when, ended_at=when)
         if action == "finish":
             final = args.get("final_thought") or message or thought
-            self._step(StepKind.TEXT, output=final, started_at=when, ended_at=when, attributes={**extra, "args": args})
+            self._step(
+                StepKind.TEXT,
+                output=final,
+                started_at=when,
+                ended_at=when,
+                attributes={**extra, "args": args},
+            )
             self.final = final
             return
         kind = StepKind.RETRIEVAL if action == "recall" else StepKind.TOOL
@@ -316,12 +363,17 @@ class _Builder:
             meta = event.get("tool_call_metadata")
             name = meta.get("function_name") if isinstance(meta, dict) else None
             step = self._step(
-                StepKind.TOOL, name=str(name or observation), started_at=when, attributes={"unpaired": True}
+                StepKind.TOOL,
+                name=str(name or observation),
+                started_at=when,
+                attributes={"unpaired": True},
             )
         step.ended_at = when
         content = event.get("content")
         if observation == "error" or (
-            observation in _EDITOR_OBSERVATIONS and isinstance(content, str) and content.startswith("ERROR:")
+            observation in _EDITOR_OBSERVATIONS
+            and isinstance(content, str)
+            and content.startswith("ERROR:")
         ):
             step.error = content
         else:

@@ -49,7 +49,15 @@ _EDIT_REJECTED = "Your proposed edit has introduced new syntax error"
 """How SWE-agent's editor reports an edit it refused (the file is left unchanged)."""
 _LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
 """What ``ast.literal_eval`` raises on text that is not a (hashable where needed) literal."""
-_ENTRY_KEYS = {"action", "observation", "thought", "response", "state", "execution_time", "messages"}
+_ENTRY_KEYS = {
+    "action",
+    "observation",
+    "thought",
+    "response",
+    "state",
+    "execution_time",
+    "messages",
+}
 
 
 def read(path: Path) -> Iterator[Trace]:
@@ -127,7 +135,9 @@ def _prompt(history: list[Any], source: str) -> tuple[Any, Any]:
     system = user = None
     for i, message in enumerate(history):
         if not isinstance(message, dict):
-            raise FormatError("a history message must be an object", source=source, field=f"history[{i}]")
+            raise FormatError(
+                "a history message must be an object", source=source, field=f"history[{i}]"
+            )
         role = message.get("role")
         if role == "system" and system is None:
             system = message.get("content")
@@ -169,7 +179,9 @@ def _from_trajectory(entries: list[Any], source: str, offset: int) -> list[Step]
             raise FormatError("must be an object", source=source, field=where)
         action = entry.get("action")
         if not isinstance(action, str):
-            raise FormatError("missing or non-string action", source=source, field=f"{where}.action")
+            raise FormatError(
+                "missing or non-string action", source=source, field=f"{where}.action"
+            )
         thought = entry.get("thought")
         if isinstance(thought, str) and thought.strip():
             think = Step(id=sid(), kind=StepKind.THINKING, output=thought, attributes={"turn": i})
@@ -231,8 +243,12 @@ def _from_history(history: list[Any], source: str, offset: int) -> list[Step]:
             thought = message.get("thought") or message.get("content")
             if isinstance(thought, str) and thought.strip():
                 steps.append(
-                    Step(id=f"s{offset + len(steps) + 1}", kind=StepKind.THINKING, output=thought,
-                         attributes={"turn": turn})
+                    Step(
+                        id=f"s{offset + len(steps) + 1}",
+                        kind=StepKind.THINKING,
+                        output=thought,
+                        attributes={"turn": turn},
+                    )
                 )
             action = message.get("action")
             if isinstance(action, str):

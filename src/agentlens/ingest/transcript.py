@@ -83,7 +83,9 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
             except UnicodeDecodeError:
                 raise FormatError("not UTF-8 text", source=name) from None
             except json.JSONDecodeError as exc:
-                raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=exc.lineno) from None
+                raise FormatError(
+                    f"invalid JSON: {exc.msg}", source=name, line=exc.lineno
+                ) from None
             except RecursionError:
                 raise FormatError("invalid JSON: nested too deeply", source=name) from None
             for i, event in enumerate(events):
@@ -104,7 +106,9 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
             except json.JSONDecodeError as exc:
                 raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=number) from None
             except RecursionError:
-                raise FormatError("invalid JSON: nested too deeply", source=name, line=number) from None
+                raise FormatError(
+                    "invalid JSON: nested too deeply", source=name, line=number
+                ) from None
 
 
 def _maybe_json(value: Any) -> Any:
@@ -145,7 +149,9 @@ class _Builder:
             raise self._error("missing or non-string event type", line, "type")
         if kind_name not in _TYPES:
             raise self._error(
-                f"unknown event type {kind_name!r}; expected one of {', '.join(_TYPES)}", line, "type"
+                f"unknown event type {kind_name!r}; expected one of {', '.join(_TYPES)}",
+                line,
+                "type",
             )
         metadata = event.get("metadata")
         if metadata is None:
@@ -168,7 +174,11 @@ class _Builder:
             if not tool_name:
                 raise self._error("a tool_use needs metadata.toolName", line, "metadata.toolName")
             step = self._new_step(
-                StepKind.TOOL, line, name=tool_name, input=_maybe_json(metadata.get("args")), started_at=when
+                StepKind.TOOL,
+                line,
+                name=tool_name,
+                input=_maybe_json(metadata.get("args")),
+                started_at=when,
             )
             if content not in (None, ""):
                 step.attributes["content"] = content
@@ -180,13 +190,17 @@ class _Builder:
             result = metadata.get("result", content)
             taken = self._take(tool_name)
             if taken is None:
-                step = self._new_step(StepKind.TOOL, line, name=tool_name or "unknown", started_at=when)
+                step = self._new_step(
+                    StepKind.TOOL, line, name=tool_name or "unknown", started_at=when
+                )
                 step.attributes["unpaired"] = True
             else:
                 step = taken
                 step.attributes["result_line"] = line
             step.ended_at = when
-            failed = bool(metadata.get("isError") or metadata.get("is_error") or event.get("is_error"))
+            failed = bool(
+                metadata.get("isError") or metadata.get("is_error") or event.get("is_error")
+            )
             if "error" in metadata and metadata["error"] not in (None, "", False):
                 failed = True
                 step.error = metadata["error"]

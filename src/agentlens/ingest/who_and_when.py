@@ -102,10 +102,14 @@ def _steps(history: list[Any], source: str) -> list[Step]:
         role = message.get("role")
         speaker = message.get("name") or role
         if not isinstance(speaker, str):
-            raise FormatError("a message needs a 'role' or 'name'", source=source, field=f"{where}.role")
+            raise FormatError(
+                "a message needs a 'role' or 'name'", source=source, field=f"{where}.role"
+            )
         content = message.get("content")
         attributes: dict[str, Any] = {"role": role, "history_index": i}
-        attributes.update({k: v for k, v in message.items() if k not in ("role", "name", "content")})
+        attributes.update(
+            {k: v for k, v in message.items() if k not in ("role", "name", "content")}
+        )
 
         if speaker in _TERMINALS:
             code = _code_of(last_content)
@@ -140,7 +144,12 @@ def _steps(history: list[Any], source: str) -> list[Step]:
 
         thought = _THOUGHT.match(speaker)
         if thought is not None:
-            add(StepKind.THINKING, name=thought.group("who").strip(), output=content, attributes=attributes)
+            add(
+                StepKind.THINKING,
+                name=thought.group("who").strip(),
+                output=content,
+                attributes=attributes,
+            )
         elif speaker == "human":
             add(StepKind.USER, output=content, attributes=attributes)
         else:

@@ -303,7 +303,9 @@ def _judged_half(
 
     options: dict[str, Any] = {} if model is None else {"model": model}
     judged = judged_leakage(evidence.trace, evidence, judge, **options)
-    taken = [(f.location, f.start, f.end) for f in found if f.start is not None and f.end is not None]
+    taken = [
+        (f.location, f.start, f.end) for f in found if f.start is not None and f.end is not None
+    ]
 
     def overlaps(f: Finding) -> bool:
         if f.start is None or f.end is None:
