@@ -158,19 +158,27 @@ def _score_where(query: RateQuery) -> tuple[str, list[Any]]:
                 params.extend(sel.exclude_agents)
             parts.append(part + ")")
         selection = "(" + " OR ".join(parts) + ")" if parts else "0"
-    clauses = [selection]
-    if query.start_us is not None:
-        clauses.append("s.run_started_at >= ?")
-        params.append(query.start_us)
-    if query.end_us is not None:
-        clauses.append("s.run_started_at < ?")
-        params.append(query.end_us)
-    if query.agent is not None:
-        clauses.append("s.run_agent = ?")
-        params.append(query.agent)
-    if query.undated:
-        clauses.append("s.run_started_at IS NULL")
-    return " AND ".join(clauses), params
+    window, window_params = _window_clauses(query, "s.run_started_at", "s.run_agent")
+    return " AND ".join([selection, *window]), [*params, *window_params]
+
+
+def _window_clauses(q: RateQuery, time_col: str, agent_col: str) -> tuple[list[str], list[Any]]:
+    """The conditions of ``q``'s window (``start <= t < end``, or undated) and agent role, on the
+    given columns, with their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if q.start_us is not None:
+        clauses.append(f"{time_col} >= ?")
+        params.append(q.start_us)
+    if q.end_us is not None:
+        clauses.append(f"{time_col} < ?")
+        params.append(q.end_us)
+    if q.agent is not None:
+        clauses.append(f"{agent_col} = ?")
+        params.append(q.agent)
+    if q.undated:
+        clauses.append(f"{time_col} IS NULL")
+    return clauses, params
 
 
 def _runs_sql(query: RateQuery, by: str | None) -> tuple[str, list[Any]]:
@@ -633,19 +641,8 @@ def _flagged_runs(
     conn: sqlite3.Connection, q: RateQuery, sigs: list[int]
 ) -> list[tuple[str, int | None, Any, Any, int]]:
     """``(run_id, started_at, agent, release, sig)`` of the window's runs of these signatures."""
-    clauses: list[str] = ["sig = ?"]
-    args: list[Any] = []
-    if q.undated:
-        clauses.append("started_at IS NULL")
-    if q.start_us is not None:
-        clauses.append("started_at >= ?")
-        args.append(q.start_us)
-    if q.end_us is not None:
-        clauses.append("started_at < ?")
-        args.append(q.end_us)
-    if q.agent is not None:
-        clauses.append("agent = ?")
-        args.append(q.agent)
+    window, args = _window_clauses(q, "started_at", "agent")
+    clauses = ["sig = ?", *window]
     sql = (
         "SELECT run_id, started_at, agent, release, sig FROM rate_runs"
         f" INDEXED BY rate_runs_by_sig WHERE {' AND '.join(clauses)}"
