@@ -162,6 +162,18 @@ def _score_where(query: RateQuery) -> tuple[str, list[Any]]:
     return " AND ".join([selection, *window]), [*params, *window_params]
 
 
+def _closed_span(conn: sqlite3.Connection, start: int | None, end: int | None) -> tuple[int, int]:
+    """The window with an open side closed at the first or last dated run (µs)."""
+    if start is not None and end is not None:
+        return start, end
+    lo, hi = conn.execute(
+        "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
+    ).fetchone()
+    if lo is None:
+        lo = hi = 0
+    return (lo if start is None else start), (hi + 1 if end is None else end)
+
+
 def _window_clauses(q: RateQuery, time_col: str, agent_col: str) -> tuple[list[str], list[Any]]:
     """The conditions of ``q``'s window (``start <= t < end``, or undated) and agent role, on the
     given columns, with their parameters."""
@@ -422,16 +434,7 @@ def _by_time(
     counts_of: Callable[[Any, int], RateCounts],
 ) -> list[RateCounts]:
     """The day or week breakdown: one range query per bucket."""
-    start, end = query.start_us, query.end_us
-    if start is None or end is None:
-        # An open side: the window ends at the first or last dated run.
-        lo, hi = conn.execute(
-            "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
-        ).fetchone()
-        if lo is None:
-            lo = hi = 0
-        start = lo if start is None else start
-        end = hi + 1 if end is None else end
+    start, end = _closed_span(conn, query.start_us, query.end_us)
     groups: list[RateCounts] = []
     for label, lo, hi in _buckets(start, end, by) if start < end else []:
         bucket = replace(query, start_us=lo, end_us=hi)
@@ -781,15 +784,7 @@ def _time_buckets(
     agent_args: list[Any] = [query.agent] if query.agent is not None else []
     out: list[tuple[str | None, int]] = []
     if not query.undated:
-        if start is None or end is None:
-            # An open side: the window ends at the first or last dated run.
-            lo, hi = conn.execute(
-                "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
-            ).fetchone()
-            if lo is None:
-                lo = hi = 0
-            start = lo if start is None else start
-            end = hi + 1 if end is None else end
+        start, end = _closed_span(conn, start, end)
         sql = f"SELECT count(*) FROM runs r WHERE r.sort_at >= ? AND r.sort_at < ?{agent_sql}"
         for label, lo, hi in _buckets(start, end, by) if start < end else []:
             out.append((label, conn.execute(sql, [lo, hi, *agent_args]).fetchone()[0]))
