@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -339,19 +339,11 @@ def test_leakage_truncated_is_unverifiable() -> None:
 # --------------------------------------------------------------------------- real data
 
 
-def _data() -> Path:
-    return Path(
-        os.environ.get(
-            "AGENTLENS_DATA", Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-        )
-    )
-
-
 @pytest.mark.data
-def test_tau_bench_flags_injected_fabrications_and_little_else() -> None:
-    folder = _data() / "tau_bench"
-    if not folder.is_dir():
-        pytest.skip(f"no data in {folder}")
+def test_tau_bench_flags_injected_fabrications_and_little_else(
+    data_dir: Callable[[str], Path],
+) -> None:
+    folder = data_dir("tau_bench")
     from agentlens.ingest.openai_messages import read
 
     runs = [t for path in sorted(folder.glob("*.json")) for t in read(path)]

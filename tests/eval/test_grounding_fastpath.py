@@ -8,8 +8,8 @@ test against it on generated and real text.
 from __future__ import annotations
 
 import json
-import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,19 +139,9 @@ def test_a_time_is_supported_by_the_same_step_in_every_process() -> None:
     assert match is not None and match.item.source == "s2"
 
 
-def _data() -> Path:
-    return Path(
-        os.environ.get(
-            "AGENTLENS_DATA", Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-        )
-    )
-
-
 @pytest.mark.data
-def test_guard_changes_no_match_on_real_runs() -> None:
-    folder = _data() / "tau_bench"
-    if not folder.is_dir():
-        pytest.skip(f"no data in {folder}")
+def test_guard_changes_no_match_on_real_runs(data_dir: Callable[[str], Path]) -> None:
+    folder = data_dir("tau_bench")
     from agentlens.ingest.openai_messages import read
 
     guarded = get_extractor()._builtin

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -156,17 +156,8 @@ def test_fuzz_never_raises_anything_but_format_error(
 
 
 @pytest.mark.data
-def test_reads_tau_bench() -> None:
-    folder = (
-        Path(
-            os.environ.get(
-                "AGENTLENS_DATA", Path(__file__).resolve().parents[2] / ".." / "shared" / "data"
-            )
-        )
-        / "tau_bench"
-    )
-    if not folder.is_dir():
-        pytest.skip(f"no data in {folder}")
+def test_reads_tau_bench(data_dir: Callable[[str], Path]) -> None:
+    folder = data_dir("tau_bench")
     runs = [r for p in sorted(folder.glob("*.json")) for r in read(p)]
     assert len(runs) == 100
     tools = [s for r in runs for s in r.steps if s.kind is StepKind.TOOL]

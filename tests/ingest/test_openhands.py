@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,15 +16,6 @@ from agentlens.ingest.openhands import read
 from agentlens.model import StepKind
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "openhands"
-
-
-def data_dir(name: str) -> Path:
-    root = Path(
-        os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-    )
-    if not (root / name).is_dir():
-        pytest.skip(f"data set {name!r} not found in {root}")
-    return root / name
 
 
 def test_registered_as_format_openhands() -> None:
@@ -140,7 +131,7 @@ def test_bad_input(
 
 
 @pytest.mark.data
-def test_real_event_streams_import() -> None:
+def test_real_event_streams_import(data_dir: Callable[[str], Path]) -> None:
     folder = data_dir("openhands")
     paths = sorted([*folder.rglob("*.json"), *folder.rglob("*.jsonl")])
     runs = [t for p in paths for t in read(p)]

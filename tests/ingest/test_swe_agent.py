@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,15 +16,6 @@ from agentlens.ingest.swe_agent import command_name, read
 from agentlens.model import StepKind, Trace
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "swe_agent"
-
-
-def data_dir(name: str) -> Path:
-    root = Path(
-        os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-    )
-    if not (root / name).is_dir():
-        pytest.skip(f"data set {name!r} not found in {root}")
-    return root / name
 
 
 def one(path: Path) -> Trace:
@@ -130,7 +121,9 @@ def test_command_name(action: str, name: str) -> None:
 
 
 @pytest.mark.data
-def test_real_trajectories_import_and_the_known_loop_is_found() -> None:
+def test_real_trajectories_import_and_the_known_loop_is_found(
+    data_dir: Callable[[str], Path],
+) -> None:
     folder = data_dir("swe_agent")
     paths = sorted(folder.rglob("*.traj"))
     assert paths

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,15 +15,6 @@ from agentlens.ingest.who_and_when import read
 from agentlens.model import StepKind, Trace
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "who_and_when"
-
-
-def data_dir(name: str) -> Path:
-    root = Path(
-        os.environ.get("AGENTLENS_DATA") or Path(__file__).resolve().parents[3] / "shared" / "data"
-    )
-    if not (root / name).is_dir():
-        pytest.skip(f"data set {name!r} not found in {root}")
-    return root / name
 
 
 def one(path: Path) -> Trace:
@@ -94,7 +85,7 @@ def test_bad_input(tmp_path: Path, content: str, field: str | None, reason: str)
 
 
 @pytest.mark.data
-def test_real_logs_import() -> None:
+def test_real_logs_import(data_dir: Callable[[str], Path]) -> None:
     folder = data_dir("who_and_when")
     paths = sorted(folder.rglob("*.json"))
     assert len(paths) == 184
