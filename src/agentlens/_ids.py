@@ -22,10 +22,16 @@ def _encode(value: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
-def new_id(now_ms: int | None = None) -> str:
-    """Return a new time-sortable 26-character id (ULID layout)."""
+def new_id(now_ms: int | None = None, *, entropy: bytes | None = None) -> str:
+    """Return a time-sortable 26-character id (ULID layout).
+
+    Args:
+        now_ms: the time part, in milliseconds since the epoch (default: now).
+        entropy: the 10 bytes of the random part (default: random); give a digest of the source
+            for ids that are the same every time the same source is read.
+    """
     ms = int(time.time() * 1000) if now_ms is None else now_ms
-    rand = int.from_bytes(os.urandom(10), "big")
+    rand = int.from_bytes(os.urandom(10) if entropy is None else entropy[:10], "big")
     return _encode(ms, 10) + _encode(rand, 16)
 
 

@@ -15,20 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agentlens._ids import new_id
 from agentlens.errors import FormatError
 
 __all__ = ["load_json", "parse_json_text", "parse_time", "run_id", "source_name"]
 
-_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
-
-
-def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
 
 
 def run_id(*parts: str | bytes, started_at: datetime | None = None) -> str:
@@ -45,8 +37,7 @@ def run_id(*parts: str | bytes, started_at: datetime | None = None) -> str:
         digest.update(b"\x00")
     ms = int(started_at.timestamp() * 1000) if started_at is not None else 0
     ms = max(0, min(ms, (1 << 48) - 1))
-    rand = int.from_bytes(digest.digest()[:10], "big")
-    return _encode(ms, 10) + _encode(rand, 16)
+    return new_id(ms, entropy=digest.digest())
 
 
 def source_name(path: Path) -> str:
