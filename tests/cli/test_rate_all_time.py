@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import Invoke
+from typer.testing import Result
 
 from agentlens.model import Step, StepKind, Trace
+
+Invoke = Callable[..., Result]  # the `cli` fixture of tests/cli/conftest.py
 
 
 def _undated(run_id: str, answer: str) -> Trace:

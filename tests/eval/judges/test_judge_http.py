@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FakeLLM, Scripted, anthropic_reply, openai_reply, verdicts_json
+from llm_fakes import FakeLLM, Scripted, anthropic_reply, openai_reply, verdicts_json
 
 from agentlens.errors import ConfigError, MissingExtraError
 from agentlens.eval._evidence import EvidenceItem

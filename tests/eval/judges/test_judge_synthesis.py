@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import FakeLLM, Scripted, openai_reply, verdicts_json
+from llm_fakes import FakeLLM, Scripted, openai_reply, verdicts_json
 
 from agentlens.eval import Evidence, get_scorer
 from agentlens.eval.detectors._synthesis import ajudged_leakage, judged_leakage
