@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from agentlens.eval import Evidence
 from agentlens.eval._evidence import text_of
-from agentlens.eval._references import _GUARD, EvidenceIndex, get_extractor
+from agentlens.eval._index import EvidenceIndex
+from agentlens.eval._references import _GUARD, get_extractor
 from agentlens.model import Trace
 
 _HEAD = r"(?:(?<!\w)|(?=\[))"

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from agentlens.errors import ConfigError
 from agentlens.eval import EvidenceItem
+from agentlens.eval._index import EvidenceIndex
 from agentlens.eval._references import (
-    EvidenceIndex,
     Extractor,
     date_key,
     edit_distance,

@@ -14,13 +14,8 @@ from typing import Any
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
 from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
-from agentlens.eval._references import (
-    EvidenceIndex,
-    Extractor,
-    Match,
-    Reference,
-    get_extractor,
-)
+from agentlens.eval._index import EvidenceIndex, Match
+from agentlens.eval._references import Extractor, Reference, get_extractor
 from agentlens.eval._scorer import Scorer, get_scorer, scorer
 from agentlens.model import FailureMode, Finding, ScoreResult
 

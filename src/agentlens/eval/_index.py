@@ -1,0 +1,711 @@
+"""The per-run evidence index: was this reference (or fact) in the evidence before turn *i*?
+
+:class:`EvidenceIndex` answers that for one run. All the evidence is joined into one string
+(and its lower-cased twin) so that a look-up is one C-speed ``find`` over the run followed by a
+token-boundary check, cached per run and shared by every scorer and turn. What cannot be looked
+up as written (dates in words, URLs loosely compared, amounts derived by arithmetic) is indexed
+lazily per evidence item and only for the kinds that are asked about, so a run whose answers
+contain no references costs almost nothing. The rules are in ``docs/grounding.md``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import datetime as _dt
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from agentlens.eval._evidence import EvidenceItem
+from agentlens.eval._references import (
+    _BUILTIN,
+    _MONTH,
+    _NUM,
+    _NUMERIC_KINDS,
+    _SCHEME,
+    KINDS,
+    Extractor,
+    Reference,
+    _date_from_words,
+    _trim_url,
+    date_key,
+    edit_distance,
+    get_extractor,
+    number_key,
+    parse_number,
+    url_key,
+    written_tolerance,
+)
+
+__all__ = ["EvidenceIndex", "Match"]
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """Where a reference was found in the evidence."""
+
+    item: EvidenceItem
+    """The evidence item (step output, or the run's input) that holds it."""
+    text: str
+    """What was found there, as it appears (or the derivation, for computed amounts)."""
+    derived: bool = False
+    """True when the value is computed from evidence numbers rather than found as such."""
+
+
+_RAW_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+_ISO_TEXT = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+_WORD_DATE = re.compile(f"{_BUILTIN['mdy']}|{_BUILTIN['dmy']}")
+_URL = re.compile(_BUILTIN["url"])
+_EMAIL = re.compile(_BUILTIN["email"])
+_NUMBER_WITH_SCALE = re.compile(
+    rf"(?<![\w.]){_NUM}\s?(?:thousand|million|billion|trillion|bn|[kKmMbB])\b"
+)
+_STANDALONE = re.compile(rf"(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)")
+_MAX_ARITH = 200
+_MAX_TRIPLE = 80
+_MIN_OPERAND = 10.0
+
+
+def _number_variants(key: str) -> tuple[str, ...]:
+    """The ways a canonical number is commonly written: ``1834.2`` -> ``1834.2``, ``1834.20``,
+    ``1,834.2``, ``1,834.20``."""
+    neg = key.startswith("-")
+    body = key[1:] if neg else key
+    whole, _, frac = body.partition(".")
+    wholes = {whole}
+    if len(whole) > 3:
+        wholes.add(f"{int(whole):,}")
+    fracs = {frac} if frac else {"", "0", "00"}
+    if len(frac) == 1:
+        fracs.add(frac + "0")
+    out = []
+    for w in wholes:
+        for f in fracs:
+            out.append(f"{w}.{f}" if f else w)
+    return tuple(out)
+
+
+class _ItemIndex:
+    """What one evidence item contains, computed lazily per family of kinds."""
+
+    __slots__ = (
+        "_dates",
+        "_emails",
+        "_lower",
+        "_numbers",
+        "_times",
+        "_urls",
+        "_values",
+        "item",
+    )
+
+    def __init__(self, item: EvidenceItem) -> None:
+        self.item = item
+        self._lower: str | None = None
+        self._numbers: frozenset[str] | None = None
+        self._values: list[float] | None = None
+        self._dates: frozenset[str] | None = None
+        self._urls: frozenset[str] | None = None
+        self._emails: frozenset[str] | None = None
+        self._times: frozenset[str] | None = None
+
+    @property
+    def lower(self) -> str:
+        if self._lower is None:
+            self._lower = self.item.text.lower()
+        return self._lower
+
+    @property
+    def numbers(self) -> frozenset[str]:
+        """Every digit run as written (``1,834.20``, ``1834.2``, ``05``)."""
+        if self._numbers is None:
+            self._numbers = frozenset(_RAW_NUMBER.findall(self.item.text))
+        return self._numbers
+
+    @property
+    def values(self) -> list[float]:
+        """Every stand-alone number as a value, including scaled ones (``12.5 million``), for
+        arithmetic: not the digits of a date, a time, an id or a code (``10`` of ``10:00`` is no
+        amount to add to a price)."""
+        if self._values is None:
+            vals = {float(n.replace(",", "")) for n in _STANDALONE.findall(self.item.text)}
+            for m in _NUMBER_WITH_SCALE.finditer(self.item.text):
+                v = parse_number(m.group(0))
+                if v is not None:
+                    vals.add(v)
+            self._values = sorted(vals)
+        return self._values
+
+    @property
+    def dates(self) -> frozenset[str]:
+        """Dates as ``YYYY-MM-DD`` and ``--MM-DD`` keys, from ISO and worded forms; a date
+        written without its year also as ``?--MM-DD``."""
+        if self._dates is None:
+            keys: set[str] = set()
+            for y, mo, d in _ISO_DATE.findall(self.item.text):
+                k = date_key(int(y), int(mo), int(d))
+                if k:
+                    keys.add(k)
+                    keys.add("--" + k[5:])
+            if _HAS_MONTH.search(self.item.text):
+                for m in _WORD_DATE.finditer(self.item.text):
+                    k = _date_from_words(m.group(0))
+                    if k:
+                        keys.add(k)
+                        keys.add("--" + k[-5:])
+                        if k.startswith("--"):
+                            keys.add("?" + k)  # written without its year
+            self._dates = frozenset(keys)
+        return self._dates
+
+    @property
+    def times(self) -> frozenset[str]:
+        """Times of day as ``HH:MM``."""
+        if self._times is None:
+            self._times = frozenset(
+                [f"{int(h):02d}:{mi}" for h, mi in _CLOCK.findall(self.item.text) if int(h) < 24]
+                + [_clock12(h, mi, ap) for h, mi, ap in _CLOCK12.findall(self.item.text)]
+            )
+        return self._times
+
+    @property
+    def urls(self) -> frozenset[str]:
+        if self._urls is None:
+            self._urls = frozenset(url_key(_trim_url(u)) for u in _URL.findall(self.item.text))
+        return self._urls
+
+    @property
+    def emails(self) -> frozenset[str]:
+        if self._emails is None:
+            self._emails = frozenset(e.lower() for e in _EMAIL.findall(self.item.text))
+        return self._emails
+
+
+_HAS_MONTH = re.compile(_MONTH)
+_RELATIVE_DAY = re.compile(
+    r"(?i)\b(?:next|following|previous|prior) day\b|\bday (?:after|before|later|earlier)\b"
+    r"|\b(?:by|in) (?:one|a|1) day\b|\btomorrow\b|\byesterday\b|\d:\d\d(?::\d\d)?\+1\b"
+)
+
+
+def _shift_day(key: str) -> set[str]:
+    """The dates one day before and after ``YYYY-MM-DD``."""
+    try:
+        day = _dt.date.fromisoformat(key)
+    except ValueError:
+        return set()
+    one = _dt.timedelta(days=1)
+    return {(day - one).isoformat(), (day + one).isoformat()}
+
+
+_CLOCK = re.compile(r"(?<![\d:])(\d{1,2}):([0-5]\d)(?!\d)")
+_CLOCK12 = re.compile(r"(?<![\d:])(1[0-2]|0?[1-9])(?::([0-5]\d))?\s?([AaPp])\.?[Mm]\b")
+
+
+def _clock12(hour: str, minute: str, ap: str) -> str:
+    h = int(hour) % 12 + (12 if ap in "Pp" else 0)
+    return f"{h:02d}:{minute or '00'}"
+
+
+class EvidenceIndex:
+    """Look references up in one run's evidence, respecting the order of steps.
+
+    Args:
+        items: the run's evidence items in order (:attr:`Evidence.items`).
+        extractor: used for custom patterns and to suggest the closest evidence token.
+    """
+
+    def __init__(self, items: Sequence[EvidenceItem], extractor: Extractor | None = None) -> None:
+        self.items = tuple(_ItemIndex(i) for i in items)
+        self.extractor = extractor or get_extractor()
+        self._pool_cache: dict[int, _NumberPool] = {}
+        self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
+        self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
+
+    def _texts(self) -> tuple[str, list[int], str, list[int]]:
+        """All evidence as one string (and lower-cased), with each item's start offset, so that
+        a look-up is one C-speed ``find`` over the run rather than one per item."""
+        joined = self._shared.get("joined")
+        if joined is None:
+            raw_parts = [e.item.text for e in self.items]
+            low_parts = [e.lower for e in self.items]
+            joined = self._shared["joined"] = (
+                _SEP.join(raw_parts),
+                _offsets(raw_parts),
+                _SEP.join(low_parts),
+                _offsets(low_parts),
+            )
+        return joined
+
+    def _first(
+        self, needle: str, index: int, *, lower: bool, number: bool = False, amount: bool = False
+    ) -> _ItemIndex | None:
+        """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
+        whole number), or ``None``."""
+        key = (needle, lower, 2 if amount else 1 if number else 0)
+        try:
+            entry = self._hits[key]
+        except KeyError:
+            entry = self._hits[key] = self._scan(needle, lower, key[2])
+        return entry if entry is not None and entry.item.index < index else None
+
+    def _scan(self, needle: str, lower: bool, mode: int) -> _ItemIndex | None:
+        """The evidence item holding the first whole-token occurrence of ``needle`` in the whole
+        evidence (``mode``: 0 a token, 1 a number, 2 an amount). Cached per run by
+        :meth:`_first`: both scorers, and every turn, look the same tokens up."""
+        raw, raw_starts, low, low_starts = self._texts()
+        hay, starts = (low, low_starts) if lower else (raw, raw_starts)
+        check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
+        width = len(needle)
+        pos = hay.find(needle)
+        while pos >= 0:
+            if check(hay, pos, pos + width):
+                return self.items[bisect.bisect_right(starts, pos) - 1]
+            pos = hay.find(needle, pos + 1)
+        return None
+
+    def with_extractor(self, extractor: Extractor) -> EvidenceIndex:
+        """The same index (sharing everything computed so far) with another extractor for
+        custom patterns and suggestions."""
+        if extractor is self.extractor:
+            return self
+        other = EvidenceIndex.__new__(EvidenceIndex)
+        other.items = self.items
+        other.extractor = extractor
+        other._pool_cache = self._pool_cache
+        other._shared = self._shared
+        other._hits = self._hits
+        return other
+
+    def before(self, index: int) -> Iterator[_ItemIndex]:
+        """Index entries of the evidence produced before step position ``index``."""
+        for entry in self.items:
+            if entry.item.index >= index:
+                break
+            yield entry
+
+    def truncated_before(self, index: int) -> bool:
+        """True when evidence before ``index`` was truncated at its source."""
+        return any(e.item.truncated for e in self.before(index))
+
+    def find(self, ref: Reference, index: int, extra: Sequence[float] = ()) -> Match | None:
+        """Where ``ref`` is found in the evidence before step position ``index``, or ``None``.
+        ``extra``: amounts the same turn already derived, usable in arithmetic."""
+        kind = ref.kind
+        if kind in _NUMERIC_KINDS:
+            return self._find_number(ref, index, extra)
+        if kind == "date":
+            return self.find_date(ref.key, index)
+        if kind == "url":
+            return self._find_url(ref.key, index, ref.text)
+        if kind == "email":
+            hit = self._first(ref.key, index, lower=True)
+            return None if hit is None else Match(hit.item, ref.text)
+        if kind == "citation":
+            return self._find_citation(ref, index)
+        return self._find_token(ref, index)
+
+    # ---- ids, codes, uuids, custom patterns
+
+    def _find_token(self, ref: Reference, index: int) -> Match | None:
+        key = ref.key
+        hit = self._first(key, index, lower=True)
+        if hit is not None:
+            return Match(hit.item, ref.text)
+        if ref.kind not in KINDS:  # a custom pattern: also accept its own matches in evidence
+            for pos, found in enumerate(self._custom_matches(index)):
+                if key in found:
+                    return Match(self.items[pos].item, ref.text)
+        return None
+
+    def _custom_matches(self, index: int) -> list[set[str]]:
+        out: list[set[str]] = []
+        for e in self.before(index):
+            keys: set[str] = set()
+            for _, rx in self.extractor.custom:
+                keys.update(m.group(0).lower() for m in rx.finditer(e.item.text))
+            out.append(keys)
+        return out
+
+    # ---- citations
+
+    def _find_citation(self, ref: Reference, index: int) -> Match | None:
+        key = ref.key
+        bracketed = f"[{key}]"
+        for e in self.before(index):
+            if bracketed in e.lower:
+                return Match(e.item, ref.text)
+        if not key.isdigit():
+            hit = self._first(key, index, lower=True)
+            if hit is not None:
+                return Match(hit.item, key)
+        if key.isdigit():
+            n = int(key)
+            count = 0
+            for e in self.before(index):
+                if e.item.kind == "retrieval" and isinstance(e.item.value, list):
+                    count += len(e.item.value)
+                    if 1 <= n <= count:
+                        return Match(e.item, f"document {n} of the retrieved context")
+        return None
+
+    # ---- dates and URLs
+
+    def find_date(self, key: str, index: int) -> Match | None:
+        """A date key (``YYYY-MM-DD``, or ``--MM-DD`` for a date written without its year).
+
+        A full date is also grounded by the same day written without a year ("May 20th") when
+        the year appears in the evidence too (typically today's date in the system prompt), and
+        by an evidence date one day away when the evidence speaks of a relative day ("the day
+        after", "next day", "tomorrow", an overnight arrival ``03:00:00+1``)."""
+        if not key.startswith("--"):
+            hit = self._first(key, index, lower=False, number=True)
+            if hit is not None:
+                return Match(hit.item, key)
+        for e in self.before(index):
+            if key in e.dates:
+                return Match(e.item, key)
+        if key.startswith("--"):
+            return None
+        shifted = _shift_day(key)
+        if shifted and any(_RELATIVE_DAY.search(e.item.text) for e in self.before(index)):
+            for e in self.before(index):
+                near = shifted & e.dates
+                if near:
+                    return Match(e.item, f"{min(near)} ± 1 day", derived=True)
+        yearless = "?--" + key[5:]
+        year = key[:4]
+        day = next((e for e in self.before(index) if yearless in e.dates), None)
+        if day is None:
+            return None
+        if any(year in e.numbers for e in self.before(index)):
+            return Match(
+                day.item, f"{key[5:]} with the year {year} from the evidence", derived=True
+            )
+        return None
+
+    def find_time(self, key: str, index: int) -> Match | None:
+        """A time of day ``HH:MM``; ``HH:MM?`` (no am/pm written) also matches 12 hours later."""
+        # In a fixed order, the time as written first, so that the supporting step is the same
+        # in every process (a set's order changes with the interpreter's hash seed).
+        keys = [key.rstrip("?")]
+        if key.endswith("?"):
+            hour = int(key[:2])
+            keys.append(f"{(hour + 12) % 24:02d}:{key[3:5]}")
+        for k in keys:
+            hit = self._first(k, index, lower=False, number=True)
+            if hit is not None:
+                return Match(hit.item, key.rstrip("?"))
+        wanted = frozenset(keys)
+        for e in self.before(index):
+            if wanted & e.times:
+                return Match(e.item, key.rstrip("?"))
+        return None
+
+    def find_words(self, words: Sequence[str], index: int, text: str) -> Match | None:
+        """Every one of ``words`` (lower-case) among the evidence tokens before ``index``,
+        case-insensitively; they may come from different items. The match names the item that
+        completed the set."""
+        last: _ItemIndex | None = None
+        for word in words:
+            hit = self._first(word, index, lower=True)
+            if hit is None:
+                return None
+            if last is None or hit.item.index > last.item.index:
+                last = hit
+        return None if last is None else Match(last.item, text)
+
+    def find_value(
+        self,
+        value: float,
+        index: int,
+        *,
+        percent: bool = False,
+        tolerance: float = 0.0,
+        arithmetic: bool = True,
+        extra: Sequence[float] = (),
+        strict: bool = True,
+    ) -> Match | None:
+        """A number as written in the evidence (any common formatting), else within
+        ``tolerance`` of an evidence number or, with ``arithmetic``, of simple arithmetic on
+        them and on ``extra`` (numbers the same turn already derived; see :class:`_NumberPool`).
+        ``strict``: the number must stand alone in the evidence (an amount); otherwise digits
+        inside an id or a date count too ("certificate 7504069", the year of a date)."""
+        key = number_key(abs(value))
+        variants = _number_variants(key)
+        frac = _number_variants(number_key(abs(value) / 100)) if percent else None
+        for v in variants:
+            hit = self._first(v, index, lower=False, number=True, amount=strict)
+            if hit is not None:
+                return Match(hit.item, key)
+        for v in frac or ():
+            hit = self._first(v, index, lower=False, number=True, amount=strict)
+            if hit is not None:
+                return Match(hit.item, number_key(abs(value) / 100))
+        if not arithmetic:
+            return None
+        return self.derive(abs(value), index, percent=percent, tolerance=tolerance, extra=extra)
+
+    def _find_url(self, key: str, index: int, text: str = "") -> Match | None:
+        bare = _SCHEME.sub("", text).lower()
+        if bare:
+            hit = self._first(bare, index, lower=True)  # as written, minus the scheme
+            if hit is not None:
+                return Match(hit.item, text)
+        for e in self.before(index):
+            urls = e.urls
+            if key in urls:
+                return Match(e.item, key)
+            for u in urls:  # a page's own site, or a parent path, is grounded by a deeper link
+                if u.startswith(key) and u[len(key) : len(key) + 1] in ("/", "?"):
+                    return Match(e.item, u)
+        return None
+
+    # ---- amounts and percentages
+
+    def _find_number(self, ref: Reference, index: int, extra: Sequence[float] = ()) -> Match | None:
+        return self.find_value(
+            float(ref.key),
+            index,
+            percent=ref.kind == "percent",
+            tolerance=written_tolerance(ref.text),
+            extra=extra,
+        )
+
+    def pool(self, index: int) -> _NumberPool:
+        """The numbers of the evidence before ``index``, for arithmetic (cached)."""
+        entries = list(self.before(index))
+        n = len(entries)
+        pool = self._pool_cache.get(n)
+        if pool is None:
+            pool = _NumberPool(entries)
+            self._pool_cache[n] = pool
+        return pool
+
+    def derive(
+        self,
+        value: float,
+        index: int,
+        *,
+        percent: bool = False,
+        tolerance: float = 0.0,
+        extra: Sequence[float] = (),
+    ) -> Match | None:
+        """Whether ``value`` is a number of the evidence before ``index``, or simple arithmetic
+        on them (see :class:`_NumberPool`), within ``tolerance``."""
+        pool = self.pool(index)
+        if not pool.entries:
+            return None
+        if extra:
+            pool = pool.with_extra(extra)
+        how = pool.derive(value, tolerance=tolerance, percent=percent)
+        if how is None:
+            return None
+        text, pos = how
+        return Match(pool.entries[pos].item, text, derived=not text.startswith("="))
+
+    # ---- closest evidence, for the message
+
+    def closest(self, ref: Reference, index: int) -> tuple[str, EvidenceItem] | None:
+        """The evidence token of the same kind most like ``ref`` (for "did you mean")."""
+        best: tuple[float, str, EvidenceItem] | None = None
+        if ref.kind in _NUMERIC_KINDS:
+            value = float(ref.key)
+            for e in self.before(index):
+                vals = e.values
+                if not vals:
+                    continue
+                i = bisect.bisect_left(vals, value)
+                for v in vals[max(0, i - 1) : i + 1]:
+                    d = abs(v - value) / max(abs(value), 1.0)
+                    if best is None or d < best[0]:
+                        best = (d, number_key(v), e.item)
+            return None if best is None else (best[1], best[2])
+        limit = max(2, len(ref.key) // 4 + 1)
+        if ref.kind == "date":
+            candidates = _ISO_TEXT
+        elif ref.kind in ("url", "email"):
+            candidates = _URL if ref.kind == "url" else _EMAIL
+        else:  # ids, codes, citations, custom shapes: words starting like the reference
+            head = re.escape(ref.key.strip("[]")[:2])
+            candidates = re.compile(rf"(?i)(?<![\w-]){head}[\w-]*")
+        target = ref.key.strip("[]")
+        has_digit = any(ch.isdigit() for ch in target)
+        for e in self.before(index):
+            for m in candidates.finditer(e.item.text):
+                cand = m.group(0)
+                if ref.kind == "url":
+                    cand = _trim_url(cand)
+                    key = url_key(cand)
+                else:
+                    key = cand.lower() if ref.kind != "date" else cand[:10]
+                if abs(len(key) - len(target)) > limit or key == target:
+                    continue
+                if has_digit and not any(ch.isdigit() for ch in key):
+                    continue  # "customer" is no suggestion for "cust-48231"
+                d = edit_distance(target, key, limit)
+                if d <= limit and (best is None or d < best[0]):
+                    best = (d, cand, e.item)
+        return None if best is None else (best[1], best[2])
+
+
+_SEP = "\n\n"
+
+
+def _offsets(parts: list[str]) -> list[int]:
+    starts = []
+    pos = 0
+    for part in parts:
+        starts.append(pos)
+        pos += len(part) + len(_SEP)
+    return starts
+
+
+def _token_at(hay: str, start: int, end: int) -> bool:
+    """True when ``hay[start:end]`` is whole words: not glued to a letter or digit on either side
+    (``inv-551`` is in ``inv-551-b`` and ``inv-551_x``, not in ``inv-5510``)."""
+    return (start == 0 or not hay[start - 1].isalnum()) and (
+        end == len(hay) or not hay[end].isalnum()
+    )
+
+
+def _amount_at(hay: str, start: int, end: int) -> bool:
+    """True when ``hay[start:end]`` is a stand-alone number: as :func:`_number_at`, and not part
+    of a word, an id, a date or a time (``117`` is not in ``HAT117``, ``10`` not in ``10:00``,
+    ``05`` not in ``2024-05-20``); a minus sign before it is allowed (``-6594``)."""
+    if not _number_at(hay, start, end):
+        return False
+    n = len(hay)
+    before = hay[start - 1] if start else " "
+    after = hay[end] if end < n else " "
+    if before.isalpha() or before in "_:" or after.isalpha() or after == "_":
+        return False
+    if before == "-" and start > 1 and (hay[start - 2].isalnum() or hay[start - 2] == "-"):
+        return False  # a range or a date, not a sign
+    return not (after in ":-" and end + 1 < n and hay[end + 1].isdigit())
+
+
+def _number_at(hay: str, start: int, end: int) -> bool:
+    """True when ``hay[start:end]`` is a whole number: no digit next to it, and no decimal point
+    or thousands separator that continues it (``5.1`` is not in ``15.10``; ``1834.2`` is not in
+    ``1834.25``; ``117`` is in ``HAT117``)."""
+    n = len(hay)
+    before = hay[start - 1] if start else " "
+    after = hay[end] if end < n else " "
+    if before.isdigit() or after.isdigit():
+        return False
+    if before in ".," and start > 1 and hay[start - 2].isdigit():
+        return False
+    return not (after in ".," and end + 1 < n and hay[end + 1].isdigit())
+
+
+class _NumberPool:
+    """The numbers available before a turn, and what counts as derived from them.
+
+    Accepted as derived (each within ``tolerance``): a number itself; for a percentage, the
+    number times 100 (a fraction), ``a / b * 100`` and ``(b - a) / a * 100`` (a share and a
+    change); ``k * a`` for a whole ``k`` from 2 to 10; ``a + b``, ``|a - b|`` of two numbers and
+    ``a + b + c`` of three (when at most 80 are available) with every term at least 10 (a count
+    added to a price is not a derivation); ``a / b`` with ``a`` at least 10 and ``b`` at least 2
+    (a per-unit value). Arithmetic
+    uses the 200 numbers nearest the turn, plus the numbers the turn itself already derived
+    (so "$500 + $250 = $750, plus $129 is $879" is followed step by step).
+    """
+
+    def __init__(self, entries: list[_ItemIndex]) -> None:
+        self.entries = entries
+        origin: dict[float, int] = {}
+        for pos, e in enumerate(entries):
+            for v in e.values:
+                origin.setdefault(v, pos)
+        self.origin = origin
+        recent = sorted(origin, key=lambda v: -origin[v])[:_MAX_ARITH]
+        self.values = sorted(recent)
+        self._pair_sums: list[tuple[float, float, float]] | None = None
+
+    def with_extra(self, extra: Sequence[float]) -> _NumberPool:
+        """This pool plus ``extra`` numbers, attributed to the latest evidence item."""
+        pool = _NumberPool.__new__(_NumberPool)
+        pool.entries = self.entries
+        pool.origin = dict(self.origin)
+        last = len(self.entries) - 1
+        for v in extra:
+            pool.origin.setdefault(v, last)
+        pool.values = sorted(set(self.values) | set(extra))
+        pool._pair_sums = None
+        return pool
+
+    def _has(self, target: float, tol: float, vals: list[float] | None = None) -> float | None:
+        vals = self.values if vals is None else vals
+        i = bisect.bisect_left(vals, target - tol - 1e-9)
+        if i < len(vals) and vals[i] <= target + tol + 1e-9:
+            return vals[i]
+        return None
+
+    def derive(self, x: float, *, tolerance: float, percent: bool) -> tuple[str, int] | None:
+        tol = tolerance
+        direct = self._has(x, tol)
+        if direct is not None:
+            return f"={number_key(direct)}", self.origin[direct]
+        vals = self.values
+        if percent:
+            frac = self._has(x / 100, tol / 100)
+            if frac is not None:
+                return f"={number_key(frac)}", self.origin[frac]
+            for a in vals:
+                if a == 0:
+                    continue
+                b = self._has(a * (1 + x / 100), tol * abs(a) / 100)
+                if b is not None:
+                    return (
+                        f"{number_key(b)} is {number_key(x)}% more than {number_key(a)}",
+                        self.origin[b],
+                    )
+                b = self._has(a * (1 - x / 100), tol * abs(a) / 100)
+                if b is not None:
+                    return (
+                        f"{number_key(b)} is {number_key(x)}% less than {number_key(a)}",
+                        self.origin[b],
+                    )
+                b = self._has(x * a / 100, tol * abs(a) / 100)
+                if b is not None:
+                    return f"{number_key(b)} is {number_key(x)}% of {number_key(a)}", self.origin[b]
+            return None
+        for k in range(2, 11):
+            a_ = self._has(x / k, tol / k)
+            if a_ is not None:
+                return f"{k} × {number_key(a_)}", self.origin[a_]
+        # Terms of sums and differences (and the dividend of a ratio) are at least 10: adding a
+        # count of seats to a price means nothing, and small terms would let anything through.
+        big = [v for v in vals if abs(v) >= _MIN_OPERAND]
+        for a in big:
+            b = self._has(x - a, tol, big)
+            if b is not None:
+                return f"{number_key(a)} + {number_key(b)}", max(self.origin[a], self.origin[b])
+            b = self._has(a - x, tol, big)
+            if b is not None:
+                return f"{number_key(a)} - {number_key(b)}", max(self.origin[a], self.origin[b])
+            b = self._has(a / x, tol * abs(a) / (x * x)) if x else None
+            if b is not None and abs(b) >= 2:  # a per-unit value: a total over a count
+                return f"{number_key(a)} / {number_key(b)}", max(self.origin[a], self.origin[b])
+        if len(big) <= _MAX_TRIPLE:
+            sums = self._sums(big)
+            keys = [s[0] for s in sums]
+            for c in big:
+                t = x - c
+                i = bisect.bisect_left(keys, t - tol - 1e-9)
+                if i < len(keys) and keys[i] <= t + tol + 1e-9:
+                    _, a, b = sums[i]
+                    pos = max(self.origin[a], self.origin[b], self.origin[c])
+                    return f"{number_key(a)} + {number_key(b)} + {number_key(c)}", pos
+        return None
+
+    def _sums(self, vals: list[float]) -> list[tuple[float, float, float]]:
+        if self._pair_sums is None:
+            self._pair_sums = sorted(
+                (vals[i] + vals[j], vals[i], vals[j])
+                for i in range(len(vals))
+                for j in range(i, len(vals))
+            )
+        return self._pair_sums
