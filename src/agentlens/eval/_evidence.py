@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
 
+from pydantic_core import to_json
+
 from agentlens.config import DEFAULT_EVIDENCE
 from agentlens.model import StepKind, Trace
 
@@ -71,6 +73,27 @@ class Turn:
 
 def text_of(value: Any) -> str:
     """The text of a value: strings as they are, chat messages by their content, JSON dumped."""
+    return _text(value, _ENCODE)
+
+
+def _compact(value: Any) -> str:
+    """JSON dumped by pydantic-core's serialiser, about three times faster than the standard
+    library's on a typical tool output, with the same keys, values and number formats. With
+    ``indent=0`` every member and element starts a line and ``": "`` separates keys from values,
+    so a number is never glued to the ``,`` or ``:`` before it: ``[1500,2500]`` would read as one
+    number with a thousands separator, and ``"total":30`` as the minutes of a time."""
+    try:
+        return to_json(value, indent=0).decode()
+    except ValueError:  # not JSON data (an object without a serialiser)
+        return _ENCODE(value)
+
+
+def _evidence_text(value: Any) -> str:
+    """:func:`text_of` for evidence, which is searched and never shown whole: JSON compact."""
+    return _text(value, _compact)
+
+
+def _text(value: Any, dump: Callable[[Any], str]) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -88,7 +111,7 @@ def text_of(value: Any) -> str:
     ):
         return _blocks_text(value)
     try:
-        return _ENCODE(value)
+        return dump(value)
     except (TypeError, ValueError):
         return str(value)
 
@@ -141,7 +164,9 @@ class Evidence:
         out: list[EvidenceItem] = []
         trace = self.trace
         if "input" in self.sources and trace.input not in (None, ""):
-            out.append(EvidenceItem("input", "input", None, trace.input, text_of(trace.input), -1))
+            out.append(
+                EvidenceItem("input", "input", None, trace.input, _evidence_text(trace.input), -1)
+            )
         for i, step in enumerate(trace.steps):
             kind = str(step.kind)
             if kind not in self.sources:
@@ -150,13 +175,25 @@ class Evidence:
             if step.output is not None:
                 out.append(
                     EvidenceItem(
-                        step.id, kind, step.name, step.output, text_of(step.output), i, truncated
+                        step.id,
+                        kind,
+                        step.name,
+                        step.output,
+                        _evidence_text(step.output),
+                        i,
+                        truncated,
                     )
                 )
             if step.error not in (None, "") and kind in ("tool", "retrieval"):
                 out.append(
                     EvidenceItem(
-                        step.id, kind, step.name, step.error, text_of(step.error), i, truncated
+                        step.id,
+                        kind,
+                        step.name,
+                        step.error,
+                        _evidence_text(step.error),
+                        i,
+                        truncated,
                     )
                 )
         return tuple(out)
