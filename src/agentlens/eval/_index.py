@@ -523,30 +523,39 @@ class EvidenceIndex:
                         best = (d, number_key(v), e.item)
             return None if best is None else (best[1], best[2])
         limit = max(2, len(ref.key) // 4 + 1)
+        target = ref.key.strip("[]")
+        has_digit = any(ch.isdigit() for ch in target)
         if ref.kind == "date":
             candidates = _ISO_TEXT
         elif ref.kind in ("url", "email"):
             candidates = _URL if ref.kind == "url" else _EMAIL
         else:  # ids, codes, citations, custom shapes: words starting like the reference
-            head = re.escape(ref.key.strip("[]")[:2])
-            candidates = re.compile(rf"(?i)(?<![\w-]){head}[\w-]*")
-        target = ref.key.strip("[]")
-        has_digit = any(ch.isdigit() for ch in target)
-        for e in self.before(index):
-            for m in candidates.finditer(e.item.text):
-                cand = m.group(0)
-                if ref.kind == "url":
-                    cand = _trim_url(cand)
-                    key = url_key(cand)
-                else:
-                    key = cand.lower() if ref.kind != "date" else cand[:10]
-                if abs(len(key) - len(target)) > limit or key == target:
-                    continue
-                if has_digit and not any(ch.isdigit() for ch in key):
-                    continue  # "customer" is no suggestion for "cust-48231"
-                d = edit_distance(target, key, limit)
-                if d <= limit and (best is None or d < best[0]):
-                    best = (d, cand, e.item)
+            # (holding a digit when it does: "customer" is no suggestion for "cust-48231")
+            head = re.escape(target[:2])
+            digit = r"(?=[\w-]*\d)" if has_digit else ""
+            candidates = re.compile(rf"(?i)(?<![\w-]){head}{digit}[\w-]*")
+        raw, starts, _, _ = self._texts()
+        n = sum(1 for _ in self.before(index))
+        if not n:
+            return None
+        end = starts[n - 1] + len(self.items[n - 1].item.text)
+        seen: set[str] = set()
+        for m in candidates.finditer(raw, 0, end):  # in evidence order: the first of equals wins
+            cand = m.group(0)
+            if ref.kind == "url":
+                cand = _trim_url(cand)
+                key = url_key(cand)
+            else:
+                key = cand.lower() if ref.kind != "date" else cand[:10]
+            if key in seen or abs(len(key) - len(target)) > limit or key == target:
+                continue
+            seen.add(key)
+            if has_digit and not any(ch.isdigit() for ch in key):
+                continue
+            d = edit_distance(target, key, limit)
+            if d <= limit and (best is None or d < best[0]):
+                item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
+                best = (d, cand, item)
         return None if best is None else (best[1], best[2])
 
 
