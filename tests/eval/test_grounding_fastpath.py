@@ -140,6 +140,64 @@ def test_a_time_is_supported_by_the_same_step_in_every_process() -> None:
     assert match is not None and match.item.source == "s2"
 
 
+def test_an_amount_is_supported_by_the_same_step_in_every_process() -> None:
+    """The written forms of an amount are tried in a fixed order (as the key first), so the
+    supporting step does not depend on the hash seed when two steps hold different forms."""
+    t = Trace.model_validate(
+        {
+            "id": "r",
+            "steps": [
+                {"id": "s1", "kind": "tool", "output": "Total: 12,500.00 USD"},
+                {"id": "s2", "kind": "tool", "output": {"total": 12500}},
+            ],
+            "output": "The total is $12,500.",
+        }
+    )
+    index = EvidenceIndex(Evidence(t).items)
+    match = index.find_value(12500.0, 99)
+    assert match is not None and match.item.source == "s2"
+
+
+@pytest.mark.parametrize("prefix", ["plain", "İ" * 12])
+def test_lookups_after_text_whose_lower_case_changes_length(prefix: str) -> None:
+    """ "İ" lower-cases to two characters: offsets in the lower-cased evidence shift, and every
+    look-up must still name the right step and respect the turn order."""
+    t = Trace.model_validate(
+        {
+            "id": "r",
+            "steps": [
+                {"id": "s1", "kind": "tool", "output": f"{prefix} [KB-3] ACC-7731"},
+                {"id": "s2", "kind": "retrieval", "output": "See [DOC-7] for CUST-12345."},
+                {"id": "s3", "kind": "text", "output": "x"},
+                {"id": "s4", "kind": "tool", "output": {"id": "INV-4410", "note": "[REF-9]"}},
+            ],
+            "output": "done",
+        }
+    )
+    ev = Evidence(t)
+    index = EvidenceIndex(ev.items)
+    extract = get_extractor().extract
+    for text, at, source in (
+        ("ACC-7731", 99, "s1"),
+        ("[KB-3]", 99, "s1"),
+        ("ACC-7731", 0, None),
+        ("CUST-12345", 99, "s2"),
+        ("[DOC-7]", 99, "s2"),
+        ("[REF-9]", 99, "s4"),
+        ("INV-4410", 99, "s4"),
+        ("[REF-9]", 2, None),
+        ("INV-4410", 2, None),
+        ("[DOC-7]", 1, None),
+    ):
+        (ref,) = extract(text)
+        match = index.find(ref, at)
+        assert (match and match.item.source) == source, (text, at)
+    (near,) = extract("INV-4401")
+    closest = index.closest(near, 99)
+    assert closest is not None and closest[0] == "INV-4410" and closest[1].source == "s4"
+    assert index.closest(near, 2) is None
+
+
 @pytest.mark.data
 def test_guard_changes_no_match_on_real_runs(data_dir: Callable[[str], Path]) -> None:
     folder = data_dir("tau_bench")

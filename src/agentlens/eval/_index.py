@@ -14,7 +14,8 @@ import bisect
 import datetime as _dt
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from itertools import accumulate
+from typing import NamedTuple
 
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval._references import (
@@ -40,8 +41,7 @@ from agentlens.eval._references import (
 __all__ = ["EvidenceIndex", "Match"]
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
+class Match(NamedTuple):
     """Where a reference was found in the evidence."""
 
     item: EvidenceItem
@@ -73,12 +73,14 @@ def _number_variants(key: str) -> tuple[str, ...]:
     neg = key.startswith("-")
     body = key[1:] if neg else key
     whole, _, frac = body.partition(".")
-    wholes = {whole}
+    # In a fixed order, as written first: the first variant found names the supporting step,
+    # which must not depend on the interpreter's hash seed (as a set's order would).
+    wholes = [whole]
     if len(whole) > 3:
-        wholes.add(f"{int(whole):,}")
-    fracs = {frac} if frac else {"", "0", "00"}
+        wholes.append(f"{int(whole):,}")
+    fracs = [frac] if frac else ["", "0", "00"]
     if len(frac) == 1:
-        fracs.add(frac + "0")
+        fracs.append(frac + "0")
     out = []
     for w in wholes:
         for f in fracs:
@@ -219,6 +221,7 @@ class EvidenceIndex:
     def __init__(self, items: Sequence[EvidenceItem], extractor: Extractor | None = None) -> None:
         self.items = tuple(_ItemIndex(i) for i in items)
         self.extractor = extractor or get_extractor()
+        self._positions = [e.item.index for e in self.items]
         self._pool_cache: dict[int, _NumberPool] = {}
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
         self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
@@ -229,14 +232,32 @@ class EvidenceIndex:
         joined = self._shared.get("joined")
         if joined is None:
             raw_parts = [e.item.text for e in self.items]
-            low_parts = [e.lower for e in self.items]
-            joined = self._shared["joined"] = (
-                _SEP.join(raw_parts),
-                _offsets(raw_parts),
-                _SEP.join(low_parts),
-                _offsets(low_parts),
-            )
+            raw = _SEP.join(raw_parts)
+            starts = _offsets(raw_parts)
+            low = raw.lower()
+            if len(low) == len(raw):  # no character changed length ("İ" does): same offsets
+                joined = (raw, starts, low, starts)
+            else:
+                low_parts = [e.lower for e in self.items]
+                joined = (raw, starts, _SEP.join(low_parts), _offsets(low_parts))
+            self._shared["joined"] = joined
         return joined
+
+    def _count_before(self, index: int) -> int:
+        """How many evidence items were produced before step position ``index``."""
+        return bisect.bisect_left(self._positions, index)
+
+    def _end_before(self, index: int, lower: bool = False) -> int:
+        """The offset in the joined text (:meth:`_texts`) where the evidence produced at or after
+        step position ``index`` begins."""
+        n = self._count_before(index)
+        if not n:
+            return 0
+        _, raw_starts, _, low_starts = self._texts()
+        last = self.items[n - 1]
+        if lower and low_starts is not raw_starts:
+            return low_starts[n - 1] + len(last.lower)
+        return raw_starts[n - 1] + len(last.item.text)
 
     def _first(
         self, needle: str, index: int, *, lower: bool, number: bool = False, amount: bool = False
@@ -272,6 +293,7 @@ class EvidenceIndex:
             return self
         other = EvidenceIndex.__new__(EvidenceIndex)
         other.items = self.items
+        other._positions = self._positions
         other.extractor = extractor
         other._pool_cache = self._pool_cache
         other._shared = self._shared
@@ -280,10 +302,7 @@ class EvidenceIndex:
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
         """Index entries of the evidence produced before step position ``index``."""
-        for entry in self.items:
-            if entry.item.index >= index:
-                break
-            yield entry
+        return iter(self.items[: self._count_before(index)])
 
     def truncated_before(self, index: int) -> bool:
         """True when evidence before ``index`` was truncated at its source."""
@@ -332,10 +351,10 @@ class EvidenceIndex:
 
     def _find_citation(self, ref: Reference, index: int) -> Match | None:
         key = ref.key
-        bracketed = f"[{key}]"
-        for e in self.before(index):
-            if bracketed in e.lower:
-                return Match(e.item, ref.text)
+        _, _, low, low_starts = self._texts()
+        pos = low.find(f"[{key}]", 0, self._end_before(index, lower=True))
+        if pos >= 0:
+            return Match(self.items[bisect.bisect_right(low_starts, pos) - 1].item, ref.text)
         if not key.isdigit():
             hit = self._first(key, index, lower=True)
             if hit is not None:
@@ -535,10 +554,9 @@ class EvidenceIndex:
             digit = r"(?=[\w-]*\d)" if has_digit else ""
             candidates = re.compile(rf"(?i)(?<![\w-]){head}{digit}[\w-]*")
         raw, starts, _, _ = self._texts()
-        n = sum(1 for _ in self.before(index))
-        if not n:
+        end = self._end_before(index)
+        if not end:
             return None
-        end = starts[n - 1] + len(self.items[n - 1].item.text)
         seen: set[str] = set()
         for m in candidates.finditer(raw, 0, end):  # in evidence order: the first of equals wins
             cand = m.group(0)
@@ -563,12 +581,8 @@ _SEP = "\n\n"
 
 
 def _offsets(parts: list[str]) -> list[int]:
-    starts = []
-    pos = 0
-    for part in parts:
-        starts.append(pos)
-        pos += len(part) + len(_SEP)
-    return starts
+    """Where each part starts in ``_SEP.join(parts)``."""
+    return [0, *accumulate(len(p) + len(_SEP) for p in parts[:-1])] if parts else []
 
 
 def _token_at(hay: str, start: int, end: int) -> bool:
