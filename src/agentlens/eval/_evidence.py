@@ -9,6 +9,7 @@ evidence that came before it.
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from agentlens.model import StepKind, Trace
 __all__ = ["Evidence", "EvidenceItem", "Turn", "text_of"]
 
 _TURN_KINDS = (StepKind.TEXT, StepKind.LLM)
+_KIND_TEXT = {kind: str(kind) for kind in StepKind}
 _T = TypeVar("_T")
 # One encoder for every dump: ``json.dumps`` with non-default arguments builds a new encoder per
 # call, which costs as much as dumping a small tool output. Same output as
@@ -167,10 +169,11 @@ class Evidence:
             out.append(
                 EvidenceItem("input", "input", None, trace.input, _evidence_text(trace.input), -1)
             )
+        sources = self.sources
         for i, step in enumerate(trace.steps):
-            kind = str(step.kind)
-            if kind not in self.sources:
+            if step.kind not in sources:  # a StepKind is a str: it hashes and compares as one
                 continue
+            kind = _KIND_TEXT.get(step.kind) or str(step.kind)
             truncated = bool(step.attributes.get("truncated"))
             if step.output is not None:
                 out.append(
@@ -206,13 +209,13 @@ class Evidence:
         except KeyError:
             pass
         items = self.items
-        n = 0
-        for item in items:
-            if item.index >= index:
-                break
-            n += 1
+        n = bisect.bisect_left(self._positions, index)
         out = self._before[index] = items if n == len(items) else items[:n]
         return out
+
+    @cached_property
+    def _positions(self) -> list[int]:
+        return [item.index for item in self.items]
 
     @cached_property
     def turns(self) -> tuple[Turn, ...]:
