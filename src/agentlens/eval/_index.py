@@ -14,6 +14,7 @@ import bisect
 import datetime as _dt
 import re
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from itertools import accumulate
 from typing import NamedTuple
 
@@ -67,6 +68,7 @@ _MAX_TRIPLE = 80
 _MIN_OPERAND = 10.0
 
 
+@lru_cache(maxsize=4096)
 def _number_variants(key: str) -> tuple[str, ...]:
     """The ways a canonical number is commonly written: ``1834.2`` -> ``1834.2``, ``1834.20``,
     ``1,834.2``, ``1,834.20``."""
