@@ -23,6 +23,8 @@ from agentlens.eval._facts import (
     _LABELLED_NUMBER,
     _NAME,
     _NAME_WORDS,
+    _NUMBER,
+    _SCALE_WORDS,
     Fact,
     _fact,
     _hedged,
@@ -32,7 +34,7 @@ from agentlens.eval._facts import (
     _tolerance,
     extract_facts,
 )
-from agentlens.eval._references import Reference, get_extractor, parse_number
+from agentlens.eval._references import _NUM, Reference, get_extractor, parse_number
 
 # The plain definition of a word of a name and of a name: the look-behind first.
 _PLAIN_WORD = r"(?:[A-Z][a-z]*['’])?[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:-[A-Z][a-z]+)*"
@@ -40,6 +42,12 @@ _PLAIN_NAME_WORD = rf"(?:[A-Z]\.(?=[ \t]+[A-Z])|{_PLAIN_WORD}|[A-Z]{{2,6}}(?![\w
 _PLAIN_NAME = re.compile(
     rf"(?=[A-Z])(?<![\w'’-]){_PLAIN_NAME_WORD}"
     rf"(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_PLAIN_NAME_WORD})*(?![\w'’-])"
+)
+
+# ... and of a number: the look-behind first, over ``_references``' own _NUM.
+_PLAIN_NUMBER = re.compile(
+    rf"(?=[\d.])(?<![\w.,/:#-])(?P<num>{_NUM})(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"
+    r"(?P<ordinal>st|nd|rd|th)?(?![\w/-]|[.,:]\d)"
 )
 
 _HEDGES = [
@@ -63,7 +71,7 @@ _PIECES = [
     "March 5, 2026", "2026-03-05", "CUST-05306", "HAT069", "[3]", "https://a.example.com/x/42",
     "\n1. ", "\n- ", "\n## ", "**Departure:** ", "Yara", "Silva", "Members", "Quickly", "van ",
     "de ", "of ", "Paris", "paris", ". ", "? ", "Dr. ", "A. ", "Jean-Luc", "5 K. Smith", "100",
-    "12.50", "9,000", "2,000,000", "1.5bn", "Mary-Kate", "ACME",
+    "12.50", "9,000", "2,000,000", "1.5bn", "123,456", "12,345.67", "0.75", "Mary-Kate", "ACME",
 ]  # fmt: skip
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
 
@@ -84,6 +92,31 @@ def test_name_expression_is_the_plain_one_on_letters(text: str) -> None:
     assert [m.span() for m in _NAME.finditer(text)] == [
         m.span() for m in _PLAIN_NAME.finditer(text)
     ]
+
+
+def _numbers(pattern: re.Pattern[str], text: str, num: str) -> list[tuple[object, ...]]:
+    return [
+        (m.span(), text[m.start() : m.end(num)], m.group("scale"), m.group("ordinal"))
+        for m in pattern.finditer(text)
+    ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=_TEXTS)
+def test_number_expression_is_the_plain_one(text: str) -> None:
+    assert _numbers(_NUMBER, text, "num_tail") == _numbers(_PLAIN_NUMBER, text, "num")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.sampled_from([*"0123456789.,:/#- kKmMbB$\n", "12", "123", "1234", "st", "nd", "th"]),
+        max_size=20,
+    )
+)
+def test_number_expression_is_the_plain_one_on_digits(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert _numbers(_NUMBER, text, "num_tail") == _numbers(_PLAIN_NUMBER, text, "num")
 
 
 _CASED = st.sampled_from(_HEDGES + _LABELS).flatmap(

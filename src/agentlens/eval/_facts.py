@@ -25,7 +25,6 @@ from functools import lru_cache
 from operator import attrgetter
 
 from agentlens.eval._references import (
-    _NUM,
     _NUMBER_IN_TEXT,
     Reference,
     number_key,
@@ -175,8 +174,16 @@ _NON_NAME_SUFFIXES = (
 # --------------------------------------------------------------------------- patterns
 
 _SCALE_WORDS = r"(?:thousand|million|billion|trillion|bn|[kKmMbB])"
+# ``_references._NUM`` (a written number) with its first character written before the
+# alternatives: a digit, then the rest of a grouped (1,234.5) or a plain (1234.5) number; or a
+# point, then decimals (.5). The tests hold it equal to _NUM.
+_NUM_TAIL = r"(?:(?<=\d)(?:\d{0,2}(?:,\d{3})+(?:\.\d+)?|\d*(?:\.\d+)?)|(?<=\.)\d+)"
+# A number not preceded by a letter, digit, separator or ``/:#-``, written as a look-behind
+# over its first character and the one before (as _NAME does, so that the search skips to the
+# next digit in C); with a scale word, or an ordinal suffix (dropped), and not followed by more
+# of a word, a path or a number.
 _NUMBER = re.compile(
-    rf"(?=[\d.])(?<![\w.,/:#-])(?P<num>{_NUM})(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"
+    rf"[\d.](?<![\w.,/:#-].)(?P<num_tail>{_NUM_TAIL})(?:\s?(?P<scale>{_SCALE_WORDS})\b)?"
     r"(?P<ordinal>st|nd|rd|th)?(?![\w/-]|[.,:]\d)"
 )
 _TIME = re.compile(
@@ -298,7 +305,7 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         # The match is the number, then at most a scale word: what ``parse_number(raw)`` reads
         # back (there is no minus sign, since _NUMBER never starts at one). Without a scale word
         # that is the digits alone, so they are not parsed again.
-        digits = m.group("num").replace(",", "")
+        digits = text[start : m.end("num_tail")].replace(",", "")
         if scale:
             parsed = parse_number(raw)
             if parsed is None:
