@@ -5,7 +5,9 @@ Usage::
     python benchmarks/bench_offline_judge.py [--claims 2000] [--repeat 3]
         [--mode balanced|strict|lenient]
 
-Three figures, side by side, in one process:
+Four figures, side by side, in one process:
+
+The evidence is the user's question (the run's input), prose and a JSON record.
 
 - ``judge, cold, one call per claim``: each claim in its own call, with the evidence index
   cache cleared first, so the evidence is segmented and indexed every time (the worst case);
@@ -28,12 +30,18 @@ import time
 
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval.judges import OfflineJudge, coverage_baseline
-from agentlens.eval.judges._offline import MODES, _build_index, _item_segments
+from agentlens.eval.judges._offline import (
+    MODES,
+    _build_index,
+    _item_segments,
+    _request_stems,
+)
 
 
 def clear() -> None:
     _build_index.cache_clear()
     _item_segments.cache_clear()
+    _request_stems.cache_clear()
 
 
 PROSE = (
@@ -50,6 +58,7 @@ RECORD = {
     "eta": "2024-03-12",
     "items": [{"sku": "KB-201", "name": "mechanical keyboard", "qty": 1, "price": 1250.0}],
 }
+QUESTION = "Where is order 4417, and when will the replacement arrive?"
 CLAIMS = [
     "Order 4417 was placed by Dana Reyes.",
     "The total was $1,250.",
@@ -65,9 +74,10 @@ CLAIMS = [
 
 
 def evidence_2kb() -> list[EvidenceItem]:
-    prose = (PROSE * 8)[:1850]
+    prose = (PROSE * 8)[:1790]
     record = json.dumps(RECORD)
     items = [
+        EvidenceItem("input", "input", None, QUESTION, QUESTION, -1),
         EvidenceItem("s1", "retrieval", "kb", prose, prose, 0),
         EvidenceItem("s2", "tool", "get_order", RECORD, record, 1),
     ]

@@ -182,9 +182,66 @@ def test_accuracy_targets_on_public_data(data_dir: Callable[[str], Path]) -> Non
         for split in ("holdout", "all"):
             pair = out["balanced"][dataset][split]
             assert pair["judge"]["balanced_accuracy"] > pair["baseline"]["balanced_accuracy"] + 0.02
-    assert out["balanced"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.89
-    assert out["balanced"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.72
+    # the HaluEval target (0.95) is met on the held-out half too; WiCE is just under its 0.75
+    assert out["balanced"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95
+    assert out["balanced"]["halueval"]["holdout"]["judge"]["balanced_accuracy"] >= 0.95
+    assert out["balanced"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.74
     # the single-purpose modes keep their figures
     assert out["strict"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95
     assert out["strict"]["halueval"]["holdout"]["judge"]["balanced_accuracy"] >= 0.95
     assert out["lenient"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.75
+
+
+def _question_and_knowledge(question: str, knowledge: str) -> list[EvidenceItem]:
+    return [
+        EvidenceItem("input", "input", None, question, question, -1),
+        EvidenceItem("s1", "retrieval", "search", knowledge, knowledge, 0),
+    ]
+
+
+def test_words_repeated_from_the_question_do_not_make_a_claim_long() -> None:
+    ev = _question_and_knowledge(
+        "Which airport serves Albany, Georgia?",
+        "Southwest Georgia Regional Airport is a public airport located in Albany, Georgia. "
+        "It is served by Delta Connection flights to Atlanta.",
+    )
+    # restating the evidence is supported
+    assert (
+        verdict("Southwest Georgia Regional Airport is located in Albany, Georgia.", ev)
+        is Label.SUPPORTED
+    )
+    # six words are found, but four only repeat the question: what the answer adds
+    # ("busy international hub") is a short claim of its own and is not in the evidence
+    echo = (
+        "The airport that serves Albany, Georgia is Southwest Georgia Regional, "
+        "a busy international hub."
+    )
+    judged = OfflineJudge().judge_sync(claims=[echo], evidence=ev)[0]
+    assert judged.label is Label.UNSUPPORTED
+    assert "repeats from the question" in judged.reason
+    # the same evidence given as tool output (no question) lets the long paraphrase through
+    plain = [EvidenceItem("s1", "tool", "search", item.text, item.text, 0) for item in ev]
+    assert verdict(echo, plain) is Label.SUPPORTED
+
+
+def test_words_of_one_family_match() -> None:
+    ev = (
+        "A native of Vandergrift, the young singer discovered her voice at a young age and "
+        "learned guitar in her teenage years. She now performs in the Norwegian league of choirs."
+    )
+    # "singing" ~ "singer" (a derivational suffix), "Norway" ~ "Norwegian" (the same start)
+    claim = "She began singing at a young age, and learned guitar in her teenage years."
+    assert verdict(claim, ev) is Label.SUPPORTED
+    assert verdict(claim.replace("singing", "dancing"), ev) is Label.UNSUPPORTED
+    assert (
+        verdict("She performs in the choir league of Norway.", ev, mode="strict") is Label.SUPPORTED
+    )
+    assert verdict("She performs in the choir league of Sweden.", ev) is Label.UNSUPPORTED
+
+
+def test_a_scaled_number_matches_by_its_value() -> None:
+    ev = "Togo covers 57,000 km2, with a population of approximately 8 million."
+    assert verdict("Togo has a population of about 8 million.", ev) is Label.SUPPORTED
+    assert verdict("Togo has a population of about 8,000,000.", ev) is Label.SUPPORTED
+    # "2" is in the evidence ("km2"), but "2 million" is not
+    assert verdict("Togo has a population of about 2 million.", ev) is Label.UNSUPPORTED

@@ -49,7 +49,15 @@ from agentlens.eval.judges._protocol import (
     Label,
     as_claims,
 )
-from agentlens.eval.judges._text import NEGATIONS, STOPWORDS, Token, number_values, tokenize
+from agentlens.eval.judges._text import (
+    NEGATIONS,
+    STOPWORDS,
+    Token,
+    claim_number,
+    number_values,
+    root,
+    tokenize,
+)
 
 __all__ = ["MODES", "OfflineJudge", "coverage_baseline", "evidence_items"]
 
@@ -100,7 +108,11 @@ def _negation_scopes(toks: list[Token], text: str) -> tuple[tuple[str, ...], ...
 
 
 def _prefixes(stems: frozenset[str] | set[str]) -> frozenset[str]:
-    return frozenset(w[:5] for w in stems if len(w) >= 6 and not w[0].isdigit())
+    """The word-family keys of ``stems``: the first four letters of a word of six or more, and
+    (marked ``~``) its :func:`root`. A claim word with the same key is the same word."""
+    out = {w[:4] for w in stems if len(w) >= 6 and not w[0].isdigit()}
+    out.update("~" + root(w) for w in stems if len(w) >= 4 and not w[0].isdigit())
+    return frozenset(out)
 
 
 def _json_objects(text: str) -> list[tuple[int, int]]:
@@ -152,6 +164,8 @@ def _segment_spans(text: str) -> list[tuple[int, int]]:
 @dataclass
 class _Index:
     segments: list[_Segment]
+    asked: frozenset[str] = frozenset()
+    """The content stems of the user's request (the run's input and user messages)."""
     df: Counter[str] = field(default_factory=Counter)
     all_stems: set[str] = field(default_factory=set)
     all_prefixes: frozenset[str] = frozenset()
@@ -189,10 +203,27 @@ def _item_segments(source: str, text: str) -> tuple[_Segment, ...]:
     return tuple(segments)
 
 
+_REQUEST_KINDS = frozenset(["input", "user"])
+"""Evidence kinds that carry what the user asked."""
+
+
+def _index_items(evidence: Sequence[EvidenceItem] | str) -> tuple[tuple[str, str, bool], ...]:
+    """``(source, text, is_request)`` for each evidence item (the key of the index cache)."""
+    if isinstance(evidence, str):
+        return (("evidence", evidence, False),)
+    return tuple((item.source, item.text, item.kind in _REQUEST_KINDS) for item in evidence)
+
+
+@functools.lru_cache(maxsize=512)
+def _request_stems(text: str) -> frozenset[str]:
+    return frozenset(t.stem for t in tokenize(text) if t.stem not in STOPWORDS)
+
+
 @functools.lru_cache(maxsize=64)
-def _build_index(items: tuple[tuple[str, str], ...]) -> _Index:
-    segments = [seg for source, text in items for seg in _item_segments(source, text)]
-    index = _Index(segments)
+def _build_index(items: tuple[tuple[str, str, bool], ...]) -> _Index:
+    segments = [seg for source, text, _ in items for seg in _item_segments(source, text)]
+    asked = frozenset().union(*(_request_stems(text) for _, text, request in items if request))
+    index = _Index(segments, asked)
     for seg in segments:
         index.df.update(t for t in seg.stems if t not in STOPWORDS)
         index.all_stems |= seg.stems
@@ -209,11 +240,14 @@ def _covered(
     prefixes: frozenset[str],
     numbers: frozenset[str] | set[str],
 ) -> bool:
+    if tok.number:
+        return bool(values & numbers)  # by value: "2 million" is not found in "km2"
     if tok.stem in stems:
         return True
-    if tok.number:
-        return bool(values & numbers)
-    return len(tok.stem) >= 6 and tok.stem[:5] in prefixes
+    stem_ = tok.stem
+    if len(stem_) >= 6 and stem_[:4] in prefixes:
+        return True
+    return len(stem_) >= 4 and "~" + root(stem_) in prefixes
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +262,14 @@ class _Claim:
 def _prepare(text: str) -> _Claim:
     tokens = tokenize(text)
     content: list[Token] = []
+    values: list[set[str]] = []
     seen: set[str] = set()
-    for t in tokens:
+    for i, t in enumerate(tokens):
         if t.stem in STOPWORDS or t.stem in seen:
             continue
         seen.add(t.stem)
         content.append(t)
-    values = [number_values([t]) if t.number else set() for t in content]
+        values.append(claim_number(tokens, i) if t.number else set())
     weights = [2.0 if _specific(t) else (1.0 if len(t.stem) > 4 else 0.6) for t in content]
     return _Claim(tokens, content, values, weights, _negation_scopes(tokens, text))
 
@@ -268,7 +303,7 @@ class OfflineJudge:
     """
 
     name = "offline"
-    prompt_version = "offline-2"
+    prompt_version = "offline-3"
 
     def __init__(
         self,
@@ -304,7 +339,7 @@ class OfflineJudge:
         self, *, claims: Sequence[Claim | str], evidence: Sequence[EvidenceItem] | str
     ) -> list[ClaimVerdict]:
         """One verdict per claim, computed in this thread."""
-        index = _build_index(tuple(evidence_items(evidence)))
+        index = _build_index(_index_items(evidence))
         return [self._one(claim, index) for claim in as_claims(claims)]
 
     # -- one claim -------------------------------------------------------------------------
@@ -359,13 +394,25 @@ class OfflineJudge:
                     who,
                 )
             cov = 1.0 - sum(prepared.weights[i] for i in absent) / total_w
-            found = len(prepared.content) - len(absent)
+            # what the claim repeats from the user's request shows that it answers the
+            # question, not that the evidence says it: it does not count towards its length
+            lost = set(absent)
+            found = sum(
+                1
+                for i, t in enumerate(prepared.content)
+                if i not in lost and t.stem not in index.asked
+            )
             if self.mode == "balanced" and found < self.min_words:
                 words = ", ".join(repr(prepared.content[i].stem) for i in missing[:6])
+                short = (
+                    "a claim this short must be restated"
+                    if found == len(prepared.content) - len(absent)
+                    else "the words it repeats from the question do not count"
+                )
                 return ClaimVerdict(
                     Label.UNSUPPORTED,
                     round(0.55 + 0.45 * (1 - _cov_best(prepared, missing)), 3),
-                    f"not in the closest evidence: {words} (a claim this short must be restated)",
+                    f"not in the closest evidence: {words} ({short})",
                     span,
                     claim,
                     who,

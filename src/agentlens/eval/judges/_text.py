@@ -11,7 +11,16 @@ import re
 import unicodedata
 from typing import NamedTuple
 
-__all__ = ["STOPWORDS", "Token", "char_ngrams", "number_values", "stem", "tokenize"]
+__all__ = [
+    "STOPWORDS",
+    "Token",
+    "char_ngrams",
+    "claim_number",
+    "number_values",
+    "root",
+    "stem",
+    "tokenize",
+]
 
 _STOP_WORDS = frozenset(
     [
@@ -403,6 +412,49 @@ def _undouble(w: str) -> str:
     return w
 
 
+_DERIVATIONAL = (
+    "ations",
+    "ation",
+    "ition",
+    "tion",
+    "sion",
+    "ment",
+    "ness",
+    "ical",
+    "ance",
+    "ence",
+    "ity",
+    "ial",
+    "ive",
+    "ous",
+    "ful",
+    "ant",
+    "ent",
+    "ist",
+    "ism",
+    "ize",
+    "ise",
+    "al",
+    "ic",
+    "er",
+    "or",
+    "ly",
+)
+
+
+@functools.lru_cache(maxsize=65536)
+def root(word_stem: str) -> str:
+    """The stem with one derivational suffix removed, for matching words of one family
+    (``singer`` and ``sing``, ``introduction`` and ``introduce``, ``commercial`` and
+    ``commerce``). At least four letters remain; a trailing ``e`` is dropped."""
+    w = word_stem
+    for suffix in _DERIVATIONAL:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
+            w = w[: -len(suffix)]
+            break
+    return w.rstrip("e")
+
+
 STOPWORDS: frozenset[str] = _STOP_WORDS | frozenset(stem(w) for w in _STOP_WORDS)
 """Function words (and their stems) that carry no checkable content."""
 
@@ -465,6 +517,19 @@ def number_values(tokens: list[Token]) -> set[str]:
             with contextlib.suppress(ValueError):
                 values.add(_fmt(float(base.replace(",", "")) * _SCALES[tokens[i + 1].stem]))
     return values
+
+
+def claim_number(tokens: list[Token], i: int) -> set[str]:
+    """What the number ``tokens[i]`` of a claim says, for matching against the evidence's
+    :func:`number_values`: its scaled value when a scale word follows (``2 million`` is
+    ``2000000``, not a bare ``2``), else its value."""
+    base = tokens[i].stem
+    if i + 1 < len(tokens):
+        factor = _SCALES.get(tokens[i + 1].stem, 1)
+        if factor != 1:
+            with contextlib.suppress(ValueError):
+                return {_fmt(float(base.replace(",", "")) * factor)}
+    return {base}
 
 
 def _fmt(value: float) -> str:
