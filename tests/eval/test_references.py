@@ -293,3 +293,10 @@ def test_closest_suggestion() -> None:
     money = EvidenceIndex([item({"total": 1834.2, "n": 3}, 1)])
     near = money.closest(extractor.extract("$1,843.20")[0], 9)
     assert near is not None and near[0] == "1834.2"
+
+
+def test_a_uuid_without_decimal_digits_is_found() -> None:
+    text = "Your ticket is deadbeef-dead-beef-dead-beefdeadbeef."
+    assert refs(text) == [
+        ("uuid", "deadbeef-dead-beef-dead-beefdeadbeef", "deadbeef-dead-beef-dead-beefdeadbeef")
+    ]

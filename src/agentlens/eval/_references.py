@@ -318,7 +318,9 @@ def _trim_url(text: str) -> str:
     return text
 
 
-_TRIGGER = re.compile(r"\d|@|://|www\.")
+# Every built-in shape holds a digit, "@", "://" or "www.", except a UUID written only with the
+# letters a-f: a text without any of these (a greeting, a question) is not scanned.
+_TRIGGER = re.compile(r"\d|@|://|www\.|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
 # What must follow a word start for any built-in shape to match there (every alternative of the
 # expression implies it; tests/eval/test_grounding_fastpath.py checks that it changes no match):
 # - before the next white space, a digit, "@", "://" or a "-" and a hex digit: a digit is in
@@ -428,8 +430,6 @@ class Extractor:
         """Every reference in ``text``, in order; custom patterns win over built-ins they overlap."""
         refs: list[Reference] = []
         if self._scan is not None and _TRIGGER.search(text):
-            # Every built-in shape holds a digit, "@", "://" or "www.": a text without any
-            # (a greeting, a question) is not scanned.
             make = _make_ref
             for m in self._scan.finditer(text):
                 # The common kinds are normalised inline (a function call costs as much as
