@@ -9,6 +9,7 @@ pre-check decides.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import FrozenInstanceError, fields
 
 import pytest
@@ -25,12 +26,14 @@ from agentlens.eval._facts import (
     _NAME_WORDS,
     _NUMBER,
     _SCALE_WORDS,
+    _TIME,
     Fact,
     _fact,
     _hedged,
     _labelled,
     _overlaps,
     _spans_index,
+    _times,
     _tolerance,
     extract_facts,
 )
@@ -117,6 +120,36 @@ def test_number_expression_is_the_plain_one(text: str) -> None:
 def test_number_expression_is_the_plain_one_on_digits(parts: list[str]) -> None:
     text = "".join(parts)
     assert _numbers(_NUMBER, text, "num_tail") == _numbers(_PLAIN_NUMBER, text, "num")
+
+
+def _time_matches(matches: Iterable[re.Match[str]]) -> list[tuple[object, ...]]:
+    return [(m.span(), m.groupdict()) for m in matches]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    parts=st.lists(
+        st.sampled_from(
+            [
+                *"0123456789:. aApPmM\n\t\u2003x/",
+                "12",
+                "23",
+                "07:00",
+                "1:23:45",
+                "12:30pm",
+                "7 a.m.",
+                "10 PM",
+                "9am",
+                "24:00",
+                "٣",
+            ]
+        ),
+        max_size=20,
+    )
+)
+def test_times_are_the_search(parts: list[str]) -> None:
+    text = "".join(parts)
+    assert _time_matches(_times(text)) == _time_matches(_TIME.finditer(text))
 
 
 _CASED = st.sampled_from(_HEDGES + _LABELS).flatmap(
