@@ -192,11 +192,13 @@ _TIME = re.compile(
 )
 _HOUR_END = re.compile(r"\d(?=:[0-5]\d|\s?[AaPp]\.?[Mm])")
 """The last digit of the hour of any time: :func:`_times` tries _TIME only next to one."""
+# A hedge ends the text before a number; the hedges' last characters are _HEDGE_LAST.
 _HEDGE = re.compile(
     r"(?:about|around|approximately|approx\.?|roughly|nearly|almost|over|under|some|circa|"
     r"ca\.|more than|less than|fewer than|up to|at least|at most|close to|~|≈)\s*[$€£¥]?\s*$",
     re.IGNORECASE,
 )
+# A label ends the text before a number; the labels' last characters are _LABEL_LAST.
 _LABELLED_NUMBER = re.compile(
     r"(?:step|option|item|part|chapter|section|page|no\.|number|#|rank|level|tier|round|"
     r"phase|stage|line|row|column|figure|fig\.|table|version|v)\s*$",
