@@ -71,7 +71,11 @@ def canonical(value: Any, _depth: int = 0) -> Any:
     if _depth >= _MAX_DEPTH:
         return repr(value)
     if isinstance(value, dict):
-        return {str(k).strip(): canonical(v, _depth + 1) for k, v in value.items()}
+        out = {str(k).strip(): canonical(v, _depth + 1) for k, v in value.items()}
+        if len(out) < len(value):  # keys equal once stripped (" id", "id"): the same one wins
+            ordered = sorted(value.items(), key=lambda kv: str(kv[0]))  # whatever their order
+            out = {str(k).strip(): canonical(v, _depth + 1) for k, v in ordered}
+        return out
     if isinstance(value, list | tuple):
         return [canonical(v, _depth + 1) for v in value]
     return _WS.sub(" ", repr(value).strip())
