@@ -34,6 +34,7 @@ from agentlens.eval.judges._offline import (
     MODES,
     _build_index,
     _item_segments,
+    _prefixes,
     _request_stems,
 )
 
@@ -42,6 +43,7 @@ def clear() -> None:
     _build_index.cache_clear()
     _item_segments.cache_clear()
     _request_stems.cache_clear()
+    _prefixes.cache_clear()
 
 
 PROSE = (

@@ -5,8 +5,9 @@ For each claim it
 1. aligns the claim to the evidence: the evidence is cut into segments (sentences of prose, the
    innermost objects of JSON), and segments are ranked by BM25 over the claim's content words;
 2. measures coverage: which of the claim's content words (lightly stemmed, diacritics folded, no
-   synonyms) the best aligned segment contains, and which the evidence contains anywhere; numbers
-   match across formats (``1,000`` = ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` =
+   synonyms; words of one family match: ``singer`` = ``singing``, ``Norway`` = ``Norwegian``)
+   the best aligned segment contains, and which the evidence contains anywhere; numbers match by
+   value across formats (``1,000`` = ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` =
    ``12``);
 3. checks agreement: a number or name of the claim that is absent from the evidence, or a
    negation on one side only, makes the claim unsupported.
@@ -16,9 +17,11 @@ Three modes:
 ``balanced`` (the default)
     A claim is supported when one aligned segment holds all its content words (a restatement),
     or, for a paraphrase, when every name and number is in the evidence, at least
-    ``min_words`` of its content words are found, and their weighted share reaches
-    ``min_coverage``. A short claim therefore has to be restated; a long one may paraphrase its
-    common words but not its names or numbers. A negation on one side only fails either way.
+    ``min_words`` of its content words are found (words it repeats from the user's request do
+    not count), and their weighted share reaches ``min_coverage``. A short claim therefore has
+    to be restated; a long one may paraphrase its common words but not its names or numbers; a
+    claim that echoes the question is as long as what it adds. A negation on one side only
+    fails either way.
 ``strict``
     Every content word of the claim must be found in one aligned evidence segment (a sentence,
     or one JSON record). Paraphrase counts against a claim.
@@ -84,7 +87,6 @@ class _Segment:
     end: int
     text: str
     stems: frozenset[str]
-    prefixes: frozenset[str]
     numbers: frozenset[str]
     negations: tuple[tuple[str, ...], ...]
     """For each negation word in the segment, the stems of the (up to 4) words after it."""
@@ -107,7 +109,8 @@ def _negation_scopes(toks: list[Token], text: str) -> tuple[tuple[str, ...], ...
     return tuple(scopes)
 
 
-def _prefixes(stems: frozenset[str] | set[str]) -> frozenset[str]:
+@functools.lru_cache(maxsize=4096)
+def _prefixes(stems: frozenset[str]) -> frozenset[str]:
     """The word-family keys of ``stems``: the first four letters of a word of six or more, and
     (marked ``~``) its :func:`root`. A claim word with the same key is the same word."""
     out = {w[:4] for w in stems if len(w) >= 6 and not w[0].isdigit()}
@@ -194,7 +197,6 @@ def _item_segments(source: str, text: str) -> tuple[_Segment, ...]:
                     e,
                     seg_text,
                     stems,
-                    _prefixes(stems),
                     frozenset(number_values(toks)),
                     _negation_scopes(toks, seg_text),
                     max(1, len(content)),
@@ -228,7 +230,7 @@ def _build_index(items: tuple[tuple[str, str, bool], ...]) -> _Index:
         index.df.update(t for t in seg.stems if t not in STOPWORDS)
         index.all_stems |= seg.stems
         index.all_numbers |= seg.numbers
-    index.all_prefixes = _prefixes(index.all_stems)
+    index.all_prefixes = _prefixes(frozenset(index.all_stems))
     index.avg_len = sum(s.length for s in segments) / max(1, len(segments))
     return index
 
@@ -471,10 +473,11 @@ class OfflineJudge:
         best: tuple[float, _Segment, list[int]] | None = None
         for i in ranked:
             seg = index.segments[i]
+            prefixes = _prefixes(seg.stems)
             missing = [
                 j
                 for j, t in enumerate(prepared.content)
-                if not _covered(t, prepared.values[j], seg.stems, seg.prefixes, seg.numbers)
+                if not _covered(t, prepared.values[j], seg.stems, prefixes, seg.numbers)
             ]
             lost = sum(prepared.weights[j] for j in missing)
             if best is None or lost < best[0]:
