@@ -26,6 +26,7 @@ from operator import attrgetter
 
 from agentlens.eval._references import (
     _NUMBER_IN_TEXT,
+    _SCALES,
     Reference,
     number_key,
     parse_number,
@@ -200,8 +201,8 @@ _HEDGE = re.compile(
 )
 # A label ends the text before a number; the labels' last characters are _LABEL_LAST.
 _LABELLED_NUMBER = re.compile(
-    r"(?:step|option|item|part|chapter|section|page|no\.|number|#|rank|level|tier|round|"
-    r"phase|stage|line|row|column|figure|fig\.|table|version|v)\s*$",
+    r"(?<![A-Za-z])(?:step|option|item|part|chapter|section|page|no\.|number|#|rank|level|tier|"
+    r"round|phase|stage|line|row|column|figure|fig\.|table|version|v)\s*$",
     re.IGNORECASE,
 )
 # A word of a name is a capital, then one of: a full stop (an initial, before another word); a
@@ -494,10 +495,7 @@ def _labelled(text: str, start: int) -> bool:
 
 
 def _scale_value(scale: str) -> float:
-    return {
-        "thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "billion": 1e9, "b": 1e9,
-        "bn": 1e9, "trillion": 1e12,
-    }.get(scale.lower(), 1.0)  # fmt: skip
+    return _SCALES.get(scale.lower(), 1.0)
 
 
 def _is_list_number(text: str, start: int, end: int) -> bool:
@@ -578,6 +576,11 @@ def _common(word: str) -> bool:
 
 def _used_in_lower_case(lowered: str, text: str, word: str) -> bool:
     """True when ``word`` also appears in ``text`` written in lower case (a common word)."""
+    if len(lowered) != len(text):  # lower-casing changed a length ("İ"): offsets differ
+        return any(
+            m.group(0)[0].islower()
+            for m in re.finditer(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])", text, re.IGNORECASE)
+        )
     start = lowered.find(word)
     while start >= 0:
         end = start + len(word)

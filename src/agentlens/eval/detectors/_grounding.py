@@ -129,7 +129,7 @@ def _summary(findings: list[Finding], label: str) -> str:
 
 @scorer(
     name="no_fabricated_refs",
-    version="1",
+    version="2",
     description="Every reference in an answer (id, code, amount, date, URL...) is in the evidence before it.",
 )
 def _no_fabricated_refs(
@@ -216,7 +216,7 @@ def no_fabricated_refs(
 
 @scorer(
     name="parametric_leakage",
-    version="1",
+    version="2",
     description="Every specific fact in an answer (number, date, year, name) is in the evidence.",
 )
 def _parametric_leakage(
