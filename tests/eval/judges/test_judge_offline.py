@@ -211,11 +211,8 @@ def test_words_repeated_from_the_question_do_not_make_a_claim_long() -> None:
         is Label.SUPPORTED
     )
     # six words are found, but four only repeat the question: what the answer adds
-    # ("busy international hub") is a short claim of its own and is not in the evidence
-    echo = (
-        "The airport that serves Albany, Georgia is Southwest Georgia Regional, "
-        "a busy international hub."
-    )
+    # ("the busy Southwest Georgia Regional hub") is a short claim of its own, not restated
+    echo = "The airport that serves Albany, Georgia is the busy Southwest Georgia Regional hub."
     judged = OfflineJudge().judge_sync(claims=[echo], evidence=ev)[0]
     assert judged.label is Label.UNSUPPORTED
     assert "repeats from the question" in judged.reason
@@ -245,3 +242,21 @@ def test_a_scaled_number_matches_by_its_value() -> None:
     assert verdict("Togo has a population of about 8,000,000.", ev) is Label.SUPPORTED
     # "2" is in the evidence ("km2"), but "2 million" is not
     assert verdict("Togo has a population of about 2 million.", ev) is Label.UNSUPPORTED
+
+
+def test_each_clause_of_a_paraphrase_must_be_grounded() -> None:
+    ev = "The Royal Society asked Canadians to choose a national bird online in 2015."
+    reworded = (
+        "In 2015, the Royal Society ran an online poll, asking Canadians to choose a national bird."
+    )
+    assert verdict(reworded, ev) is Label.SUPPORTED
+    # long enough to paraphrase, names and number all found, but one clause is its own
+    added = (
+        "In 2015 the Royal Society asked Canadians online to choose a national bird, "
+        "hoping to boost tourism revenue."
+    )
+    judged = OfflineJudge().judge_sync(claims=[added], evidence=ev)[0]
+    assert judged.label is Label.UNSUPPORTED
+    assert "hoping to boost tourism revenue" in judged.reason
+    # lenient keeps judging the claim as a whole
+    assert verdict(added, ev, mode="lenient") is Label.SUPPORTED

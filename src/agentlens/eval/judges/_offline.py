@@ -20,8 +20,9 @@ Three modes:
     ``min_words`` of its content words are found (words it repeats from the user's request do
     not count), and their weighted share reaches ``min_coverage``. A short claim therefore has
     to be restated; a long one may paraphrase its common words but not its names or numbers; a
-    claim that echoes the question is as long as what it adds. A negation on one side only
-    fails either way.
+    claim that echoes the question is as long as what it adds; and each clause of a paraphrase
+    (three or more content words) needs more than a quarter of its words in the evidence. A
+    negation on one side only fails either way.
 ``strict``
     Every content word of the claim must be found in one aligned evidence segment (a sentence,
     or one JSON record). Paraphrase counts against a claim.
@@ -259,6 +260,35 @@ class _Claim:
     values: list[set[str]]
     weights: list[float]
     negations: tuple[tuple[str, ...], ...]
+    clauses: tuple[tuple[str, tuple[int, ...]], ...]
+    """The claim's clauses of three or more content words: (text, indices into ``content``)."""
+
+
+_CLAUSE_BREAK = re.compile(r"[,;:()\u2013\u2014]|\s(?:and|but|which|while|who)\s")
+_CLAUSE_WORDS = 3
+
+
+def _clauses(
+    text: str, tokens: list[Token], index_of: dict[str, int]
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Pieces of the claim between commas, semicolons, dashes, brackets and ``and``/``but``/
+    ``which``/``while``/``who``, with three or more distinct content words."""
+    out: list[tuple[str, tuple[int, ...]]] = []
+    bounds = [
+        0,
+        *(p for m in _CLAUSE_BREAK.finditer(text) for p in (m.start(), m.end())),
+        len(text),
+    ]
+    k = 0
+    for start, end in zip(bounds[::2], bounds[1::2], strict=True):
+        words: dict[int, None] = {}
+        while k < len(tokens) and tokens[k].start < end:
+            if tokens[k].start >= start and tokens[k].stem in index_of:
+                words[index_of[tokens[k].stem]] = None
+            k += 1
+        if len(words) >= _CLAUSE_WORDS:
+            out.append((text[start:end].strip(), tuple(words)))
+    return out
 
 
 def _prepare(text: str) -> _Claim:
@@ -273,7 +303,15 @@ def _prepare(text: str) -> _Claim:
         content.append(t)
         values.append(claim_number(tokens, i) if t.number else set())
     weights = [2.0 if _specific(t) else (1.0 if len(t.stem) > 4 else 0.6) for t in content]
-    return _Claim(tokens, content, values, weights, _negation_scopes(tokens, text))
+    index_of = {t.stem: i for i, t in enumerate(content)}
+    return _Claim(
+        tokens,
+        content,
+        values,
+        weights,
+        _negation_scopes(tokens, text),
+        tuple(_clauses(text, tokens, index_of)),
+    )
 
 
 def _specific(tok: Token) -> bool:
@@ -305,7 +343,7 @@ class OfflineJudge:
     """
 
     name = "offline"
-    prompt_version = "offline-3"
+    prompt_version = "offline-4"
 
     def __init__(
         self,
@@ -425,6 +463,25 @@ class OfflineJudge:
                     Label.UNSUPPORTED,
                     round(0.55 + 0.45 * (1 - cov), 3),
                     f"only {cov:.0%} of the claim is in the evidence; missing {words}",
+                    span,
+                    claim,
+                    who,
+                )
+            # a paraphrase may reword, but each of its clauses must be grounded: a clause with a
+            # quarter or less of its words in the evidence is an addition of its own
+            bare = next(
+                (
+                    text
+                    for text, words in prepared.clauses
+                    if 4 * sum(1 for i in words if i not in lost) <= len(words)
+                ),
+                None,
+            )
+            if self.mode == "balanced" and bare is not None:
+                return ClaimVerdict(
+                    Label.UNSUPPORTED,
+                    0.65,
+                    f"a clause of the claim is not in the evidence: {_shorten(bare, 120)!r}",
                     span,
                     claim,
                     who,
