@@ -469,15 +469,19 @@ class OfflineJudge:
                 )
             # a paraphrase may reword, but each of its clauses must be grounded: a clause with a
             # quarter or less of its words in the evidence is an addition of its own
-            bare = next(
-                (
-                    text
-                    for text, words in prepared.clauses
-                    if 4 * sum(1 for i in words if i not in lost) <= len(words)
-                ),
-                None,
+            bare = (
+                next(
+                    (
+                        text
+                        for text, words in prepared.clauses
+                        if 4 * sum(1 for i in words if i not in lost) <= len(words)
+                    ),
+                    None,
+                )
+                if self.mode == "balanced"
+                else None
             )
-            if self.mode == "balanced" and bare is not None:
+            if bare is not None:
                 return ClaimVerdict(
                     Label.UNSUPPORTED,
                     0.65,
