@@ -22,6 +22,9 @@ after 10% of the runs and at the end (memory flat in the number of runs).
 Usage::
 
     python benchmarks/bench_grounding.py [--runs 100000] [--db PATH] [--keep] [--profile]
+
+``--profile`` prints cProfile's top functions for the grounding pass, sorted by cumulative time
+(``BENCH_SORT=tottime`` sorts by own time).
 """
 
 from __future__ import annotations
