@@ -301,7 +301,9 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
         import pstats
 
         profiler.disable()
-        pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(40)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats(
+            os.environ.get("BENCH_SORT", "cumulative")
+        ).print_stats(40)
     store.close()
     return {
         "pass": name,
