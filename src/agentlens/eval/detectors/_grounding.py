@@ -43,9 +43,12 @@ def _index(evidence: Evidence, extractor: Extractor) -> EvidenceIndex:
     return base.with_extractor(extractor)
 
 
-def _refs(evidence: Evidence, extractor: Extractor, turn: Turn) -> list[Reference]:
+def _refs(evidence: Evidence, extractor: Extractor) -> list[list[Reference]]:
+    """The references of every turn (in the order of :attr:`Evidence.turns`), found once per
+    run and extractor and shared by both scorers."""
     return evidence.memo(
-        ("grounding.refs", id(extractor), turn.location), lambda: extractor.extract(turn.text)
+        ("grounding.refs", id(extractor)),
+        lambda: [extractor.extract(t.text) for t in evidence.turns],
     )
 
 
@@ -60,21 +63,21 @@ def _where(item: EvidenceItem) -> str:
 
 
 def _grounded(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
-    attributes: dict[str, Any] = {"kind": kind}
-    if match.derived:
-        attributes["derived"] = match.text
+    location = turn.location
     return _finding(
         {
             "failure_mode": None,
             "text": text,
             "start": start,
             "end": end,
-            "location": turn.location,
-            "step_ids": _step_ids(turn),
+            "location": location,
+            "step_ids": [] if location == "output" else [location],
             "supported_by": match.item.source,
             "unverifiable": False,
             "detail": "",
-            "attributes": attributes,
+            "attributes": {"kind": kind, "derived": match.text}
+            if match.derived
+            else {"kind": kind},
         }
     )
 
@@ -143,9 +146,9 @@ def _no_fabricated_refs(
     index = _index(evidence, extractor)
     findings: list[Finding] = []
     grounded: list[Finding] = []
-    for turn in evidence.turns:
+    for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
         amounts: list[float] = []  # amounts this turn already grounded: operands for the next
-        for ref in _refs(evidence, extractor, turn):
+        for ref in refs:
             match = index.find(ref, turn.index, amounts)
             if match is not None:
                 grounded.append(_grounded(ref.text, ref.start, ref.end, turn, match, ref.kind))
@@ -241,8 +244,7 @@ def _parametric_leakage(
     index = _index(evidence, extractor)
     findings: list[Finding] = []
     grounded: list[Finding] = []
-    for turn in evidence.turns:
-        refs = _refs(evidence, extractor, turn)
+    for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
         numbers: list[float] = []  # numbers this turn already grounded: operands for the next
         for fact in extract_facts(turn.text, refs):
             if wanted is not None and fact.kind not in wanted:
