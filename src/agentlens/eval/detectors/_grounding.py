@@ -63,15 +63,14 @@ def _where(item: EvidenceItem) -> str:
 
 
 def _grounded(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
-    location = turn.location
     return _finding(
         {
             "failure_mode": None,
             "text": text,
             "start": start,
             "end": end,
-            "location": location,
-            "step_ids": [] if location == "output" else [location],
+            "location": turn.location,
+            "step_ids": _step_ids(turn),
             "supported_by": match.item.source,
             "unverifiable": False,
             "detail": "",
