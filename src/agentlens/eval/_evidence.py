@@ -45,7 +45,8 @@ class EvidenceItem:
     value: Any
     """The raw JSON value."""
     text: str
-    """The value as searchable text (JSON keys and values both included)."""
+    """The value as searchable text: a string as it is, chat content by its text, other JSON
+    dumped with keys and values both included, one member or element per line."""
     index: int
     """Position of the step in ``trace.steps``; ``-1`` for the run's input."""
     truncated: bool = False
