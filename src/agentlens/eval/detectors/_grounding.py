@@ -126,6 +126,39 @@ def _summary(findings: list[Finding], label: str) -> str:
     return "; ".join(parts)
 
 
+def _result(
+    findings: list[Finding],
+    grounded: list[Finding],
+    label: str,
+    noun: str,
+    attributes: dict[str, Any] | None = None,
+) -> ScoreResult:
+    """A grounding scorer's result: passed without findings; the value counts the flagged ones
+    (not the unverifiable); the detail names the findings, or how many ``noun``s were grounded."""
+    flagged = sum(not f.unverifiable for f in findings)
+    return ScoreResult(
+        passed=not findings,
+        value=float(flagged),
+        detail=_summary(findings, label)
+        or f"{len(grounded)} {noun}{'s' if len(grounded) != 1 else ''} grounded",
+        findings=findings,
+        grounded=grounded,
+        attributes=attributes or {},
+    )
+
+
+def _reference_options(patterns: Patterns | None, kinds: Sequence[str] | None) -> dict[str, Any]:
+    """The options both scorers take for reference shapes, checked now (a bad pattern or kind
+    fails when the scorer is made, not when it first runs)."""
+    options: dict[str, Any] = {}
+    if patterns is not None:
+        options["patterns"] = _patterns_option(patterns)
+    if kinds is not None:
+        options["kinds"] = list(kinds)
+    _extractor(options.get("patterns"), options.get("kinds"))
+    return options
+
+
 # --------------------------------------------------------------------------- no_fabricated_refs
 
 
@@ -155,15 +188,7 @@ def _no_fabricated_refs(
                     amounts.append(float(ref.key))
                 continue
             findings.append(_fabricated(ref, turn, index))
-    flagged = sum(not f.unverifiable for f in findings)
-    return ScoreResult(
-        passed=not findings,
-        value=float(flagged),
-        detail=_summary(findings, "ungrounded")
-        or f"{len(grounded)} reference{'s' if len(grounded) != 1 else ''} grounded",
-        findings=findings,
-        grounded=grounded,
-    )
+    return _result(findings, grounded, "ungrounded", "reference")
 
 
 def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
@@ -204,13 +229,7 @@ def no_fabricated_refs(
         kinds: the built-in kinds to check (default all): ``id``, ``code``, ``uuid``,
             ``money``, ``percent``, ``date``, ``url``, ``email``, ``citation``.
     """
-    options: dict[str, Any] = {}
-    if patterns is not None:
-        options["patterns"] = _patterns_option(patterns)
-    if kinds is not None:
-        options["kinds"] = list(kinds)
-    _extractor(options.get("patterns"), options.get("kinds"))  # fail early on a bad option
-    return get_scorer("no_fabricated_refs").with_options(**options)
+    return get_scorer("no_fabricated_refs").with_options(**_reference_options(patterns, kinds))
 
 
 # --------------------------------------------------------------------------- parametric_leakage
@@ -274,16 +293,7 @@ def _parametric_leakage(
     attributes: dict[str, Any] = {}
     if judge is not None:
         findings.extend(_judged_half(evidence, findings, judge, model, attributes))
-    flagged = sum(not f.unverifiable for f in findings)
-    return ScoreResult(
-        passed=not findings,
-        value=float(flagged),
-        detail=_summary(findings, "not in the evidence")
-        or f"{len(grounded)} fact{'s' if len(grounded) != 1 else ''} grounded",
-        findings=findings,
-        grounded=grounded,
-        attributes=attributes,
-    )
+    return _result(findings, grounded, "not in the evidence", "fact", attributes)
 
 
 def _judged_half(
@@ -369,11 +379,7 @@ def parametric_leakage(
             deterministic half only.
         model: the judge's model, for the network backends.
     """
-    options: dict[str, Any] = {}
-    if patterns is not None:
-        options["patterns"] = _patterns_option(patterns)
-    if kinds is not None:
-        options["kinds"] = list(kinds)
+    options = _reference_options(patterns, kinds)
     if facts is not None:
         options["facts"] = list(facts)
     if allow is not None:
@@ -382,5 +388,4 @@ def parametric_leakage(
         options["judge"] = judge
     if model is not None:
         options["model"] = model
-    _extractor(options.get("patterns"), options.get("kinds"))
     return get_scorer("parametric_leakage").with_options(**options)
