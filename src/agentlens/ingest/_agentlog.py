@@ -13,12 +13,20 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agentlens._ids import new_id
 from agentlens.errors import FormatError
 
-__all__ = ["load_json", "parse_json_text", "parse_time", "run_id", "source_name"]
+__all__ = [
+    "decode_json",
+    "load_json",
+    "open_binary",
+    "parse_json_text",
+    "parse_time",
+    "run_id",
+    "source_name",
+]
 
 _NUMERIC = re.compile(r"^-?\d+(\.\d+)?$")
 
@@ -80,25 +88,50 @@ def parse_time(value: Any, *, source: str, line: int | None, field: str) -> date
     raise FormatError(f"not a time: {value!r}", source=source, line=line, field=field)
 
 
+def open_binary(path: Path) -> BinaryIO:
+    """``path`` opened for reading bytes.
+
+    Raises:
+        FormatError: the file cannot be read (naming the path as given).
+    """
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise FormatError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+
+
+def decode_json(raw: bytes, source: str, line: int | None = None) -> Any:
+    """The JSON value in ``raw`` (UTF-8, a byte-order mark allowed).
+
+    Args:
+        raw: one JSON document, or one line of a JSON Lines file.
+        source: the file's name, for errors.
+        line: the line of the file ``raw`` is, for JSON Lines; ``None`` for a whole document,
+            whose errors name the line inside it.
+
+    Raises:
+        FormatError: not UTF-8, not JSON, or nested too deeply.
+    """
+    try:
+        return json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise FormatError("not UTF-8 text", source=source, line=line) from None
+    except json.JSONDecodeError as exc:
+        at = line if line is not None else exc.lineno
+        raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=at) from None
+    except RecursionError:
+        raise FormatError("invalid JSON: nested too deeply", source=source, line=line) from None
+
+
 def load_json(path: Path) -> tuple[Any, bytes]:
     """The parsed JSON document in ``path`` and its raw bytes.
 
     Raises:
         FormatError: the file cannot be read or is not JSON (with the line of the error).
     """
-    name = source_name(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-    try:
-        return json.loads(raw.decode("utf-8-sig")), raw
-    except UnicodeDecodeError:
-        raise FormatError("not UTF-8 text", source=name) from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=exc.lineno) from None
-    except RecursionError:
-        raise FormatError("invalid JSON: nested too deeply", source=name) from None
+    with open_binary(path) as handle:
+        raw = handle.read()
+    return decode_json(raw, source_name(path)), raw
 
 
 def parse_json_text(value: Any) -> Any:

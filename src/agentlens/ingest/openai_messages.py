@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError
-from agentlens.ingest._agentlog import parse_time, run_id, source_name
+from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["MAX_DOCUMENT_BYTES", "read"]
@@ -55,11 +55,7 @@ def read(path: Path) -> Iterator[Trace]:
     """
     path = Path(path)
     name = source_name(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise FormatError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-    with handle:
+    with open_binary(path) as handle:
         head = handle.read(4096)
         first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
         if not first:
@@ -77,12 +73,7 @@ def read(path: Path) -> Iterator[Trace]:
             "write one conversation per line (JSON Lines)",
             source=name,
         )
-    try:
-        data = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise FormatError("not UTF-8 text", source=name) from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=exc.lineno) from None
+    data = decode_json(raw, name)
     if isinstance(data, list) and data and all(_is_message(m) for m in data):
         yield _conversation(data, name, 0, None, "")
     elif isinstance(data, list):
@@ -115,12 +106,7 @@ def _read_jsonl(handle: Any, name: str) -> Iterator[Trace]:
             text = text.lstrip(b"\xef\xbb\xbf")
         if not text:
             continue
-        try:
-            conv = json.loads(text)
-        except UnicodeDecodeError:
-            raise FormatError("not UTF-8 text", source=name, line=lineno) from None
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=lineno) from None
+        conv = decode_json(text, name, lineno)
         yield _conversation(conv, name, index, lineno, "")
         index += 1
 

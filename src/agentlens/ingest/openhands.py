@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError
-from agentlens.ingest._agentlog import parse_time, run_id, source_name
+from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["read"]
@@ -72,16 +72,12 @@ def read(path: Path) -> Iterator[Trace]:
         FormatError: the file is not JSON / JSON Lines, or an event is malformed.
     """
     name = source_name(path)
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise FormatError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-    with handle:
+    with open_binary(path) as handle:
         head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
         handle.seek(0)
         if head[:1] == b"[":
             raw = handle.read()
-            yield _run(_decode(raw, name, None), {}, name, 1, raw, None)
+            yield _run(decode_json(raw, name, None), {}, name, 1, raw, None)
             return
         lines = ((n, line) for n, line in enumerate(handle, start=1) if line.strip())
         first = next(lines, None)
@@ -95,7 +91,7 @@ def read(path: Path) -> Iterator[Trace]:
             ) from None
         except ValueError:  # one pretty-printed output object
             raw = first[1] + handle.read()
-            data = _decode(raw, name, None)
+            data = decode_json(raw, name, None)
             if not isinstance(data, dict):
                 raise FormatError(
                     "expected an array of events or an output object", source=name
@@ -104,25 +100,13 @@ def read(path: Path) -> Iterator[Trace]:
             return
         yield _line(data, name, first[0], first[1])
         for number, line in lines:
-            yield _line(_decode(line, name, number), name, number, line)
+            yield _line(decode_json(line, name, number), name, number, line)
 
 
 def _line(data: Any, source: str, number: int, raw: bytes) -> Trace:
     if not isinstance(data, dict):
         raise FormatError("each line must be a JSON object", source=source, line=number)
     return _output(data, source, number, raw)
-
-
-def _decode(raw: bytes, source: str, line: int | None) -> Any:
-    try:
-        return json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError:
-        raise FormatError("not UTF-8 text", source=source, line=line) from None
-    except json.JSONDecodeError as exc:
-        at = line if line is not None else exc.lineno
-        raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=at) from None
-    except RecursionError:
-        raise FormatError("invalid JSON: nested too deeply", source=source, line=line) from None
 
 
 def _output(data: dict[str, Any], source: str, line: int, raw: bytes) -> Trace:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError
-from agentlens.ingest._agentlog import parse_time, run_id, source_name
+from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["read"]
@@ -69,25 +69,12 @@ def read(path: Path) -> Iterator[Trace]:
 
 def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
     name = builder.source
-    try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise FormatError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
-    with handle:
+    with open_binary(path) as handle:
         first = handle.read(4096)
         if first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
             raw = first + handle.read()
             builder.digest.update(raw)
-            try:
-                events = json.loads(raw.decode("utf-8-sig"))
-            except UnicodeDecodeError:
-                raise FormatError("not UTF-8 text", source=name) from None
-            except json.JSONDecodeError as exc:
-                raise FormatError(
-                    f"invalid JSON: {exc.msg}", source=name, line=exc.lineno
-                ) from None
-            except RecursionError:
-                raise FormatError("invalid JSON: nested too deeply", source=name) from None
+            events = decode_json(raw, name)
             for i, event in enumerate(events):
                 yield i + 1, event
             return
@@ -99,16 +86,7 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
                 text = text.removeprefix(b"\xef\xbb\xbf")
             if not text:
                 continue
-            try:
-                yield number, json.loads(text)
-            except UnicodeDecodeError:
-                raise FormatError("not UTF-8 text", source=name, line=number) from None
-            except json.JSONDecodeError as exc:
-                raise FormatError(f"invalid JSON: {exc.msg}", source=name, line=number) from None
-            except RecursionError:
-                raise FormatError(
-                    "invalid JSON: nested too deeply", source=name, line=number
-                ) from None
+            yield number, decode_json(text, name, number)
 
 
 def _maybe_json(value: Any) -> Any:
