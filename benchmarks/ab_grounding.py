@@ -1,7 +1,7 @@
 """Two versions of agentlens side by side on the grounding benchmark's passes.
 
-Runs each pass of ``bench_grounding.py`` (``load``, ``naive``, ``naive_full``, ``refs``,
-``grounding``) over the same stored runs, for two source trees in turn, for several rounds, each
+Runs each pass of ``bench_grounding.py`` (``load``, ``naive``, ``naive_full``, ``naive_both``,
+``refs``, ``grounding``) over the same stored runs, for two source trees in turn, for several rounds, each
 pass in a fresh process, and prints the median runs/s of each and the ratios the issue's target
 is stated in. Alternating the trees round by round spreads a shared machine's noise over both.
 
@@ -23,7 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-PASSES = ("load", "naive", "naive_full", "refs", "grounding")
+from bench_grounding import PASSES, RATIOS
+
 _CHILD = """
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/src")
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in PASSES:
             each = ", ".join(f"{args.runs / s:,.0f}" for s in seconds[(tree, name)])
             print(f"  {name:>10}: {args.runs / median[name]:7,.0f} runs/s (rounds: {each})")
-        for a, b in (("grounding", "naive"), ("grounding", "naive_full"), ("refs", "naive_full")):
+        for a, b in RATIOS:
             print(f"  {a} / {b} time: {median[a] / median[b]:.2f}x")
     return 0
 

@@ -12,6 +12,9 @@ process on one core and over the same runs:
 - ``naive_full``: the same naive substring test, but over every reference agentlens's extractor
   finds in the answers (the same shapes as ``no_fabricated_refs``, without normalisation, turn
   order or truncation): the cost of extraction without the cost of checking it properly;
+- ``naive_both``: the same naive substring test over every reference and every fact the two
+  scorers extract (``parametric_leakage``'s numbers, dates, times and names too): the cost of
+  both scorers' extraction, with a substring test in place of the checks;
 - ``refs``: ``no_fabricated_refs`` alone;
 - ``grounding``: ``no_fabricated_refs`` and ``parametric_leakage`` on every run, as the runner
   calls them (one :class:`Evidence` per run shared by both).
@@ -75,6 +78,14 @@ SYSTEM = (
     "You are the support agent of Example Corp. Answer only from the tools' results and what "
     "the customer said. Never invent ids, amounts or dates. Refunds over $500.00 need a "
     "manager. Escalations go to https://support.example.com/escalate. " * 3
+)
+PASSES = ("load", "naive", "naive_full", "naive_both", "refs", "grounding")
+# the ratios of time the issue's target is stated in (<= 2x), checker over baseline
+RATIOS = (
+    ("grounding", "naive"),
+    ("grounding", "naive_full"),
+    ("grounding", "naive_both"),
+    ("refs", "naive_full"),
 )
 NAIVE_PATTERNS = [
     re.compile(r"CUST-\d{5}"),
@@ -245,6 +256,7 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
     from agentlens.store import open_store
 
     store = open_store(f"sqlite:///{db}")
+    from agentlens.eval._facts import extract_facts
     from agentlens.eval._references import get_extractor
 
     scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
@@ -285,6 +297,17 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
                 for r in extractor.extract(text)
                 if r.text not in evidence
             ]
+            flagged["naive"] += bool(bad)
+        elif name == "naive_both":
+            evidence = "\n".join(
+                json.dumps(s.output) for s in trace.steps if s.kind in ("tool", "retrieval")
+            )
+            answers = [str(s.output) for s in trace.steps if s.kind == "text"] + [str(trace.output)]
+            bad = []
+            for text in answers:
+                refs = extractor.extract(text)
+                bad += [r.text for r in refs if r.text not in evidence]
+                bad += [f.text for f in extract_facts(text, refs) if f.text not in evidence]
             flagged["naive"] += bool(bad)
         elif name in ("grounding", "refs"):
             ev = Evidence(trace)
@@ -332,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(db).exists():
         generate(db, args.runs)
     results = {}
-    for name in ("load", "naive", "naive_full", "refs", "grounding"):
+    for name in PASSES:
         cmd = [sys.executable, __file__, "--pass", name, "--db", db, "--runs", str(args.runs)]
         if args.profile and name == "grounding":
             cmd.append("--profile")
@@ -350,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             f"peak RSS {r['rss_mb_at_10pct']:.0f} MiB at 10%, {r['rss_mb_end']:.0f} MiB at the end; "
             f"flagged {r['flagged'] or '-'}"
         )
-    for a, b in (("grounding", "naive"), ("grounding", "naive_full"), ("refs", "naive_full")):
+    for a, b in RATIOS:
         ratio = results[a]["seconds"] / results[b]["seconds"]
         print(f"{a} / {b} time: {ratio:.2f}x (target <= 2x)")
     print(f"grounding runs/s: {results['grounding']['runs_per_s']:,.0f} (target >= 5,000)")
