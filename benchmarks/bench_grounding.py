@@ -251,6 +251,15 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _naive_view(trace: Any) -> tuple[str, list[str]]:
+    """The naive checks' view of a run: the tool outputs dumped as JSON, and the answers."""
+    evidence = "\n".join(
+        json.dumps(s.output) for s in trace.steps if s.kind in ("tool", "retrieval")
+    )
+    answers = [str(s.output) for s in trace.steps if s.kind == "text"] + [str(trace.output)]
+    return evidence, answers
+
+
 def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
     from agentlens.eval import Evidence, get_scorer
     from agentlens.store import open_store
@@ -274,10 +283,7 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
     started = time.perf_counter()
     for trace in store.query_traces(newest_first=False, limit=runs):
         if name == "naive":
-            evidence = "\n".join(
-                json.dumps(s.output) for s in trace.steps if s.kind in ("tool", "retrieval")
-            )
-            answers = [str(s.output) for s in trace.steps if s.kind == "text"] + [str(trace.output)]
+            evidence, answers = _naive_view(trace)
             bad = [
                 m.group(0)
                 for text in answers
@@ -287,10 +293,7 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
             ]
             flagged["naive"] += bool(bad)
         elif name == "naive_full":
-            evidence = "\n".join(
-                json.dumps(s.output) for s in trace.steps if s.kind in ("tool", "retrieval")
-            )
-            answers = [str(s.output) for s in trace.steps if s.kind == "text"] + [str(trace.output)]
+            evidence, answers = _naive_view(trace)
             bad = [
                 r.text
                 for text in answers
@@ -299,10 +302,7 @@ def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
             ]
             flagged["naive"] += bool(bad)
         elif name == "naive_both":
-            evidence = "\n".join(
-                json.dumps(s.output) for s in trace.steps if s.kind in ("tool", "retrieval")
-            )
-            answers = [str(s.output) for s in trace.steps if s.kind == "text"] + [str(trace.output)]
+            evidence, answers = _naive_view(trace)
             bad = []
             for text in answers:
                 refs = extractor.extract(text)

@@ -1,0 +1,57 @@
+"""The grounding benchmark still runs, end to end, on a small store (its figures are in
+docs/grounding.md; these tests only keep the scripts from rotting, they time nothing)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = BENCHMARKS.parent
+
+
+def _run(*args: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, check=True, timeout=300
+    )
+    return proc.stdout
+
+
+def test_bench_grounding_runs_every_pass_over_the_same_runs(tmp_path: Path) -> None:
+    db = tmp_path / "bench.db"
+    out = _run(str(BENCHMARKS / "bench_grounding.py"), "--runs", "60", "--db", str(db))
+    passes = dict(re.findall(r"^\s*(\w+): 60 runs in .*flagged (.*)$", out, re.M))
+    assert set(passes) == {"load", "naive", "naive_full", "naive_both", "refs", "grounding"}
+    # the naive checks flag every run ($1,834.20 is never a substring of a JSON 1834.2) ...
+    for name in ("naive", "naive_full", "naive_both"):
+        assert passes[name] == "{'naive': 60}"
+    # ... the scorers only the runs with a fabrication, and the same ones alone or together
+    refs = re.search(r"'no_fabricated_refs': (\d+)", passes["refs"])
+    both = re.search(r"'no_fabricated_refs': (\d+)", passes["grounding"])
+    assert refs is not None and both is not None
+    assert refs.group(1) == both.group(1)
+    assert 0 < int(refs.group(1)) < 60
+    for a, b in (("grounding", "naive"), ("grounding", "naive_both"), ("refs", "naive_full")):
+        assert re.search(rf"^{a} / {b} time: \d+\.\d\dx", out, re.M)
+    assert db.exists()  # --db keeps the store for ab_grounding.py
+
+
+def test_ab_grounding_compares_two_trees_on_every_pass(tmp_path: Path) -> None:
+    db = tmp_path / "bench.db"
+    _run(str(BENCHMARKS / "bench_grounding.py"), "--runs", "20", "--db", str(db))
+    out = _run(
+        str(BENCHMARKS / "ab_grounding.py"),
+        "--db",
+        str(db),
+        "--runs",
+        "20",
+        "--rounds",
+        "1",
+        str(ROOT),
+        str(ROOT),
+    )
+    assert out.count(f"{ROOT}\n") == 2
+    assert len(re.findall(r"^\s+naive_both: +[\d,]+ runs/s", out, re.M)) == 2
+    assert len(re.findall(r"grounding / naive_both time: \d+\.\d\dx", out)) == 2
