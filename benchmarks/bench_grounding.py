@@ -262,11 +262,11 @@ def _naive_view(trace: Any) -> tuple[str, list[str]]:
 
 def run_pass(db: str, name: str, runs: int, profile: bool) -> dict[str, Any]:
     from agentlens.eval import Evidence, get_scorer
+    from agentlens.eval._facts import extract_facts
+    from agentlens.eval._references import get_extractor
     from agentlens.store import open_store
 
     store = open_store(f"sqlite:///{db}")
-    from agentlens.eval._facts import extract_facts
-    from agentlens.eval._references import get_extractor
 
     scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
     extractor = get_extractor()
