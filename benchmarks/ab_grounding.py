@@ -3,7 +3,8 @@
 Runs each pass of ``bench_grounding.py`` (``load``, ``naive``, ``naive_full``, ``naive_both``,
 ``refs``, ``grounding``) over the same stored runs, for two source trees in turn, for several
 rounds, each pass in a fresh process, and prints the median runs/s of each and the ratios the
-issue's target is stated in. Alternating the trees round by round spreads a shared machine's noise over both.
+issue's target is stated in. Alternating the trees round by round spreads a shared machine's
+noise over both.
 
 The trees are folders holding ``src/agentlens``, for example a second checkout of an earlier
 commit (``git worktree add /tmp/before <rev>``) and this one. The store comes from
