@@ -266,19 +266,7 @@ def scan_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> lis
 
     The implementation before schema version 2: kept as an independent SQL reference for the
     tests and as the baseline of ``benchmarks/bench_rate.py``. Same arguments and results as
-    :func:`rate_counts`.
-
-    Args:
-        store: an open :class:`~agentlens.store._sqlite.SQLiteStore`.
-        query: the window, agent, scorer versions and modes.
-        by: ``None`` for one :class:`RateCounts` (key ``None``) over the window, or one of
-            ``day`` (UTC date), ``week`` (the Monday, UTC, that starts the ISO week), ``agent``,
-            ``release`` (``metadata.release``), ``mode`` (one group per failure mode: the rate as
-            if only that mode were selected) or ``scorer_version`` (``scorer@version``, every
-            stored version of the selected scorers apart).
-
-    Returns:
-        The groups in key order (``None`` keys last).
+    :func:`rate_counts` (which documents them).
 
     How: one pass over the window's scores in ``(run_started_at, run_id)`` order groups them by
     run without a sort and ranks each run's outcome with a single ``max``; a day or week
