@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agentlens.eval import Evidence, define_scorer
-from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace
+from agentlens.model import FailureMode, Finding, Score, ScoreResult, Step, StepKind, Trace, Verdict
 
 NOW = datetime(2026, 3, 10, 12, 0, tzinfo=UTC)
 """The fixed "now" of the tests."""
@@ -97,4 +97,27 @@ def trace(
             Step(kind=StepKind.TOOL, name="get_order", input={"id": 1}, output={"id": "ORD-1"}),
         ],
         **kwargs,
+    )
+
+
+def score(
+    run_id: str,
+    verdict: str,
+    *,
+    scorer: str = "t_refs",
+    version: str = "1",
+    modes: tuple[FailureMode, ...] = (),
+    unverifiable: bool = False,
+) -> Score:
+    """A stored score of ``run_id`` with this verdict, one finding per failure mode."""
+    findings = [Finding(failure_mode=m, text="x", unverifiable=unverifiable) for m in modes]
+    error = "RuntimeError: boom" if verdict == "error" else None
+    return Score(
+        run_id=run_id,
+        scorer=scorer,
+        version=version,
+        passed=verdict == "passed",
+        verdict=Verdict(verdict),
+        findings=findings,
+        error=error,
     )

@@ -7,7 +7,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from _rate_fixtures import NOW, trace
+from _rate_fixtures import NOW, score, trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,33 +16,11 @@ from agentlens.analytics._rate import _query, resolve_selection
 from agentlens.analytics._window import Window
 from agentlens.config import AgentSettings, Settings
 from agentlens.errors import ConfigError
-from agentlens.model import FailureMode, Finding, Score, Verdict
+from agentlens.model import FailureMode
 from agentlens.store import open_store
 from agentlens.store._rates import rate_counts
 
 CFG = Settings()
-
-
-def score(
-    run_id: str,
-    verdict: str,
-    *,
-    scorer: str = "t_refs",
-    version: str = "1",
-    modes: tuple[FailureMode, ...] = (),
-    unverifiable: bool = False,
-) -> Score:
-    findings = [Finding(failure_mode=m, text="x", unverifiable=unverifiable) for m in modes]
-    error = "RuntimeError: boom" if verdict == "error" else None
-    return Score(
-        run_id=run_id,
-        scorer=scorer,
-        version=version,
-        passed=verdict == "passed",
-        verdict=Verdict(verdict),
-        findings=findings,
-        error=error,
-    )
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _rate_fixtures import NOW
+from _rate_fixtures import NOW, score
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ from agentlens.analytics import hallucination_rate, python_rate_counts, rate_bre
 from agentlens.analytics._rate import _query, resolve_selection
 from agentlens.analytics._window import Window
 from agentlens.config import Settings
-from agentlens.model import FailureMode, Finding, Score, Step, StepKind, Trace, Verdict
+from agentlens.model import FailureMode, Score, Step, StepKind, Trace
 from agentlens.store import open_store
 from agentlens.store._rates import RateQuery, rate_counts, rebuild_rate_rollup, scan_rate_counts
 
@@ -56,16 +56,13 @@ def run(key: int, hours: float | None, agent: str | None, release: str | None) -
     )
 
 
-def score(run_id: str, scorer: str, version: str, verdict: str, modes: frozenset[str]) -> Score:
-    findings = [Finding(failure_mode=FailureMode(m), text="x") for m in sorted(modes)]
-    return Score(
-        run_id=run_id,
+def _score(run_id: str, scorer: str, version: str, verdict: str, modes: frozenset[str]) -> Score:
+    return score(
+        run_id,
+        verdict,
         scorer=scorer,
         version=version,
-        passed=verdict == "passed",
-        verdict=Verdict(verdict),
-        findings=findings,
-        error="boom" if verdict == "error" else None,
+        modes=tuple(FailureMode(m) for m in sorted(modes)),
     )
 
 
@@ -103,7 +100,7 @@ def apply(store: Any, ops: list[tuple[Any, ...]]) -> None:
         elif op[0] == "score":
             _, key, scorer, version, verdict, modes = op
             if key in stored:
-                store.put_scores([score(f"01RUN{key:04d}", scorer, version, verdict, modes)])
+                store.put_scores([_score(f"01RUN{key:04d}", scorer, version, verdict, modes)])
         else:
             store.delete_runs([f"01RUN{op[1]:04d}"])
             stored.discard(op[1])
@@ -175,13 +172,13 @@ def test_replacing_and_deleting_move_the_counts(tmp_path: Path) -> None:
     try:
         a, b = run(1, 2, "support", "v1"), run(2, 30, "support", "v1")
         store.put_traces([a, b])
-        store.put_scores([score(a.id, "t_refs", "1", "flagged", frozenset({"no_progress"}))])
-        store.put_scores([score(b.id, "t_refs", "1", "passed", frozenset())])
+        store.put_scores([_score(a.id, "t_refs", "1", "flagged", frozenset({"no_progress"}))])
+        store.put_scores([_score(b.id, "t_refs", "1", "passed", frozenset())])
         first = hallucination_rate(store=store, settings=CFG, scorers=["t_refs"])
         assert (first.runs, first.flagged, first.passed) == (2, 1, 1)
         assert first.by_mode["no_progress"] == 1 and first.flagged_run_ids == [a.id]
         # re-scored: the same (run, scorer, version) now passes
-        store.put_scores([score(a.id, "t_refs", "1", "passed", frozenset())])
+        store.put_scores([_score(a.id, "t_refs", "1", "passed", frozenset())])
         again = hallucination_rate(store=store, settings=CFG, scorers=["t_refs"])
         assert (again.flagged, again.passed, again.flagged_run_ids) == (0, 2, [])
         # the run replaced by a different one (another agent, a day earlier): its scores go
@@ -250,7 +247,7 @@ def test_days_before_1970_and_odd_names_round_trip() -> None:
         )
         store.put_traces([old])
         store.put_scores(
-            [score(old.id, "odd.name;x", "1.0", "flagged", frozenset({"no_progress"}))]
+            [_score(old.id, "odd.name;x", "1.0", "flagged", frozenset({"no_progress"}))]
         )
         query = RateQuery(
             any_version_of=("odd.name;x",),
@@ -271,7 +268,7 @@ def test_insert_or_replace_and_manual_updates_keep_it_exact(verdict: str) -> Non
     try:
         t = run(5, 10, "support", "v1")
         store.put_traces([t])
-        store.put_scores([score(t.id, "t_refs", "1", "error", frozenset())])
+        store.put_scores([_score(t.id, "t_refs", "1", "error", frozenset())])
 
         def edit(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE scores SET verdict = ? WHERE run_id = ?", (verdict, t.id))
