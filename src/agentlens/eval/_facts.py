@@ -37,8 +37,6 @@ __all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "name_tokens"]
 FACT_KINDS = frozenset({"number", "money", "percent", "year", "date", "time", "name"})
 """The kinds of fact :func:`extract_facts` finds."""
 
-_OWNED_BY_REFS = frozenset({"id", "code", "uuid", "url", "email", "citation"})
-
 
 @dataclass(frozen=True, slots=True)
 class Fact:
