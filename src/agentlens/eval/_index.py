@@ -633,9 +633,9 @@ class _NumberPool:
     change); ``k * a`` for a whole ``k`` from 2 to 10; ``a + b``, ``|a - b|`` of two numbers and
     ``a + b + c`` of three (when at most 80 are available) with every term at least 10 (a count
     added to a price is not a derivation); ``a / b`` with ``a`` at least 10 and ``b`` at least 2
-    (a per-unit value). Arithmetic
-    uses the 200 numbers nearest the turn, plus the numbers the turn itself already derived
-    (so "$500 + $250 = $750, plus $129 is $879" is followed step by step).
+    (a per-unit value). Arithmetic uses the 200 numbers nearest the turn, plus the numbers the
+    turn itself already derived (so "$500 + $250 = $750, plus $129 is $879" is followed step by
+    step).
     """
 
     def __init__(self, entries: list[_ItemIndex]) -> None:
