@@ -200,10 +200,10 @@ class Trace(_Record):
         CPU than :meth:`model_validate` of the same dict (parsing the JSON costs as much again,
         whichever way), and equal to its result in every respect (field values and their
         types, times as aware UTC datetimes, unknown fields of the run and of its steps kept as
-        extras, ``model_fields_set``). A record the fast path does not handle
-        exactly (a value of an unexpected type, a time in another form, an unknown
-        ``schema_version``) goes through :meth:`model_validate` instead, so invalid data still
-        raises :class:`pydantic.ValidationError`.
+        extras, ``model_fields_set``). A record the fast path does not handle exactly (a value
+        of an unexpected type, a time in another form, an unknown ``schema_version``) goes
+        through :meth:`model_validate` instead, so invalid data still raises
+        :class:`pydantic.ValidationError`.
         """
         try:
             return _trusted_trace(cls, data)
