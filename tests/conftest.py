@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +25,21 @@ def data_dir() -> Callable[[str], Path]:
         return path
 
     return folder
+
+
+# -- PostgreSQL (helpers in pg_support.py) ---------------------------------------------------------
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL store URL whose schema is this test's alone (dropped afterwards)."""
+    from pg_support import new_pg_schema
+
+    url, drop = new_pg_schema()
+    try:
+        yield url
+    finally:
+        from agentlens.store import close_shared_stores
+
+        close_shared_stores()
+        drop()

@@ -23,11 +23,21 @@ from agentlens.store._rates import rate_counts
 CFG = Settings()
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[object]:
-    s = open_store(f"sqlite:///{tmp_path / 'rates.db'}")
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[object]:
+    """A SQLite file store, or a PostgreSQL schema of its own (the same rate tests for both)."""
+    drop = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'rates.db'}"
+    else:
+        from pg_support import new_pg_schema
+
+        url, drop = new_pg_schema()
+    s = open_store(url)
     yield s
     s.close()
+    if drop is not None:
+        drop()
 
 
 def test_unverifiable_and_errors_are_never_passes(store) -> None:  # type: ignore[no-untyped-def]

@@ -1,7 +1,7 @@
 """Fixtures for the store tests: the backends the contract suite runs over, and trace factories.
 
-To run the contract suite over another backend, add it to ``BACKENDS`` with a factory that
-opens a fresh, empty store (e.g. a PostgreSQL schema per test, marked to run where the server is).
+The contract suite runs over every backend in ``BACKENDS``: SQLite (a file, and in memory) and
+PostgreSQL (a schema of its own per test).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from agentlens.store import TraceStore, close_shared_stores, open_store
 BACKENDS: dict[str, Callable[[Path], str]] = {
     "sqlite-file": lambda tmp: f"sqlite:///{tmp / 'agentlens.db'}",
     "sqlite-memory": lambda tmp: "sqlite:///:memory:",
+    "postgres": lambda tmp: "postgres",  # a schema of its own: see ``store_url``
 }
 
 StoreFactory = Callable[[], TraceStore]
@@ -28,8 +29,22 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def store_url(backend: str, tmp_path: Path) -> str:
-    return BACKENDS[backend](tmp_path)
+def store_url(backend: str, tmp_path: Path) -> Iterator[str]:
+    """The URL of a fresh store of the backend under test. PostgreSQL: a schema for this test
+    alone, dropped afterwards; skipped (failed under ``AGENTLENS_TEST_POSTGRES=1``) when the
+    server at ``AGENTLENS_TEST_POSTGRES_URL`` (default 127.0.0.1:5432, database ``test``) is
+    unreachable."""
+    if backend != "postgres":
+        yield BACKENDS[backend](tmp_path)
+        return
+    from pg_support import new_pg_schema
+
+    url, drop = new_pg_schema()
+    try:
+        yield url
+    finally:
+        close_shared_stores()
+        drop()
 
 
 @pytest.fixture

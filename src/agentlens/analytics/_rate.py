@@ -263,7 +263,14 @@ def _is_sql(store: Any) -> bool:
     return callable(getattr(store, "read", None))
 
 
+def _native(store: Any) -> bool:
+    # A store with rate methods of its own (PostgreSQL) answers them itself.
+    return callable(getattr(store, "rate_counts", None))
+
+
 def _stored_scorers(store: Any) -> list[str]:
+    if _native(store):
+        return list(store.stored_scorers())
     if _is_sql(store):
         return stored_scorers(store)
     names: set[str] = set()
@@ -273,6 +280,8 @@ def _stored_scorers(store: Any) -> list[str]:
 
 
 def _stored_versions(store: Any, name: str, window: Window) -> list[str]:
+    if _native(store):
+        return [v for v, _ in store.stored_versions(name, _us(window.start), _us(window.end))]
     if _is_sql(store):
         return [v for v, _ in stored_versions(store, name, _us(window.start), _us(window.end))]
     latest: dict[str, datetime] = {}
@@ -284,6 +293,8 @@ def _stored_versions(store: Any, name: str, window: Window) -> list[str]:
 
 
 def _counts(store: Any, query: RateQuery, by: str | None) -> list[RateCounts]:
+    if _native(store):
+        return list(store.rate_counts(query, by))
     if _is_sql(store):
         return rate_counts(store, query, by)
     return python_rate_counts(store, query, by)

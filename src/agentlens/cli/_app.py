@@ -50,7 +50,7 @@ def _global(
         str | None,
         typer.Option(
             "--db",
-            help="Store URL (sqlite:///path) or a SQLite file path. "
+            help="Store URL (sqlite:///path or postgresql://user@host/db) or a SQLite file path. "
             "Default: AGENTLENS_DB, then agentlens.toml, then sqlite:///agentlens.db.",
             metavar="URL",
         ),

@@ -2,6 +2,8 @@
 
 ``open_store("sqlite:///agentlens.db")`` opens (and migrates) the embedded SQLite store;
 ``sqlite:///:memory:`` gives a private in-memory store. A bare path is taken as a SQLite file.
+``open_store("postgresql://user@host/db")`` opens the PostgreSQL store (:mod:`._postgres`, the
+``postgres`` extra), imported only when such a URL is opened.
 
 ``get_trace(run_id)`` and ``query_traces(since_hours=..., agent=...)`` read from the configured
 store (or ``db=``), opened once per process by :func:`shared_store`. The SQLite schema, its
@@ -60,8 +62,10 @@ def open_store(url: str | None = None) -> TraceStore:
     if scheme == "sqlite":
         return SQLiteStore(url)
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        raise ConfigError(
-            f"{url.split('@')[-1]!r}: the PostgreSQL backend is not available yet; "
-            "use a sqlite:/// URL"
-        )
-    raise ConfigError(f"unknown store URL scheme {scheme!r} in {url!r}; expected sqlite:///PATH")
+        from agentlens.store._postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ConfigError(
+        f"unknown store URL scheme {scheme!r} in {url!r}; expected sqlite:///PATH or "
+        "postgresql://HOST/DB"
+    )

@@ -1,0 +1,364 @@
+"""Numbered schema migrations of the PostgreSQL store (the mirror of :mod:`._migrations`).
+
+The PostgreSQL schema has its own version numbers (1, 2, 3... with no gaps), recorded in the
+same ``_agentlens_migrations(version, name, applied_at)`` table, and the same rules as SQLite's:
+every open applies what the store has not seen yet, in one transaction, under an advisory lock
+(so two processes opening a new store do not both migrate it); a store newer than this agentlens
+is refused with :class:`~agentlens.errors.SchemaVersionError`. Never edit a migration that has
+been released: add one. What the tables hold is described in :mod:`agentlens.store._postgres`.
+
+Every table, index, function and trigger is created unqualified, so it lives in the schema at
+the head of the connection's ``search_path`` (the URL's ``schema=`` parameter, else ``public``).
+Functions carry ``SET search_path FROM CURRENT`` so triggers resolve tables in that schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from agentlens.errors import SchemaVersionError
+
+__all__ = [
+    "HOUR_US",
+    "MIGRATIONS_TABLE",
+    "NO_HOUR",
+    "PG_MIGRATIONS",
+    "PgMigration",
+    "latest_pg_version",
+    "migrate_pg",
+]
+
+MIGRATIONS_TABLE = "_agentlens_migrations"
+HOUR_US = 3_600_000_000
+NO_HOUR = -(2**63)
+"""``hour`` of an undated run in the rollups (and ``sort_at`` of an undated run in ``runs``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PgMigration:
+    """One step of the PostgreSQL schema's history."""
+
+    version: int
+    name: str
+    statements: tuple[str, ...]
+
+
+def _hour(t: str) -> str:
+    """SQL: the hour number (floor of µs / hour) of a µs time; NO_HOUR when NULL."""
+    return f"(CASE WHEN {t} IS NULL THEN {NO_HOUR} ELSE floor({t} / {HOUR_US}.0)::bigint END)"
+
+
+def _hex(t: str) -> str:
+    return f"encode(convert_to({t}, 'UTF8'), 'hex')"
+
+
+_INITIAL = PgMigration(
+    1,
+    "runs, scores (partitioned by month of started_at)",
+    (
+        # Run and score text keys use the "C" collation: byte order, as SQLite's BINARY.
+        """
+        CREATE TABLE runs (
+            id         text COLLATE "C" NOT NULL,
+            project    text COLLATE "C" NOT NULL,
+            agent      text COLLATE "C",
+            name       text,
+            status     text NOT NULL,
+            started_at bigint,
+            ended_at   bigint,
+            sort_at    bigint NOT NULL,
+            has_output boolean NOT NULL,
+            step_count integer NOT NULL,
+            release    text COLLATE "C",
+            written_at bigint NOT NULL,
+            digest     bytea NOT NULL,
+            doc        json NOT NULL,
+            steps      json NOT NULL,
+            PRIMARY KEY (sort_at, id)
+        ) PARTITION BY RANGE (sort_at)
+        """,
+        "CREATE INDEX runs_by_id ON runs (id)",
+        "CREATE INDEX runs_by_agent_time ON runs (agent, sort_at, id)",
+        "CREATE INDEX runs_by_project_time ON runs (project, sort_at, id)",
+        f"CREATE TABLE runs_undated PARTITION OF runs FOR VALUES FROM (MINVALUE) TO ({NO_HOUR + 1})",
+        """
+        CREATE TABLE scores (
+            run_id         text COLLATE "C" NOT NULL,
+            scorer         text COLLATE "C" NOT NULL,
+            version        text COLLATE "C" NOT NULL,
+            verdict        text NOT NULL,
+            passed         boolean NOT NULL,
+            value          double precision,
+            detail         text NOT NULL,
+            error          text,
+            finding_count  integer NOT NULL,
+            scored_at      bigint NOT NULL,
+            modes          text[] COLLATE "C" NOT NULL,
+            mode_findings  integer[] NOT NULL,
+            run_project    text COLLATE "C" NOT NULL,
+            run_agent      text COLLATE "C",
+            run_release    text COLLATE "C",
+            run_started_at bigint,
+            run_sort_at    bigint NOT NULL,
+            doc            json NOT NULL,
+            PRIMARY KEY (run_sort_at, run_id, scorer, version)
+        ) PARTITION BY RANGE (run_sort_at)
+        """,
+        "CREATE INDEX scores_by_run ON scores (run_id)",
+        "CREATE INDEX scores_by_scorer_time ON scores (scorer, version, run_started_at)",
+        "CREATE INDEX scores_by_time ON scores (run_started_at)",
+        f"CREATE TABLE scores_undated PARTITION OF scores FOR VALUES FROM (MINVALUE)"
+        f" TO ({NO_HOUR + 1})",
+    ),
+)
+
+# -- migration 2: the rate rollups ----------------------------------------------------------------
+#
+# The mirror of SQLite's migration 2, kept by triggers in the same way, with two differences made
+# for many concurrent writers:
+#
+# - The rollups are *delta* tables: a trigger only ever INSERTs signed counts (never UPDATEs a
+#   shared counter row), so concurrent writers never wait for each other's counter rows and never
+#   deadlock on them. A query sums the rows of its key; ``agentlens_compact_rollups()`` merges the
+#   rows written since the last compaction (``fresh``) into one per key.
+# - The rollups count per UTC *hour* (not day), so a window whose edges are not on whole hours
+#   reads at most the two edge hours from ``rate_runs``.
+#
+# ``rate_sigs``   (id uuid = md5(sig), sig): every distinct signature, encoded exactly as SQLite's.
+# ``rate_runs``   one row per scored run: start time, hour, agent, release, signature.
+# ``rate_rollup`` signed counts per (hour, agent, release, sig).
+# ``run_rollup``  signed counts of runs (scored or not) per (hour, agent, release): the
+#                 denominator of a rate, so a window never counts the rows of ``runs``.
+#
+# Per run the trigger takes an advisory transaction lock before recomputing its signature, so two
+# transactions writing scores of the same run take turns (READ COMMITTED: the second then sees
+# the first's committed scores).
+
+_SIG = (
+    "string_agg("
+    + _hex("s.scorer")
+    + " || '.' || "
+    + _hex("s.version")
+    + " || '.' || "
+    + _hex("s.verdict")
+    + " || '.' || coalesce((SELECT string_agg('x' || "
+    + _hex("m")
+    + ", ',' ORDER BY m) FROM unnest(s.modes) AS m), ''), ';' ORDER BY s.scorer, s.version)"
+)
+
+_REFRESH_FN = f"""
+CREATE FUNCTION agentlens_rate_refresh(ids text[]) RETURNS void LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock(8317, hashtext(i)) FROM (SELECT DISTINCT i FROM unnest(ids) AS i
+        ORDER BY 1) AS x;
+    WITH old AS (DELETE FROM rate_runs WHERE run_id = ANY(ids)
+                 RETURNING hour, agent, release, sig)
+    INSERT INTO rate_rollup (hour, agent, release, sig, n)
+        SELECT hour, agent, release, sig, -count(*) FROM old GROUP BY 1, 2, 3, 4;
+    WITH cur AS (
+        SELECT s.run_id, min(s.run_started_at) AS started_at, min(s.run_agent) AS agent,
+            min(s.run_release) AS release, {_SIG} AS sig
+        FROM scores s WHERE s.run_id = ANY(ids) GROUP BY s.run_id),
+    sigs AS (
+        INSERT INTO rate_sigs (id, sig) SELECT DISTINCT md5(sig)::uuid, sig FROM cur
+        ON CONFLICT DO NOTHING),
+    ins AS (
+        INSERT INTO rate_runs (run_id, started_at, hour, agent, release, sig)
+        SELECT run_id, started_at, {_hour("started_at")}, agent, release, md5(sig)::uuid
+        FROM cur RETURNING hour, agent, release, sig)
+    INSERT INTO rate_rollup (hour, agent, release, sig, n)
+        SELECT hour, agent, release, sig, count(*) FROM ins GROUP BY 1, 2, 3, 4;
+END
+$fn$
+"""
+
+_SCORES_TRIGGER_FN = """
+CREATE FUNCTION agentlens_scores_changed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM agentlens_rate_refresh(ARRAY(SELECT DISTINCT run_id FROM new_rows));
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM agentlens_rate_refresh(ARRAY(SELECT DISTINCT run_id FROM old_rows));
+    ELSE
+        PERFORM agentlens_rate_refresh(ARRAY(SELECT run_id FROM new_rows
+                                             UNION SELECT run_id FROM old_rows));
+    END IF;
+    RETURN NULL;
+END
+$fn$
+"""
+
+_RUNS_TRIGGER_FN = f"""
+CREATE FUNCTION agentlens_runs_changed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+BEGIN
+    IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
+        INSERT INTO run_rollup (hour, agent, release, n)
+            SELECT {_hour("started_at")}, agent, release, count(*) FROM new_rows GROUP BY 1, 2, 3;
+    END IF;
+    IF TG_OP = 'DELETE' OR TG_OP = 'UPDATE' THEN
+        INSERT INTO run_rollup (hour, agent, release, n)
+            SELECT {_hour("started_at")}, agent, release, -count(*) FROM old_rows GROUP BY 1, 2, 3;
+    END IF;
+    RETURN NULL;
+END
+$fn$
+"""
+
+_COMPACT_FN = """
+CREATE FUNCTION agentlens_compact_rollups() RETURNS bigint LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+DECLARE
+    merged bigint := 0;
+    k bigint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(8318, 0) THEN
+        RETURN -1;  -- another compaction is running
+    END IF;
+    WITH keys AS (SELECT DISTINCT hour, agent, release, sig FROM rate_rollup WHERE fresh),
+    gone AS (
+        DELETE FROM rate_rollup r USING keys k
+        WHERE r.hour = k.hour AND r.agent IS NOT DISTINCT FROM k.agent
+          AND r.release IS NOT DISTINCT FROM k.release AND r.sig = k.sig
+        RETURNING r.hour, r.agent, r.release, r.sig, r.n),
+    ins AS (
+        INSERT INTO rate_rollup (hour, agent, release, sig, n, fresh)
+        SELECT hour, agent, release, sig, sum(n), false FROM gone GROUP BY 1, 2, 3, 4
+        HAVING sum(n) <> 0 RETURNING 1)
+    SELECT (SELECT count(*) FROM gone) INTO k;
+    merged := merged + k;
+    WITH keys AS (SELECT DISTINCT hour, agent, release FROM run_rollup WHERE fresh),
+    gone AS (
+        DELETE FROM run_rollup r USING keys k
+        WHERE r.hour = k.hour AND r.agent IS NOT DISTINCT FROM k.agent
+          AND r.release IS NOT DISTINCT FROM k.release
+        RETURNING r.hour, r.agent, r.release, r.n),
+    ins AS (
+        INSERT INTO run_rollup (hour, agent, release, n, fresh)
+        SELECT hour, agent, release, sum(n), false FROM gone GROUP BY 1, 2, 3
+        HAVING sum(n) <> 0 RETURNING 1)
+    SELECT (SELECT count(*) FROM gone) INTO k;
+    RETURN merged + k;
+END
+$fn$
+"""
+
+RATE_ROLLUP_FILL: tuple[str, ...] = (
+    "DELETE FROM rate_rollup",
+    "DELETE FROM rate_runs",
+    "DELETE FROM run_rollup",
+    "SELECT agentlens_rate_refresh(ARRAY(SELECT DISTINCT run_id FROM scores))",
+    f"INSERT INTO run_rollup (hour, agent, release, n) SELECT {_hour('started_at')}, agent,"
+    " release, count(*) FROM runs GROUP BY 1, 2, 3",
+    "SELECT agentlens_compact_rollups()",
+)
+"""Statements that recompute the rate tables from ``runs`` and ``scores`` (for a bulk load that
+bypassed the triggers, and for the tests that check the triggers)."""
+
+_RATE_ROLLUP = PgMigration(
+    2,
+    "rate rollups: rate_sigs, rate_runs, rate_rollup, run_rollup, kept by triggers",
+    (
+        "CREATE TABLE rate_sigs (id uuid PRIMARY KEY, sig text NOT NULL)",
+        """
+        CREATE TABLE rate_runs (
+            run_id     text COLLATE "C" PRIMARY KEY,
+            started_at bigint,
+            hour       bigint NOT NULL,
+            agent      text COLLATE "C",
+            release    text COLLATE "C",
+            sig        uuid NOT NULL
+        )
+        """,
+        "CREATE INDEX rate_runs_by_sig ON rate_runs (sig, started_at)",
+        "CREATE INDEX rate_runs_by_time ON rate_runs (started_at, agent, release, sig)",
+        """
+        CREATE TABLE rate_rollup (
+            hour    bigint NOT NULL,
+            agent   text COLLATE "C",
+            release text COLLATE "C",
+            sig     uuid NOT NULL,
+            n       bigint NOT NULL,
+            fresh   boolean NOT NULL DEFAULT true
+        )
+        """,
+        "CREATE INDEX rate_rollup_by_hour ON rate_rollup (hour)",
+        "CREATE INDEX rate_rollup_fresh ON rate_rollup (hour) WHERE fresh",
+        """
+        CREATE TABLE run_rollup (
+            hour    bigint NOT NULL,
+            agent   text COLLATE "C",
+            release text COLLATE "C",
+            n       bigint NOT NULL,
+            fresh   boolean NOT NULL DEFAULT true
+        )
+        """,
+        "CREATE INDEX run_rollup_by_hour ON run_rollup (hour)",
+        "CREATE INDEX run_rollup_fresh ON run_rollup (hour) WHERE fresh",
+        _REFRESH_FN,
+        _SCORES_TRIGGER_FN,
+        _RUNS_TRIGGER_FN,
+        _COMPACT_FN,
+        "CREATE TRIGGER rate_scores_insert AFTER INSERT ON scores REFERENCING NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_scores_changed()",
+        "CREATE TRIGGER rate_scores_delete AFTER DELETE ON scores REFERENCING OLD TABLE AS old_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_scores_changed()",
+        "CREATE TRIGGER rate_scores_update AFTER UPDATE ON scores"
+        " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_scores_changed()",
+        "CREATE TRIGGER rate_runs_insert AFTER INSERT ON runs REFERENCING NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_runs_changed()",
+        "CREATE TRIGGER rate_runs_delete AFTER DELETE ON runs REFERENCING OLD TABLE AS old_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_runs_changed()",
+        "CREATE TRIGGER rate_runs_update AFTER UPDATE ON runs"
+        " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_runs_changed()",
+        *RATE_ROLLUP_FILL,
+    ),
+)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (_INITIAL, _RATE_ROLLUP)
+"""Every PostgreSQL migration, oldest first. Versions are 1..N without gaps."""
+
+
+def latest_pg_version() -> int:
+    return PG_MIGRATIONS[-1].version
+
+
+def migrate_pg(conn: Any, schema: str, where: str) -> int:
+    """Bring the schema behind ``conn`` (autocommit off, no transaction open) up to date.
+
+    Raises:
+        SchemaVersionError: the store was written by a newer agentlens.
+        psycopg.Error: a migration failed; nothing of it was kept.
+    """
+    newest = latest_pg_version()
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(8316, hashtext(%s))", (schema,))
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ("
+            "version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)"
+        )
+        (current,) = conn.execute(
+            f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}"
+        ).fetchone()
+        if current > newest:
+            raise SchemaVersionError(
+                f"{where}: the store has schema version {current}, newer than the {newest} this "
+                "agentlens knows; upgrade agentlens to read it"
+            )
+        for migration in PG_MIGRATIONS:
+            if migration.version <= current:
+                continue
+            for statement in migration.statements:
+                conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at) VALUES (%s, %s, %s)",
+                (migration.version, migration.name, datetime.now(UTC).isoformat()),
+            )
+    return newest

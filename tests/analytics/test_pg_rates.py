@@ -1,0 +1,132 @@
+"""PostgreSQL's rates equal SQLite's: the same random writes on both stores, every breakdown,
+every kind of window; the trigger-kept rollups equal a rebuild; compaction changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_rollup import BREAKDOWNS, CFG, WINDOWS, _op, _score, apply
+
+from agentlens.analytics import hallucination_rate, python_rate_counts
+from agentlens.analytics._rate import _query, resolve_selection
+from agentlens.analytics._window import Window
+from agentlens.model import Trace
+from agentlens.store import open_store
+from agentlens.store._rates import RateQuery, rate_counts
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[Any]:
+    store = open_store(pg_url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def pg_tables(store: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """``rate_runs``, and the rollups summed per key (what a query reads)."""
+
+    def read(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
+        runs = conn.execute(
+            "SELECT r.run_id, r.started_at, r.hour, r.agent, r.release, g.sig FROM rate_runs r"
+            " JOIN rate_sigs g ON g.id = r.sig ORDER BY 1"
+        ).fetchall()
+        rollup = conn.execute(
+            "SELECT r.hour, r.agent, r.release, g.sig, sum(r.n) FROM rate_rollup r"
+            " JOIN rate_sigs g ON g.id = r.sig GROUP BY 1, 2, 3, 4 HAVING sum(r.n) <> 0"
+            " ORDER BY 1, 2, 3, 4"
+        ).fetchall()
+        run_rollup = conn.execute(
+            "SELECT hour, agent, release, sum(n) FROM run_rollup GROUP BY 1, 2, 3"
+            " HAVING sum(n) <> 0 ORDER BY 1, 2, 3"
+        ).fetchall()
+        return runs, rollup, run_rollup
+
+    return store.read(read)  # type: ignore[no-any-return]
+
+
+def assert_same_rates(pg: Any, lite: Any, windows: list[Window]) -> None:
+    for window in windows:
+        selectors, _ = resolve_selection(lite, CFG, window, ["t_refs", "t_loops"])
+        assert resolve_selection(pg, CFG, window, ["t_refs", "t_loops"])[0] == selectors
+        for modes in (None, ["fabricated_grounding"]):
+            for agent in (None, "support"):
+                query = _query(window, agent, modes, selectors)
+                every = replace(query, any_version_of=("t_refs", "t_loops"))
+                for q, by in [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]:
+                    expected = rate_counts(lite, q, by)
+                    assert pg.rate_counts(q, by) == expected, (window, modes, agent, by)
+
+
+def _clear(store: Any) -> None:
+    store.delete_runs([r.id for r in store.list_runs()])
+
+
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(_op, max_size=30))
+def test_the_same_writes_give_the_same_rates(pg: Any, ops: list[tuple[Any, ...]]) -> None:
+    _clear(pg)
+    lite: Any = open_store("sqlite:///:memory:")
+    try:
+        apply(pg, ops)
+        apply(lite, ops)
+        assert sorted(r.id for r in pg.list_runs()) == sorted(r.id for r in lite.list_runs())
+        kept = pg_tables(pg)
+        assert pg.compact_rollups() >= 0
+        assert pg_tables(pg) == kept
+        assert_same_rates(pg, lite, WINDOWS)
+        pg.rebuild_rate_rollup()
+        assert pg_tables(pg) == kept
+    finally:
+        lite.close()
+
+
+def test_the_rate_through_the_analytics_api(pg: Any) -> None:
+    from test_rollup import run
+
+    a, b, c = run(1, 2, "support", "v1"), run(2, 30, "support", "v1"), run(3, None, None, None)
+    pg.put_traces([a, b, c])
+    pg.put_scores([_score(a.id, "t_refs", "1", "flagged", frozenset({"no_progress"}))])
+    pg.put_scores([_score(b.id, "t_refs", "1", "passed", frozenset())])
+    r = hallucination_rate(store=pg, settings=CFG, scorers=["t_refs"])
+    assert (r.runs, r.flagged, r.passed, r.flagged_run_ids) == (3, 1, 1, [a.id])
+    assert r.by_mode["no_progress"] == 1
+    pg.put_traces([run(1, 26, "billing", "v2")])  # replaced: its score goes
+    again = hallucination_rate(store=pg, settings=CFG, scorers=["t_refs"])
+    assert (again.runs, again.flagged, again.passed) == (3, 0, 1)
+    pg.delete_runs([a.id, b.id, c.id])
+    assert pg_tables(pg) == ([], [], [])
+
+
+def test_times_before_1970_nul_and_odd_names(pg: Any) -> None:
+    old = Trace(
+        id="01\x00OLD",
+        agent="a;b\x00c",
+        input="q",
+        output="a",
+        started_at=datetime(1969, 12, 31, 23, 30, tzinfo=UTC),
+        metadata={"release": "\x01r.1;x"},
+    )
+    pg.put_traces([old])
+    pg.put_scores([_score(old.id, "odd.name;x", "1.0", "flagged", frozenset({"no_progress"}))])
+    query = RateQuery(any_version_of=("odd.name;x",))
+    for by in (*BREAKDOWNS, "scorer_version"):
+        assert pg.rate_counts(query, by) == python_rate_counts(pg, query, by), by
+    (day,) = pg.rate_counts(query, "day")
+    assert day.key == "1969-12-31" and day.flagged_run_ids == [old.id]
+    (group,) = pg.rate_counts(query, "release")
+    assert group.key == "\x01r.1;x"
+    assert pg.stored_scorers() == ["odd.name;x"]
+    assert [v for v, _ in pg.stored_versions("odd.name;x")] == ["1.0"]
+    assert pg.months()[0] == "1969-12"
