@@ -66,7 +66,7 @@ def import_(
             "-f",
             metavar="NAME",
             help="Input format: trace (agentlens's own; the default), transcript, openai, "
-            "swe-agent, openhands, who-and-when.",
+            "swe-agent, openhands, who-and-when, otlp-json.",
         ),
     ] = "trace",
     skip_invalid: Annotated[

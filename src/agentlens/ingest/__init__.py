@@ -24,6 +24,7 @@ FORMATS: dict[str, str] = {
     "swe-agent": "agentlens.ingest.swe_agent",
     "openhands": "agentlens.ingest.openhands",
     "who-and-when": "agentlens.ingest.who_and_when",
+    "otlp-json": "agentlens.ingest.otlp",
 }
 """Format name -> module defining ``read(path)``. ``trace`` is agentlens's own format."""
 
