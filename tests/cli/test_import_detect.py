@@ -118,3 +118,12 @@ def test_openai_messages_given_as_trace_are_an_error_not_empty_runs(
     detected = cli("import", str(path))
     assert detected.exit_code == 0
     assert detected.stdout.splitlines()[0].endswith("[openai, detected]")
+
+
+def test_an_otlp_json_file_is_detected_and_converted(cli: Invoke, db_url: str) -> None:
+    path = GOLDEN / "otlp" / "genai_and_openinference.json"
+    result = cli("import", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0].endswith("[otlp-json, detected]")
+    runs = _runs(db_url)
+    assert runs and all(steps > 0 for _, steps in runs)
