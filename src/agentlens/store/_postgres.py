@@ -72,6 +72,7 @@ from agentlens.errors import (
     RunNotFoundError,
     SchemaVersionError,
     StoreError,
+    UnreadableRunError,
 )
 from agentlens.model import Score, Step, Trace
 from agentlens.store._pg_migrations import migrate_pg
@@ -604,22 +605,40 @@ class PostgresStore:
             reason = exc.errors()[0]["msg"] if exc.errors() else str(exc)
         except (ValueError, RecursionError) as exc:
             reason = f"Invalid JSON: {exc}"
-        raise StoreError(
+        raise UnreadableRunError(
             f"{self._label}: run {run_id!r} is stored in a form this agentlens cannot read: "
-            f"{reason}"
+            f"{reason} (`agentlens delete {run_id}` removes it)",
+            run_id=run_id,
+            reason=reason,
         )
 
     def query_traces(
-        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+        self,
+        where: RunFilter | None = None,
+        *,
+        limit: int | None = None,
+        newest_first: bool = True,
+        on_unreadable: Callable[[UnreadableRunError], None] | None = None,
     ) -> Iterator[Trace]:
-        """Iterate lazily over the runs that match, with their steps (order as SQLite's)."""
+        """Iterate lazily over the runs that match, with their steps (order as SQLite's).
+
+        A run that cannot be read back raises :class:`UnreadableRunError`, or with
+        ``on_unreadable`` is passed to it and left out (as in SQLite).
+        """
         _check_limit(limit)
         filt = _filter(where)
 
         def iterate() -> Iterator[Trace]:
             for page in self._pages(filt, "r.doc::text, r.steps::text", limit, newest_first):
                 for _, run_id, doc, steps in page:
-                    yield self._load(dec(run_id) or "", doc, steps)
+                    try:
+                        trace = self._load(dec(run_id) or "", doc, steps)
+                    except UnreadableRunError as exc:
+                        if on_unreadable is None:
+                            raise
+                        on_unreadable(exc)
+                        continue
+                    yield trace
 
         return iterate()
 
@@ -873,7 +892,10 @@ def _lock_runs(conn: Any, keys: list[str | None]) -> None:
 def _metadata(doc: str) -> dict[str, Any]:
     """The ``metadata`` of a run's stored document (read in Python: PostgreSQL's JSON operators
     refuse a document holding ``\u0000`` anywhere)."""
-    data = _parse(doc)
+    try:
+        data = _parse(doc)
+    except (ValueError, RecursionError):
+        return {}
     found = data.get("metadata") if isinstance(data, dict) else None
     return found if isinstance(found, dict) else {}
 
