@@ -55,3 +55,28 @@ def test_ab_grounding_compares_two_trees_on_every_pass(tmp_path: Path) -> None:
     assert out.count(f"{ROOT}\n") == 2
     assert len(re.findall(r"^\s+naive_both: +[\d,]+ runs/s", out, re.M)) == 2
     assert len(re.findall(r"grounding / naive_both time: \d+\.\d\dx", out)) == 2
+
+
+def test_bench_postgres_runs_on_a_small_store() -> None:
+    import json
+
+    from pg_support import PG_SERVER, require_postgres
+
+    require_postgres()
+    out = _run(
+        str(BENCHMARKS / "bench_postgres.py"),
+        "--runs",
+        "40",
+        "--big",
+        "3000",
+        "--repeat",
+        "1",
+        "--pg",
+        PG_SERVER,
+    )
+    found = json.loads(out)
+    # the same runs give the same rate on both backends; the bulk store holds what was asked
+    assert found["sqlite"]["runs"] == found["postgres"]["runs"] == 40
+    assert found["sqlite"]["flagged"] == found["postgres"]["flagged"] == 4
+    assert found["postgres_big"]["runs"] == 3000
+    assert found["postgres_big"]["flagged"] == 90

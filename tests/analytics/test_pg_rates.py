@@ -130,3 +130,35 @@ def test_times_before_1970_nul_and_odd_names(pg: Any) -> None:
     assert pg.stored_scorers() == ["odd.name;x"]
     assert [v for v, _ in pg.stored_versions("odd.name;x")] == ["1.0"]
     assert pg.months()[0] == "1969-12"
+
+
+def test_dropping_old_months_keeps_the_rates_exact(pg: Any) -> None:
+    from datetime import timedelta
+
+    old = [
+        Trace(
+            id=f"old{i}",
+            agent="support",
+            started_at=datetime(2025, 1, 3, tzinfo=UTC) + timedelta(days=i),
+        )
+        for i in range(3)
+    ]
+    new = [
+        Trace(id=f"new{i}", agent="support", started_at=datetime(2026, 2, 3, tzinfo=UTC))
+        for i in range(2)
+    ]
+    pg.put_traces([*old, *new])
+    pg.put_scores(
+        [_score(t.id, "t_refs", "1", "flagged", frozenset({"no_progress"})) for t in old + new[:1]]
+    )
+    assert "2025-01" in pg.months()
+    assert pg.drop_months_before(datetime(2026, 1, 1, tzinfo=UTC)) == ["2025-01"]
+    assert "2025-01" not in pg.months()
+    assert sorted(r.id for r in pg.list_runs()) == ["new0", "new1"]
+    r = hallucination_rate(store=pg, settings=CFG, scorers=["t_refs"])
+    assert (r.runs, r.flagged, r.flagged_run_ids) == (2, 1, ["new0"])
+    kept = pg_tables(pg)
+    pg.rebuild_rate_rollup()
+    assert pg_tables(pg) == kept
+    pg.put_traces(old[:1])  # the id is free again
+    assert pg.count_runs() == 3

@@ -80,6 +80,9 @@ _INITIAL = PgMigration(
         ) PARTITION BY RANGE (sort_at)
         """,
         "CREATE INDEX runs_by_id ON runs (id)",
+        # One row per stored run id: what a write locks (a row lock, so no limit on how many
+        # runs one transaction holds) so that two writers of the same run take turns.
+        'CREATE TABLE run_keys (id text COLLATE "C" PRIMARY KEY)',
         "CREATE INDEX runs_by_agent_time ON runs (agent, sort_at, id)",
         "CREATE INDEX runs_by_project_time ON runs (project, sort_at, id)",
         f"CREATE TABLE runs_undated PARTITION OF runs FOR VALUES FROM (MINVALUE) TO ({NO_HOUR + 1})",
@@ -132,9 +135,9 @@ _INITIAL = PgMigration(
 # ``run_rollup``  signed counts of runs (scored or not) per (hour, agent, release): the
 #                 denominator of a rate, so a window never counts the rows of ``runs``.
 #
-# Per run the trigger takes an advisory transaction lock before recomputing its signature, so two
-# transactions writing scores of the same run take turns (READ COMMITTED: the second then sees
-# the first's committed scores).
+# The store's writers lock the runs they write (rows of ``run_keys``) before writing, so two
+# transactions never recompute the same run's signature at once (READ COMMITTED: the second
+# then sees the first's committed scores).
 
 _SIG = (
     "string_agg("
@@ -148,20 +151,15 @@ _SIG = (
     + ", ',' ORDER BY m) FROM unnest(s.modes) AS m), ''), ';' ORDER BY s.scorer, s.version)"
 )
 
-_REFRESH_FN = f"""
-CREATE FUNCTION agentlens_rate_refresh(ids text[]) RETURNS void LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $fn$
-BEGIN
-    PERFORM pg_advisory_xact_lock(8317, hashtext(i)) FROM (SELECT DISTINCT i FROM unnest(ids) AS i
-        ORDER BY 1) AS x;
-    WITH old AS (DELETE FROM rate_runs WHERE run_id = ANY(ids)
-                 RETURNING hour, agent, release, sig)
-    INSERT INTO rate_rollup (hour, agent, release, sig, n)
-        SELECT hour, agent, release, sig, -count(*) FROM old GROUP BY 1, 2, 3, 4;
+
+def _refresh_body(where: str) -> str:
+    """SQL: recompute ``rate_runs`` (and the rollup deltas) of the runs whose scores ``where``
+    selects (on ``scores s``); their old rows must be gone already."""
+    return f"""
     WITH cur AS (
         SELECT s.run_id, min(s.run_started_at) AS started_at, min(s.run_agent) AS agent,
             min(s.run_release) AS release, {_SIG} AS sig
-        FROM scores s WHERE s.run_id = ANY(ids) GROUP BY s.run_id),
+        FROM scores s WHERE {where} GROUP BY s.run_id),
     sigs AS (
         INSERT INTO rate_sigs (id, sig) SELECT DISTINCT md5(sig)::uuid, sig FROM cur
         ON CONFLICT DO NOTHING),
@@ -170,7 +168,20 @@ BEGIN
         SELECT run_id, started_at, {_hour("started_at")}, agent, release, md5(sig)::uuid
         FROM cur RETURNING hour, agent, release, sig)
     INSERT INTO rate_rollup (hour, agent, release, sig, n)
-        SELECT hour, agent, release, sig, count(*) FROM ins GROUP BY 1, 2, 3, 4;
+        SELECT hour, agent, release, sig, count(*) FROM ins GROUP BY 1, 2, 3, 4"""
+
+
+# The writers (put_traces, put_scores, delete_runs) lock the rows of ``run_keys`` of the runs
+# they write first, so two transactions never refresh the same run at once.
+_REFRESH_FN = f"""
+CREATE FUNCTION agentlens_rate_refresh(ids text[]) RETURNS void LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+BEGIN
+    WITH old AS (DELETE FROM rate_runs WHERE run_id = ANY(ids)
+                 RETURNING hour, agent, release, sig)
+    INSERT INTO rate_rollup (hour, agent, release, sig, n)
+        SELECT hour, agent, release, sig, -count(*) FROM old GROUP BY 1, 2, 3, 4;
+    {_refresh_body("s.run_id = ANY(ids)")};
 END
 $fn$
 """
@@ -251,7 +262,7 @@ RATE_ROLLUP_FILL: tuple[str, ...] = (
     "DELETE FROM rate_rollup",
     "DELETE FROM rate_runs",
     "DELETE FROM run_rollup",
-    "SELECT agentlens_rate_refresh(ARRAY(SELECT DISTINCT run_id FROM scores))",
+    _refresh_body("TRUE"),
     f"INSERT INTO run_rollup (hour, agent, release, n) SELECT {_hour('started_at')}, agent,"
     " release, count(*) FROM runs GROUP BY 1, 2, 3",
     "SELECT agentlens_compact_rollups()",

@@ -39,12 +39,6 @@ from agentlens.store._rates import (
 
 __all__ = ["pg_rate_counts", "pg_stored_scorers", "pg_stored_versions"]
 
-_HOUR_SQL = f"floor(started_at / {HOUR_US}.0)::bigint"
-
-
-def _day(hour: int) -> int:
-    return _NO_DAY if hour == NO_HOUR else hour // 24
-
 
 def _edges(q: RateQuery) -> tuple[list[tuple[str, list[Any]]], list[tuple[int, int]]]:
     """The window as rollup conditions on ``hour`` (whole hours) and partial µs ranges."""
@@ -75,23 +69,41 @@ def _agent(q: RateQuery, column: str = "agent") -> tuple[str, list[Any]]:
     return (f" AND {column} = %s", [enc(q.agent)]) if q.agent is not None else ("", [])
 
 
-def _window_rows(conn: Any, q: RateQuery) -> list[tuple[int, Any, Any, Any, int]]:
-    """``(hour, agent, release, sig, runs)`` of the scored runs of the window."""
+def _keys(by: str | None, time_sql: str | None) -> tuple[str, str]:
+    """SQL of the day and release columns a breakdown needs (``NULL`` for the others), so the
+    rows are grouped in the server to what the breakdown tells apart (always agent and
+    signature: what a run counts as depends on them). ``time_sql``: the hour number (rollups,
+    ``None``) or a µs column."""
+    day = "NULL::bigint"
+    if by in ("day", "week"):
+        if time_sql is None:
+            day = f"(CASE WHEN hour = {NO_HOUR} THEN {NO_HOUR} ELSE floor(hour / 24.0)::bigint END)"
+        else:
+            day = f"floor({time_sql} / {24 * HOUR_US}.0)::bigint"
+    release = "release" if by == "release" else "NULL::text"
+    return day, release
+
+
+def _window_rows(conn: Any, q: RateQuery, by: str | None) -> list[tuple[int, Any, Any, Any, int]]:
+    """``(day, agent, release, sig, runs)`` of the scored runs of the window (``day`` and
+    ``release`` only when the breakdown needs them)."""
     agent_sql, agent_args = _agent(q)
     whole, partial = _edges(q)
     rows: list[tuple[int, Any, Any, Any, int]] = []
+    day, release = _keys(by, None)
     for cond, args in whole:
         rows.extend(
             conn.execute(
-                "SELECT hour, agent, release, sig, sum(n)::bigint FROM rate_rollup"
+                f"SELECT {day}, agent, {release}, sig, sum(n)::bigint FROM rate_rollup"
                 f" WHERE {cond}{agent_sql} GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0",
                 [*args, *agent_args],
             ).fetchall()
         )
+    day, release = _keys(by, "started_at")
     for lo, hi in partial:
         rows.extend(
             conn.execute(
-                f"SELECT {_HOUR_SQL}, agent, release, sig, count(*) FROM rate_runs"
+                f"SELECT {day}, agent, {release}, sig, count(*) FROM rate_runs"
                 f" WHERE started_at >= %s AND started_at < %s{agent_sql} GROUP BY 1, 2, 3, 4",
                 [lo, hi, *agent_args],
             ).fetchall()
@@ -99,23 +111,26 @@ def _window_rows(conn: Any, q: RateQuery) -> list[tuple[int, Any, Any, Any, int]
     return rows
 
 
-def _run_rows(conn: Any, q: RateQuery) -> list[tuple[int, Any, Any, int]]:
-    """``(hour, agent, release, runs)`` of every run of the window (scored or not)."""
+def _run_rows(conn: Any, q: RateQuery, by: str | None) -> list[tuple[int, Any, Any, int]]:
+    """``(day, agent, release, runs)`` of every run of the window (scored or not)."""
     agent_sql, agent_args = _agent(q)
     whole, partial = _edges(q)
     rows: list[tuple[int, Any, Any, int]] = []
+    day, release = _keys(by, None)
+    agent = "agent" if by == "agent" else "NULL::text"
     for cond, args in whole:
         rows.extend(
             conn.execute(
-                "SELECT hour, agent, release, sum(n)::bigint FROM run_rollup"
+                f"SELECT {day}, {agent}, {release}, sum(n)::bigint FROM run_rollup"
                 f" WHERE {cond}{agent_sql} GROUP BY 1, 2, 3 HAVING sum(n) <> 0",
                 [*args, *agent_args],
             ).fetchall()
         )
+    day, release = _keys(by, "sort_at")
     for lo, hi in partial:
         rows.extend(
             conn.execute(
-                f"SELECT {_HOUR_SQL}, agent, release, count(*) FROM runs"
+                f"SELECT {day}, {agent}, {release}, count(*) FROM runs"
                 f" WHERE sort_at >= %s AND sort_at < %s{agent_sql} GROUP BY 1, 2, 3",
                 [lo, hi, *agent_args],
             ).fetchall()
@@ -151,16 +166,16 @@ def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[
     by_part = by in ("mode", "scorer_version")
 
     def work(conn: Any) -> list[RateCounts]:
-        rows = _window_rows(conn, query)
+        rows = _window_rows(conn, query, by)
         _load_sigs(conn, {row[3] for row in rows}, classify.sigs)
         accs: dict[str | None, _Acc] = {}
         flagging: set[Any] = set()
-        for hour, agent, release, sig, n in rows:
+        for day, agent, release, sig, n in rows:
             agent = dec(agent)
             parts = classify.parts(sig, agent)
             if not parts:
                 continue
-            row_key = None if by_part else _group_key(by, _day(hour), agent, dec(release))
+            row_key = None if by_part else _group_key(by, day, agent, dec(release))
             for sub, rank, hit in parts:
                 key = sub if by_part else row_key
                 acc = accs.get(key)
@@ -208,8 +223,8 @@ def _assemble(
     conn: Any, query: RateQuery, by: str | None, accs: dict[str | None, _Acc], mode_list: list[str]
 ) -> list[RateCounts]:
     runs_by_key: dict[str | None, int] = {}
-    for hour, agent, release, n in _run_rows(conn, query):
-        key = _group_key(by, _day(hour), dec(agent), dec(release))
+    for day, agent, release, n in _run_rows(conn, query, by):
+        key = _group_key(by, day, dec(agent), dec(release))
         runs_by_key[key] = runs_by_key.get(key, 0) + n
     total = sum(runs_by_key.values())
     if by in ("day", "week"):

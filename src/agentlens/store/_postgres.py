@@ -16,8 +16,9 @@ Concurrency
 -----------
 Every method is safe from many threads and many processes. Each write is one transaction
 (READ COMMITTED), so a ``put_traces`` call is atomic as in SQLite, but writers do not take turns:
-two processes ingest at once. Runs are locked by id (``pg_advisory_xact_lock``) for the time of a
-write, so two writers of the same run id take turns and never store it twice. Each page of a lazy
+two processes ingest at once. Runs are locked by id for the time of a
+write (its row of ``run_keys``, one per stored run id), so two writers of the same run id take
+turns and never store it twice. Each page of a lazy
 query is one statement (one snapshot); rate queries read in one REPEATABLE READ snapshot.
 
 Schema (see :mod:`._pg_migrations`)
@@ -75,7 +76,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import Score, Step, Trace
-from agentlens.store._pg_migrations import migrate_pg
+from agentlens.store._pg_migrations import HOUR_US, migrate_pg
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._sqlite import NO_TIME, _parse, from_us, to_us
 
@@ -86,8 +87,6 @@ _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
 _WRITE_CHUNK = 256
 _FIRST_PAGE = 32
 _MAX_PAGE = 512
-_RUN_LOCK = 8317
-"""Advisory lock class of a run id (shared with the rate trigger, see :mod:`._pg_migrations`)."""
 _PARTITION_LOCK = 8319
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -395,8 +394,10 @@ class PostgresStore:
     def drop_months_before(self, before: datetime) -> list[str]:
         """Drop the monthly partitions (runs and scores) wholly before ``before``'s month.
 
-        Their runs are first taken out of the rate rollups and the rate tables, in the same
-        transaction, so rates stay exact. Returns the months dropped (``YYYY-MM``).
+        Their runs are first taken out of the rate rollups (and ``run_keys``), in the same
+        transaction, so rates stay exact; the runs and scores themselves go with their
+        partitions (``DROP TABLE``: no row deletes, nothing to vacuum). Returns the months
+        dropped (``YYYY-MM``).
         """
         limit = _month_of(to_us(before) or 0)
         conn = self._connect()
@@ -411,10 +412,21 @@ class PostgresStore:
                 self._load_months(conn)
                 for month in sorted(m for m in self._months if m < limit):
                     lo, hi = _month_bounds(month)
+                    part = f"runs_{_month_name(month)}"
                     conn.execute(
-                        "DELETE FROM scores WHERE run_sort_at >= %s AND run_sort_at < %s", (lo, hi)
+                        "WITH gone AS (DELETE FROM rate_runs WHERE started_at >= %s"
+                        " AND started_at < %s RETURNING hour, agent, release, sig)"
+                        " INSERT INTO rate_rollup (hour, agent, release, sig, n)"
+                        " SELECT hour, agent, release, sig, -count(*) FROM gone"
+                        " GROUP BY 1, 2, 3, 4",
+                        (lo, hi),
                     )
-                    conn.execute("DELETE FROM runs WHERE sort_at >= %s AND sort_at < %s", (lo, hi))
+                    conn.execute(
+                        "INSERT INTO run_rollup (hour, agent, release, n)"
+                        f" SELECT floor(started_at / {HOUR_US}.0)::bigint, agent, release,"
+                        f" -count(*) FROM {part} GROUP BY 1, 2, 3"
+                    )
+                    conn.execute(f"DELETE FROM run_keys k USING {part} r WHERE k.id = r.id")
                     for table in ("runs", "scores"):
                         conn.execute(f"DROP TABLE {table}_{_month_name(month)}")
                     self._months.discard(month)
@@ -509,7 +521,7 @@ class PostgresStore:
                 )
             prepared[trace.id] = self._prepare(trace)
         keys = [enc(i) for i in prepared]
-        _lock_runs(conn, keys)
+        _lock_runs(conn, keys, create=True)
         replaced: list[str] = []
         for run_id, digest in conn.execute(
             "SELECT id, digest FROM runs WHERE id = ANY(%s)", (keys,)
@@ -581,10 +593,14 @@ class PostgresStore:
         return _Prepared(row=row, digest=digest)
 
     @staticmethod
-    def _delete(conn: Any, keys: list[str]) -> int:
-        """Delete runs (by stored id) with their scores; the rate triggers follow."""
+    def _delete(conn: Any, keys: list[str], *, forget: bool = False) -> int:
+        """Delete runs (by stored id) with their scores; the rate triggers follow. ``forget``:
+        also their ``run_keys`` rows (not when they are being replaced)."""
         conn.execute("DELETE FROM scores WHERE run_id = ANY(%s)", (keys,))
-        return int(conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (keys,)).rowcount)
+        deleted = int(conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (keys,)).rowcount)
+        if forget:
+            conn.execute("DELETE FROM run_keys WHERE id = ANY(%s)", (keys,))
+        return deleted
 
     def get_trace(self, run_id: str) -> Trace:
         """Return one run with its steps; raises :class:`RunNotFoundError` when absent."""
@@ -683,7 +699,7 @@ class PostgresStore:
 
         def work(conn: Any) -> int:
             _lock_runs(conn, keys)
-            return self._delete(conn, keys)  # type: ignore[arg-type]
+            return self._delete(conn, keys, forget=True)  # type: ignore[arg-type]
 
         return self.write(work)
 
@@ -879,14 +895,23 @@ class PostgresStore:
             self.compact_rollups()
 
 
-def _lock_runs(conn: Any, keys: list[str | None]) -> None:
-    """Take the advisory transaction lock of each run id, in one order (no deadlock between two
-    writers of the same runs within one statement)."""
-    conn.execute(
-        "SELECT pg_advisory_xact_lock(%s, hashtext(k)) FROM"
-        " (SELECT DISTINCT k FROM unnest(%s::text[]) AS k ORDER BY k) AS x",
-        (_RUN_LOCK, keys),
-    )
+def _lock_runs(conn: Any, keys: list[str | None], *, create: bool = False) -> None:
+    """Lock the runs ``keys`` (their rows of ``run_keys``, in id order) until the transaction
+    ends: two writers of the same run take turns, and the second then reads what the first
+    committed. Row locks, not advisory locks, so a transaction may hold any number of them.
+    ``create``: insert the rows of runs not stored yet (``put_traces``)."""
+    ordered = sorted({k for k in keys if k is not None})
+    if create:
+        conn.execute(
+            "INSERT INTO run_keys (id) SELECT k FROM unnest(%s::text[]) AS k ORDER BY k"
+            " ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id",
+            (ordered,),
+        )
+    else:
+        conn.execute(
+            "SELECT 1 FROM run_keys WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE",
+            (ordered,),
+        )
 
 
 def _metadata(doc: str) -> dict[str, Any]:
