@@ -105,14 +105,27 @@ def _limit_sql(limit: int | None) -> str:
 
 SUMMARY_COLUMNS = (
     "r.project, r.agent, r.name, r.status, r.started_at, r.ended_at, r.step_count,"
-    " r.has_output, json_extract(r.doc, '$.metadata'),"
+    " r.has_output, CASE WHEN json_valid(r.doc) THEN json_extract(r.doc, '$.metadata') END,"
     " f.state, f.flagged, f.reason, f.modes, f.reviewed_at"
 )
 """The columns :func:`summary_of` reads, after ``sort_at, id`` (``runs r``, ``run_review f``)."""
 
 
-def summary_of(row: Sequence[Any]) -> RunSummary:
-    """A :class:`RunSummary` from a row of ``sort_at, id,`` :data:`SUMMARY_COLUMNS`."""
+def _json_object(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def summary_of(
+    row: Sequence[Any], metadata: Callable[[str | None], dict[str, Any]] = _json_object
+) -> RunSummary:
+    """A :class:`RunSummary` from a row of ``sort_at, id,`` :data:`SUMMARY_COLUMNS`
+    (``metadata`` parses the metadata column)."""
     return RunSummary(
         id=row[1],
         project=row[2],
@@ -123,7 +136,7 @@ def summary_of(row: Sequence[Any]) -> RunSummary:
         ended_at=_dt(row[7]),
         step_count=row[8],
         has_output=bool(row[9]),
-        metadata=json.loads(row[10]) if row[10] else {},
+        metadata=metadata(row[10]),
         flag_state=row[11],
         hallucination_detected=bool(row[12]),
         hallucination_reason=row[13],
@@ -217,7 +230,7 @@ class ReviewMixin:
         """Release the content flags a replaced run held on items it no longer links."""
         for part in _chunks(run_ids):
             held = conn.execute(
-                "SELECT c.kind, c.item_id, c.run_id, json_extract(r.doc, '$.links')"
+                "SELECT c.kind, c.item_id, c.run_id, CASE WHEN json_valid(r.doc) THEN json_extract(r.doc, '$.links') END"
                 " FROM content_flags c JOIN runs r ON r.id = c.run_id"
                 f" WHERE c.run_id IN {_marks(len(part))}",
                 part,
@@ -225,7 +238,7 @@ class ReviewMixin:
             gone = [
                 (kind, item, run_id)
                 for kind, item, run_id, links in held
-                if (json.loads(links) if links else {}).get(kind) != item
+                if _json_object(links).get(kind) != item
             ]
             conn.executemany(
                 "DELETE FROM content_flags WHERE kind = ? AND item_id = ? AND run_id = ?", gone
@@ -283,9 +296,11 @@ class ReviewMixin:
         ):
             verdicts.setdefault(run_id, {})[key] = verdict
         links = {
-            run_id: json.loads(text) if text else {}
+            run_id: _json_object(text)
             for run_id, text in conn.execute(
-                f"SELECT id, json_extract(doc, '$.links') FROM runs WHERE id IN {marks}", part
+                "SELECT id, CASE WHEN json_valid(doc) THEN json_extract(doc, '$.links') END"
+                f" FROM runs WHERE id IN {marks}",
+                part,
             )
         }
         for run_id in part:
