@@ -332,7 +332,96 @@ _RATE_ROLLUP = PgMigration(
     ),
 )
 
-PG_MIGRATIONS: tuple[PgMigration, ...] = (_INITIAL, _RATE_ROLLUP)
+# -- migration 3: review state (the mirror of SQLite's migration 3, with review claims) ---------
+
+_REVIEW = PgMigration(
+    3,
+    "review: run_review (with claims), run_flag_modes, content_flags, review_verdicts,"
+    " webhook_deliveries",
+    (
+        """
+        CREATE TABLE run_review (
+            run_id      text COLLATE "C" PRIMARY KEY,
+            sort_at     bigint NOT NULL,
+            agent       text COLLATE "C",
+            stored_at   bigint NOT NULL,
+            reviewed_at bigint,
+            state       text,
+            flagged     integer NOT NULL DEFAULT 0,
+            reason      text,
+            modes       text NOT NULL DEFAULT '[]',
+            findings    text NOT NULL DEFAULT '[]',
+            open        integer NOT NULL DEFAULT 0,
+            claimed_by  text,
+            lease_until bigint
+        )
+        """,
+        "CREATE INDEX run_review_pending ON run_review (stored_at, run_id)"
+        " WHERE reviewed_at IS NULL",
+        "CREATE INDEX run_review_flagged ON run_review (sort_at, run_id) WHERE flagged = 1",
+        "CREATE INDEX run_review_flagged_agent ON run_review (agent, sort_at, run_id)"
+        " WHERE flagged = 1",
+        "CREATE INDEX run_review_queue ON run_review (agent, sort_at, run_id) WHERE open > 0",
+        "INSERT INTO run_review (run_id, sort_at, agent, stored_at)"
+        " SELECT id, sort_at, agent, (extract(epoch FROM now()) * 1000000)::bigint FROM runs",
+        """
+        CREATE TABLE run_flag_modes (
+            run_id text COLLATE "C" NOT NULL,
+            mode   text COLLATE "C" NOT NULL,
+            PRIMARY KEY (run_id, mode)
+        )
+        """,
+        """
+        CREATE TABLE content_flags (
+            kind       text COLLATE "C" NOT NULL,
+            item_id    text COLLATE "C" NOT NULL,
+            run_id     text COLLATE "C" NOT NULL,
+            reason     text,
+            flagged_at bigint NOT NULL,
+            dismissed  integer NOT NULL DEFAULT 0,
+            PRIMARY KEY (kind, item_id, run_id)
+        )
+        """,
+        "CREATE INDEX content_flags_by_run ON content_flags (run_id)",
+        "CREATE INDEX content_flags_active ON content_flags (flagged_at) WHERE dismissed = 0",
+        """
+        CREATE TABLE review_verdicts (
+            run_id       text COLLATE "C" NOT NULL,
+            finding_key  text COLLATE "C" NOT NULL,
+            scorer       text COLLATE "C" NOT NULL,
+            failure_mode text COLLATE "C",
+            text         text NOT NULL,
+            verdict      text NOT NULL,
+            note         text,
+            author       text,
+            scope        text NOT NULL,
+            created_at   bigint NOT NULL,
+            live         integer NOT NULL,
+            PRIMARY KEY (run_id, finding_key)
+        )
+        """,
+        "CREATE INDEX review_verdicts_by_time ON review_verdicts (created_at)",
+        """
+        CREATE TABLE webhook_deliveries (
+            id              text COLLATE "C" PRIMARY KEY,
+            run_id          text COLLATE "C" NOT NULL,
+            url             text NOT NULL,
+            body            text NOT NULL,
+            status          text NOT NULL,
+            attempts        integer NOT NULL DEFAULT 0,
+            next_attempt_at bigint NOT NULL,
+            last_error      text,
+            created_at      bigint NOT NULL,
+            delivered_at    bigint
+        )
+        """,
+        "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)"
+        " WHERE status = 'pending'",
+        "CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries (created_at)",
+    ),
+)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW)
 """Every PostgreSQL migration, oldest first. Versions are 1..N without gaps."""
 
 

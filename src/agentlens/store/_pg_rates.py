@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentlens.store._pg_migrations import HOUR_US, NO_HOUR
-from agentlens.store._postgres import dec, enc
+from agentlens.store._pg_text import dec, enc
 from agentlens.store._rates import (
     _ALL_MODES,
     _BY,

@@ -77,6 +77,8 @@ from agentlens.errors import (
 )
 from agentlens.model import Score, Step, Trace
 from agentlens.store._pg_migrations import HOUR_US, migrate_pg
+from agentlens.store._pg_review import PgReviewMixin, pg_conn, pg_summary_columns
+from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._sqlite import NO_TIME, _parse, from_us, to_us
 
@@ -90,30 +92,6 @@ _MAX_PAGE = 512
 _PARTITION_LOCK = 8319
 _SCHEMES = ("postgresql", "postgres", "postgresql+psycopg")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-
-def enc(value: str | None) -> str | None:
-    """A string as PostgreSQL text: unchanged unless it holds NUL or starts with ``\\x01``."""
-    if value is None or ("\x00" not in value and not value.startswith("\x01")):
-        return value
-    return "\x01" + value.replace("\x01", "\x01\x01").replace("\x00", "\x01\x02")
-
-
-def dec(value: str | None) -> str | None:
-    """The inverse of :func:`enc`."""
-    if value is None or not value.startswith("\x01"):
-        return value
-    out: list[str] = []
-    i, n = 1, len(value)
-    while i < n:
-        c = value[i]
-        if c == "\x01" and i + 1 < n:
-            out.append("\x00" if value[i + 1] == "\x02" else "\x01")
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +194,7 @@ class _Prepared:
     digest: bytes
 
 
-class PostgresStore:
+class PostgresStore(PgReviewMixin):
     """The team store: PostgreSQL through a psycopg connection pool.
 
     Implements :class:`agentlens.store.TraceStore` (and the rate queries of
@@ -427,6 +405,13 @@ class PostgresStore:
                         f" -count(*) FROM {part} GROUP BY 1, 2, 3"
                     )
                     conn.execute(f"DELETE FROM run_keys k USING {part} r WHERE k.id = r.id")
+                    for table in (
+                        "run_review",
+                        "run_flag_modes",
+                        "content_flags",
+                        "review_verdicts",
+                    ):
+                        conn.execute(f"DELETE FROM {table} x USING {part} r WHERE x.run_id = r.id")
                     for table in ("runs", "scores"):
                         conn.execute(f"DROP TABLE {table}_{_month_name(month)}")
                     self._months.discard(month)
@@ -533,8 +518,10 @@ class PostgresStore:
             else:
                 replaced.append(run_id)
         if replaced:
-            self._delete(conn, replaced)
+            self._delete(conn, replaced, replacing=True)
         if not prepared:
+            if replaced:
+                self._prune_content(pg_conn(conn), [dec(k) or "" for k in replaced])
             return
         self._ensure_months({_month_of(p.row[7]) for p in prepared.values() if p.row[7] != NO_TIME})
         columns = list(zip(*(p.row for p in prepared.values()), strict=True))
@@ -550,6 +537,11 @@ class PostgresStore:
             " digest, doc, steps)",
             [list(c) for c in columns],
         )
+        self._review_rows_for_new_runs(
+            pg_conn(conn), [(dec(p.row[0]), p.row[7], dec(p.row[2])) for p in prepared.values()]
+        )
+        if replaced:
+            self._prune_content(pg_conn(conn), [dec(k) or "" for k in replaced])
 
     def _prepare(self, trace: Trace) -> _Prepared:
         if len({step.id for step in trace.steps}) != len(trace.steps):
@@ -592,14 +584,17 @@ class PostgresStore:
         )
         return _Prepared(row=row, digest=digest)
 
-    @staticmethod
-    def _delete(conn: Any, keys: list[str], *, forget: bool = False) -> int:
-        """Delete runs (by stored id) with their scores; the rate triggers follow. ``forget``:
-        also their ``run_keys`` rows (not when they are being replaced)."""
+    def _delete(
+        self, conn: Any, keys: list[str], *, forget: bool = False, replacing: bool = False
+    ) -> int:
+        """Delete runs (by stored id) with their scores and review state; the rate triggers
+        follow. ``forget``: also their ``run_keys`` rows. ``replacing``: they are about to be
+        written again (verdicts and content flags kept, as in SQLite)."""
         conn.execute("DELETE FROM scores WHERE run_id = ANY(%s)", (keys,))
         deleted = int(conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (keys,)).rowcount)
         if forget:
             conn.execute("DELETE FROM run_keys WHERE id = ANY(%s)", (keys,))
+        self._forget_review(pg_conn(conn), [dec(k) or "" for k in keys], replacing=replacing)
         return deleted
 
     def get_trace(self, run_id: str) -> Trace:
@@ -662,34 +657,25 @@ class PostgresStore:
         self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
     ) -> Iterator[RunSummary]:
         """Iterate lazily over summaries of the runs that match (no steps read)."""
+        from agentlens.store._sqlite_review import summary_of
+
         _check_limit(limit)
-        filt = _filter(where)
-        columns = (
-            "r.project, r.agent, r.name, r.status, r.started_at, r.ended_at, r.step_count,"
-            " r.has_output, r.doc::text"
-        )
+        filt = _filter(where).with_review()
+        columns = pg_summary_columns()
 
         def iterate() -> Iterator[RunSummary]:
             for page in self._pages(filt, columns, limit, newest_first):
                 for row in page:
-                    yield RunSummary(
-                        id=dec(row[1]) or "",
-                        project=dec(row[2]) or "",
-                        agent=dec(row[3]),
-                        name=dec(row[4]),
-                        status=dec(row[5]) or "",
-                        started_at=from_us(row[6]),
-                        ended_at=from_us(row[7]),
-                        step_count=row[8],
-                        has_output=bool(row[9]),
-                        metadata=_metadata(row[10]),
-                    )
+                    plain = [dec(v) if isinstance(v, str) else v for v in row]
+                    yield summary_of(plain, _metadata)
 
         return iterate()
 
     def count_runs(self, where: RunFilter | None = None) -> int:
-        clauses, params = _filter(where).sql()
-        return int(self._query("SELECT count(*) FROM runs r" + _where(clauses), params)[0][0])
+        filt = _filter(where)
+        clauses, params = filt.sql()
+        sql = "SELECT count(*) FROM runs r" + filt.join + _where(clauses)
+        return int(self._query(sql, params)[0][0])
 
     def delete_runs(self, run_ids: Iterable[str]) -> int:
         """Delete runs with their steps and scores. Returns how many runs were deleted."""
@@ -720,6 +706,7 @@ class PostgresStore:
                 params.extend(after)
             sql = (
                 f"SELECT r.sort_at, r.id, {columns} FROM runs r"
+                + filt.join
                 + _where(clauses)
                 + f" ORDER BY r.sort_at {order}, r.id {order} LIMIT %s"
             )
@@ -832,6 +819,7 @@ class PostgresStore:
             " modes = EXCLUDED.modes, mode_findings = EXCLUDED.mode_findings, doc = EXCLUDED.doc",
             columns,
         )
+        self._derive(pg_conn(conn), list(dict.fromkeys(s.run_id for s in chunk)))
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run, oldest first (an unknown run has none)."""
@@ -914,11 +902,11 @@ def _lock_runs(conn: Any, keys: list[str | None], *, create: bool = False) -> No
         )
 
 
-def _metadata(doc: str) -> dict[str, Any]:
+def _metadata(doc: str | None) -> dict[str, Any]:
     """The ``metadata`` of a run's stored document (read in Python: PostgreSQL's JSON operators
     refuse a document holding ``\u0000`` anywhere)."""
     try:
-        data = _parse(doc)
+        data = _parse(doc) if doc else None
     except (ValueError, RecursionError):
         return {}
     found = data.get("metadata") if isinstance(data, dict) else None
@@ -955,16 +943,24 @@ def _where(clauses: list[str]) -> str:
     return " WHERE " + " AND ".join(clauses) if clauses else ""
 
 
+_LEFT_JOIN_REVIEW = " LEFT JOIN run_review f ON f.run_id = r.id"
+
+
 @dataclass(frozen=True, slots=True)
 class _Filter:
     clauses: tuple[str, ...]
     params: tuple[Any, ...]
+    join: str = ""
+    """A join of ``run_review f`` when the filter or the columns need it."""
 
     def sql(self) -> tuple[list[str], list[Any]]:
         return list(self.clauses), list(self.params)
 
     def plus(self, clause: str, *params: Any) -> _Filter:
-        return _Filter((*self.clauses, clause), (*self.params, *params))
+        return _Filter((*self.clauses, clause), (*self.params, *params), self.join)
+
+    def with_review(self) -> _Filter:
+        return self if self.join else _Filter(self.clauses, self.params, _LEFT_JOIN_REVIEW)
 
 
 def _filter(where: RunFilter | None) -> _Filter:
@@ -993,4 +989,16 @@ def _filter(where: RunFilter | None) -> _Filter:
     if where.run_ids is not None:
         clauses.append("r.id = ANY(%s::text[])")
         params.append([enc(i) for i in _as_ids(where.run_ids)])
-    return _Filter(tuple(clauses), tuple(params))
+    join = ""
+    if where.flagged or where.failure_mode is not None:
+        join = " JOIN run_review f ON f.run_id = r.id"
+        clauses.append("f.flagged = 1")
+        if where.failure_mode is not None:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM run_flag_modes m WHERE m.run_id = f.run_id AND m.mode = %s)"
+            )
+            params.append(enc(str(where.failure_mode)))
+    elif where.flagged is False:
+        join = _LEFT_JOIN_REVIEW
+        clauses.append("coalesce(f.flagged, 0) = 0")
+    return _Filter(tuple(clauses), tuple(params), join)
