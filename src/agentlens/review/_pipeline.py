@@ -170,6 +170,8 @@ def review_pending(
     batch_size: int = DEFAULT_BATCH,
     deliver: bool = True,
     deadline_s: float | None = None,
+    worker: str | None = None,
+    lease_s: float = 300.0,
 ) -> int:
     """Review the runs waiting in ``store``, oldest first; return how many were reviewed.
 
@@ -184,6 +186,11 @@ def review_pending(
         batch_size: runs per round.
         deliver: also attempt the webhook deliveries that are due.
         deadline_s: stop starting new rounds after this many seconds.
+        worker: share the queue with other workers: batches are claimed under this name for
+            ``lease_s`` seconds (:meth:`~agentlens.store.TraceStore.claim_review`) instead of
+            read from :meth:`~agentlens.store.TraceStore.pending_review`, so no two workers
+            review the same run, and a dead worker's runs are reviewed after its lease.
+        lease_s: how long a claim holds (longer than a batch takes to review).
 
     Raises:
         ConfigError: bad review settings (unknown scorer, bad webhook URL...).
@@ -196,6 +203,8 @@ def review_pending(
         batch_size=batch_size,
         deliver=deliver,
         deadline_s=deadline_s,
+        worker=worker,
+        lease_s=lease_s,
     ).reviewed
 
 
@@ -208,6 +217,8 @@ def review_pending_result(
     batch_size: int = DEFAULT_BATCH,
     deliver: bool = True,
     deadline_s: float | None = None,
+    worker: str | None = None,
+    lease_s: float = 300.0,
 ) -> ReviewResult:
     """:func:`review_pending`, returning a :class:`ReviewResult` with every count."""
     if batch_size < 1:
@@ -225,7 +236,10 @@ def review_pending_result(
             if deadline_s is not None and time.monotonic() - started > deadline_s:
                 break
             n = batch_size if limit is None else min(batch_size, limit - result.reviewed)
-            batch = store.pending_review(limit=n)
+            if worker is None:
+                batch = store.pending_review(limit=n)
+            else:
+                batch = store.claim_review(worker, limit=n, lease_s=lease_s)
             if not batch:
                 break
             _review_batch(store, batch, scorers, review, result)

@@ -335,7 +335,23 @@ _REVIEW = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW)
+# -- migration 4: review claims ----------------------------------------------------------------
+#
+# ``claimed_by`` / ``lease_until`` (µs) of ``run_review``: a review worker claims pending runs for
+# a lease (:meth:`SQLiteStore.claim_review`), so several workers (processes) share the queue and
+# a run whose worker died is claimed again once its lease has run out. ``INSERT OR REPLACE`` of a
+# new version of the run resets both (the new version is unclaimed).
+
+_CLAIMS = Migration(
+    4,
+    "review claims: run_review.claimed_by, run_review.lease_until",
+    (
+        "ALTER TABLE run_review ADD COLUMN claimed_by TEXT",
+        "ALTER TABLE run_review ADD COLUMN lease_until INTEGER",
+    ),
+)
+
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _CLAIMS)
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 

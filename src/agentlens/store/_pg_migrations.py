@@ -227,7 +227,7 @@ DECLARE
     merged bigint := 0;
     k bigint;
 BEGIN
-    IF NOT pg_try_advisory_xact_lock(8318, 0) THEN
+    IF NOT pg_try_advisory_xact_lock(8318, hashtext(current_schema())) THEN
         RETURN -1;  -- another compaction is running
     END IF;
     WITH keys AS (SELECT DISTINCT hour, agent, release, sig FROM rate_rollup WHERE fresh),

@@ -268,6 +268,21 @@ class TraceStore(Protocol):
         An index scan (pending runs only), never a scan of every run."""
         ...
 
+    def claim_review(
+        self, worker: str, *, limit: int = 64, lease_s: float = 300.0
+    ) -> list[PendingRun]:
+        """Claim up to ``limit`` pending runs, oldest written first, for ``worker`` (any name
+        unique among the workers) for ``lease_s`` seconds: what several review workers or
+        server processes call instead of :meth:`pending_review` to share the queue.
+
+        A claimed run is not handed to another worker until its lease runs out (its worker
+        died or hung: it is then claimed again, so no run is forgotten) or it is marked
+        reviewed (which ends the claim). A run replaced while claimed is pending again,
+        unclaimed. PostgreSQL takes the runs with ``FOR UPDATE SKIP LOCKED`` (workers never
+        wait for each other); SQLite's writes take turns anyway. The review pipeline uses it
+        when given a worker name (:func:`agentlens.review.review_pending`)."""
+        ...
+
     def mark_reviewed(self, runs: Iterable[PendingRun], *, at: datetime | None = None) -> int:
         """Record runs as reviewed (at ``at``, default now). A run that was replaced (or deleted)
         since ``pending_review`` listed it is left pending. Returns how many were marked."""

@@ -1,0 +1,159 @@
+"""``agentlens worker``: review and re-score stored runs in the background, without serving HTTP.
+
+Each round: review the pending runs (claimed under this worker's name with a lease, so any number
+of workers and ``agentlens serve`` processes share the queue, and the runs of a worker that died
+are reviewed by another once its lease runs out), then score what the default scorers at their
+current versions have not scored yet (``--no-score`` leaves that out), then merge the rate
+rollups' new rows (PostgreSQL). Between rounds with nothing to do it sleeps ``--interval``
+seconds. SIGTERM or Ctrl-C stops it after the batch in hand (what a batch stored is kept; runs
+claimed and not reviewed go back to the queue when their lease runs out).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from typing import Annotated, Any
+
+import typer
+
+from agentlens.cli._app import app, err_console, state
+from agentlens.cli._util import user_errors
+
+__all__ = ["run_worker", "worker"]
+
+
+def run_worker(
+    store: Any,
+    *,
+    name: str,
+    settings: Any,
+    lease_s: float = 300.0,
+    batch: int = 64,
+    interval_s: float = 2.0,
+    score: bool = True,
+    stop: threading.Event | None = None,
+    idle_exit_s: float | None = None,
+    log: Any = None,
+) -> dict[str, int]:
+    """The worker loop; returns the totals (``reviewed``, ``flagged``, ``scored``, ``rounds``).
+
+    ``stop``: set it to stop after the current round. ``idle_exit_s``: return once nothing was
+    to be done for that long (for batch jobs and tests)."""
+    from agentlens.eval._runner import score_runs
+    from agentlens.review import review_pending_result, review_settings
+
+    review = review_settings(settings)
+    stop = stop or threading.Event()
+    totals = {"reviewed": 0, "flagged": 0, "scored": 0, "rounds": 0}
+    idle_since = time.monotonic()
+    while not stop.is_set():
+        result = review_pending_result(
+            store,
+            settings=settings,
+            review=review,
+            batch_size=batch,
+            worker=name,
+            lease_s=lease_s,
+            deadline_s=max(lease_s / 2, 1.0),
+        )
+        scored = 0
+        if score and not stop.is_set():
+            scored = score_runs(store, None, settings=settings).scored_runs
+        compact = getattr(store, "compact_rollups", None)
+        if callable(compact):
+            compact()
+        totals["rounds"] += 1
+        totals["reviewed"] += result.reviewed
+        totals["flagged"] += result.flagged
+        totals["scored"] += scored
+        if result.reviewed or scored:
+            idle_since = time.monotonic()
+            if log is not None:
+                log(
+                    f"{name}: reviewed {result.reviewed} runs ({result.flagged} flagged), scored {scored}"
+                )
+            continue
+        if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+            break
+        stop.wait(interval_s)
+    return totals
+
+
+@app.command()
+def worker(
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name", help="This worker's name in claims (default: HOST:PID).", metavar="NAME"
+        ),
+    ] = None,
+    lease: Annotated[
+        float,
+        typer.Option(
+            "--lease",
+            help="Seconds a claim holds before another worker may take the runs.",
+            min=1.0,
+        ),
+    ] = 300.0,
+    batch: Annotated[int, typer.Option("--batch", help="Runs claimed per round.", min=1)] = 64,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="Seconds to sleep when there is nothing to do.", min=0.0),
+    ] = 2.0,
+    score: Annotated[
+        bool,
+        typer.Option("--score/--no-score", help="Also score what the default scorers have not."),
+    ] = True,
+    idle_exit: Annotated[
+        float | None,
+        typer.Option(
+            "--idle-exit", help="Exit after this many seconds with nothing to do.", metavar="S"
+        ),
+    ] = None,
+) -> None:
+    """Review and re-score stored runs until stopped (SIGTERM or Ctrl-C), without HTTP.
+
+    Any number of workers (and `agentlens serve` processes) can share one store: each claims its
+    runs for --lease seconds, so no run is reviewed twice and the runs of a worker that died are
+    reviewed by another after the lease.
+    """
+    from agentlens.config import load_settings
+
+    with user_errors():
+        settings = load_settings(db=state.db)
+        store = state.open_store()
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: object) -> None:
+            stop.set()
+
+        previous = signal.signal(signal.SIGTERM, on_signal)
+        who = name or f"{socket.gethostname()}:{os.getpid()}"
+        try:
+            totals = run_worker(
+                store,
+                name=who,
+                settings=settings,
+                lease_s=lease,
+                batch=batch,
+                interval_s=interval,
+                score=score,
+                stop=stop,
+                idle_exit_s=idle_exit,
+                log=lambda line: err_console.print(line, markup=False),
+            )
+        except KeyboardInterrupt:
+            totals = None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            store.close()
+        if totals is not None:
+            err_console.print(
+                f"{who}: stopped after reviewing {totals['reviewed']} runs"
+                f" ({totals['flagged']} flagged) and scoring {totals['scored']}",
+                markup=False,
+            )
