@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentlens import config
 from agentlens.capture import _state
+from agentlens.store import _api
 
 
 @pytest.fixture
@@ -15,7 +15,7 @@ def fresh_capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Capture unconfigured, with no AGENTLENS_* variables; everything restored afterwards."""
     monkeypatch.delenv("AGENTLENS_DB", raising=False)
     monkeypatch.delenv("AGENTLENS_DISABLED", raising=False)
-    configured_db = config._configured_db
+    configured_db = _api._default
     saved = _state.swap(None)
     try:
         yield
@@ -24,4 +24,4 @@ def fresh_capture(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if pipeline is not None and pipeline.processor is not None:
             pipeline.processor.shutdown(10.0)
         _state.restore(saved)
-        config.set_configured_db(configured_db)
+        _api._default = configured_db

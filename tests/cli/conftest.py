@@ -36,11 +36,11 @@ def cli(db_url: str) -> Invoke:
 @pytest.fixture
 def restore_capture() -> Iterator[None]:
     """Undo what ``agentlens demo`` configures (capture pipeline, configured store URL)."""
-    from agentlens import config
     from agentlens.capture import _state
+    from agentlens.store import _api
 
-    pipeline, db = _state._pipeline, config._configured_db
+    pipeline, db = _state._pipeline, _api._default
     yield
     _state.shutdown(5.0)
     _state.swap(pipeline)
-    config.set_configured_db(db)
+    _api._default = db

@@ -27,6 +27,7 @@ from agentlens.capture._export import (
     Exporter,
     StoreExporter,
 )
+from agentlens.config import parse_bool, parse_store_url
 from agentlens.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,8 +37,6 @@ __all__ = ["configure", "flush", "is_enabled", "shutdown", "stats"]
 
 logger = logging.getLogger("agentlens")
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
-
 
 @dataclass(slots=True)
 class Pipeline:
@@ -46,6 +45,12 @@ class Pipeline:
     enabled: bool
     processor: BatchExporter | None = None
     project: str | None = None
+    url: str | None = None
+    """The store URL runs go to (``None``: an exporter or an open store without a URL)."""
+
+
+def _env_disabled() -> bool:
+    return parse_bool(os.environ.get("AGENTLENS_DISABLED", ""), "AGENTLENS_DISABLED")
 
 
 # Hooks replaced by agentlens.testing for deterministic ids and clocks.
@@ -73,12 +78,15 @@ def _resolve_default() -> Pipeline:
         if _pipeline is not None:
             return _pipeline
         try:
-            disabled = os.environ.get("AGENTLENS_DISABLED", "").strip().lower() in _TRUE
+            disabled = _env_disabled()
             url = os.environ.get("AGENTLENS_DB", "").strip()
             if disabled or not url:
                 pipeline = Pipeline(enabled=False)
             else:
-                pipeline = Pipeline(enabled=True, processor=_processor(StoreExporter(url)))
+                store_url = parse_store_url(url, "AGENTLENS_DB")
+                pipeline = Pipeline(
+                    enabled=True, processor=_processor(StoreExporter(store_url)), url=store_url
+                )
         except Exception as exc:  # never raise into the agent
             logger.warning("agentlens: capture disabled, bad environment: %s", exc)
             pipeline = Pipeline(enabled=False)
@@ -152,18 +160,18 @@ def configure(
         raise ConfigError(f"configure(): exporter {exporter!r} has no export() method")
 
     if enabled is None:
-        enabled = os.environ.get("AGENTLENS_DISABLED", "").strip().lower() not in _TRUE
+        enabled = not _env_disabled()
 
-    from agentlens.config import set_configured_db
-
+    url: str | None = None
     if exporter is None and (enabled or db is not None):
         if db is None or isinstance(db, str):
             url = _resolve_url(db)
-            set_configured_db(url)
             exporter = StoreExporter(url)
         else:
-            set_configured_db(getattr(db, "url", None))
             exporter = StoreExporter(db)
+        from agentlens.store import set_default_url
+
+        set_default_url(url or db)  # the reading API (get_trace, query_traces) reads there too
 
     processor = (
         _processor(exporter, max_queue, batch_size, flush_interval)
@@ -173,26 +181,18 @@ def configure(
     with _lock:
         previous, _pipeline = (
             _pipeline,
-            Pipeline(enabled=bool(enabled), processor=processor, project=project),
+            Pipeline(enabled=bool(enabled), processor=processor, project=project, url=url),
         )
     if previous is not None and previous.processor is not None:
         previous.processor.shutdown(5.0)
 
 
 def _resolve_url(db: str | None) -> str:
-    from agentlens.store import normalize_url
+    if db is not None:
+        return parse_store_url(db, "configure(db=...)")
+    from agentlens.config import load_settings
 
-    if db is None:
-        db = os.environ.get("AGENTLENS_DB", "").strip() or None
-    if db is None:
-        from agentlens.config import load_settings
-
-        db = load_settings().db
-    url = normalize_url(db)
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in ("sqlite", "postgresql", "postgres", "postgresql+psycopg"):
-        raise ConfigError(f"configure(): unknown store URL scheme {scheme!r} in {url!r}")
-    return url
+    return load_settings().store_url
 
 
 def is_enabled() -> bool:
