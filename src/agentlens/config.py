@@ -439,6 +439,9 @@ class AgentSettings:
     """The evidence sources: ``input`` and step kinds."""
     scorers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Options per scorer name."""
+    review: Mapping[str, Any] = field(default_factory=dict)
+    """The role's ``[agents.NAME.review]`` table, as written (checked by
+    :func:`agentlens.review.review_settings`)."""
     keys: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Where each scorer option was set: ``{scorer: {option: "FILE: agents.R.scorers.S.OPT"}}``."""
 
@@ -462,6 +465,8 @@ class Settings:
     agents: Mapping[str, AgentSettings] = field(default_factory=dict)
     judge: Mapping[str, Any] = field(default_factory=dict)
     """The judge configuration that was set (environment over ``[judge]``), without defaults."""
+    review: Mapping[str, Any] = field(default_factory=dict)
+    """The ``[review]`` table, as written (checked by :func:`agentlens.review.review_settings`)."""
     source: Path | None = None
     """The file the settings were read from, if any."""
     disabled: bool = False
@@ -577,6 +582,7 @@ def load_settings(
             for name, value in values.items()
             if name.startswith("judge.")
         },
+        review=_table(table.get("review", {}), f"{where}: 'review'"),
         source=path,
         disabled=values["disabled"],
         debug=values["debug"],
@@ -599,7 +605,7 @@ def _read_table(path: Path) -> dict[str, Any]:
     return data
 
 
-_SECTIONS = {"scorers", "agents", "judge"}
+_SECTIONS = {"scorers", "agents", "judge", "review"}
 
 
 def _flatten(table: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -640,7 +646,7 @@ def _parse_roles(
         label = f"{where}: agents.{role}"
         if not isinstance(section, dict):
             raise ConfigError(f"{label} must be a table")
-        bad = set(section) - {"evidence", "scorers"}
+        bad = set(section) - {"evidence", "scorers", "review"}
         if bad:
             raise ConfigError(f"{label}: unknown key {sorted(bad)[0]!r}")
         role_options, role_keys = _parse_scorers(
@@ -656,7 +662,12 @@ def _parse_roles(
             if "evidence" in section
             else default.evidence
         )
-        agents[role] = AgentSettings(evidence=role_evidence, scorers=merged, keys=merged_keys)
+        agents[role] = AgentSettings(
+            evidence=role_evidence,
+            scorers=merged,
+            review=_table(section.get("review", {}), f"{label}.review"),
+            keys=merged_keys,
+        )
     return default, agents
 
 
