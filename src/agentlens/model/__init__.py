@@ -4,10 +4,20 @@ This package is the leaf of agentlens: it imports nothing else of the package bu
 """
 
 from agentlens.model._score import FailureMode, Finding, Score, ScoreResult, Verdict
-from agentlens.model._trace import SCHEMA_VERSION, Step, StepKind, Trace, utc
+from agentlens.model._trace import (
+    EPOCH,
+    SCHEMA_VERSION,
+    Step,
+    StepKind,
+    Trace,
+    from_epoch_us,
+    to_epoch_us,
+    utc,
+)
 from agentlens.model._values import to_jsonable
 
 __all__ = [
+    "EPOCH",
     "SCHEMA_VERSION",
     "FailureMode",
     "Finding",
@@ -17,6 +27,8 @@ __all__ = [
     "StepKind",
     "Trace",
     "Verdict",
+    "from_epoch_us",
+    "to_epoch_us",
     "to_jsonable",
     "utc",
 ]
