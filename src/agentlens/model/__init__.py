@@ -14,10 +14,11 @@ from agentlens.model._trace import (
     to_epoch_us,
     utc,
 )
-from agentlens.model._values import to_jsonable
+from agentlens.model._values import MAX_INT_DIGITS, json_int, json_str, to_jsonable
 
 __all__ = [
     "EPOCH",
+    "MAX_INT_DIGITS",
     "SCHEMA_VERSION",
     "FailureMode",
     "Finding",
@@ -28,6 +29,8 @@ __all__ = [
     "Trace",
     "Verdict",
     "from_epoch_us",
+    "json_int",
+    "json_str",
     "to_epoch_us",
     "to_jsonable",
     "utc",
