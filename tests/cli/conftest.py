@@ -35,12 +35,8 @@ def cli(db_url: str) -> Invoke:
 
 @pytest.fixture
 def restore_capture() -> Iterator[None]:
-    """Undo what ``agentlens demo`` configures (capture pipeline, configured store URL)."""
-    from agentlens.capture import _state
-    from agentlens.store import _api
+    """Undo what ``agentlens demo`` configures: capture is reset after the test."""
+    from agentlens.capture import reset
 
-    pipeline, db = _state._pipeline, _api._default
     yield
-    _state.shutdown(5.0)
-    _state.swap(pipeline)
-    _api._default = db
+    reset(5.0)

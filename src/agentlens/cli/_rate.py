@@ -409,6 +409,13 @@ def gate(
             baseline_length = parse_duration(baseline_since)
             if lower is None:
                 raise ConfigError("--baseline-since needs a window with a start; not --since all")
+            try:
+                lower - baseline_length
+            except OverflowError:
+                raise ConfigError(
+                    f"bad --baseline-since {baseline_since!r}: the baseline would start before "
+                    "the year 1; use a shorter duration"
+                ) from None
         settings = state.settings()
         store = state.open_store()
         try:

@@ -138,13 +138,20 @@ def query_traces(
         db: the store (see :func:`shared_store`); default: the configured store.
 
     Raises:
-        ConfigError: ``since_hours`` is not positive, or is given together with ``start``.
+        ConfigError: ``since_hours`` is not positive, reaches back before the year 1, or is
+            given together with ``start``.
     """
     if since_hours is not None:
         if start is not None:
             raise ConfigError("give since_hours or start, not both")
         if isinstance(since_hours, bool) or not since_hours > 0:
             raise ConfigError(f"since_hours must be a positive number, got {since_hours!r}")
-        start = datetime.now(UTC) - timedelta(hours=since_hours)
+        try:
+            start = datetime.now(UTC) - timedelta(hours=since_hours)
+        except OverflowError:
+            raise ConfigError(
+                f"since_hours={since_hours!r} reaches back before the year 1; "
+                "give a shorter window, or no window"
+            ) from None
     where = RunFilter(start=start, end=end, agent=agent, project=project, has_output=has_output)
     return shared_store(db).query_traces(where, limit=limit, newest_first=newest_first)
