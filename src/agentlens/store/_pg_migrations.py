@@ -438,6 +438,18 @@ def migrate_pg(conn: Any, schema: str, where: str) -> int:
     """
     newest = latest_pg_version()
     with conn.transaction():
+        # An up-to-date store is only read: a read replica (or a read-only role) opens it.
+        found = conn.execute(
+            "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = %s",
+            (schema, MIGRATIONS_TABLE),
+        ).fetchone()
+        if found is not None:
+            (current,) = conn.execute(
+                f"SELECT coalesce(max(version), 0) FROM {MIGRATIONS_TABLE}"
+            ).fetchone()
+            if current == newest:
+                return newest
+    with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(8316, hashtext(%s))", (schema,))
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
         conn.execute(

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -140,7 +140,9 @@ def parse_pg_url(url: str) -> PgURL:
             pool_max = int(value)
         else:
             rest.append((key, value))
-    conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), ""))
+    conninfo = urlunsplit(
+        ("postgresql", parts.netloc, parts.path, urlencode(rest, quote_via=quote), "")
+    )
     try:
         from psycopg.conninfo import conninfo_to_dict
 
@@ -232,13 +234,19 @@ class PostgresStore(PgReviewMixin):
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "connect_timeout": max(1, int(connect_timeout_s)),
-            "options": f"-c search_path={parsed.schema}",
+            "options": _options(parsed.conninfo, parsed.schema),
             "application_name": "agentlens",
         }
         conn = self._connect()
         try:
             migrate_pg(conn, parsed.schema, self._label)
             self._load_months(conn)
+            self.read_only = bool(
+                conn.execute(
+                    "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'"
+                ).fetchone()[0]
+            )
+            """True on a read replica (a hot standby) or a read-only session: reads only."""
         except SchemaVersionError:
             conn.close()
             raise
@@ -255,8 +263,9 @@ class PostgresStore(PgReviewMixin):
             open=True,
             name="agentlens",
         )
-        now = _month_of(to_us(datetime.now(UTC)) or 0)
-        self._ensure_months({now, now + 1})
+        if not self.read_only:  # this month's and the next one's partitions, ahead of writes
+            now = _month_of(to_us(datetime.now(UTC)) or 0)
+            self._ensure_months({now, now + 1})
 
     # -- connections --------------------------------------------------------------------------
 
@@ -900,6 +909,14 @@ def _lock_runs(conn: Any, keys: list[str | None], *, create: bool = False) -> No
             "SELECT 1 FROM run_keys WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE",
             (ordered,),
         )
+
+
+def _options(conninfo: str, schema: str) -> str:
+    """The URL's own ``options`` (if any) with the schema's ``search_path`` added."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = str(conninfo_to_dict(conninfo).get("options") or "")
+    return f"{given} -c search_path={schema}".strip()
 
 
 def _metadata(doc: str | None) -> dict[str, Any]:
