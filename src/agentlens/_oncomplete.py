@@ -86,22 +86,21 @@ def configure(
         ConfigError: a bad argument, or bad review settings (the message names the file and
             the key).
     """
-    import os
-
     from agentlens import capture
+    from agentlens.capture._state import _env_disabled
 
     custom = kwargs.get("exporter") is not None or kwargs.get("processor") is not None
     enabled = kwargs.get("enabled")
     if enabled is None:
-        disabled = os.environ.get("AGENTLENS_DISABLED", "").strip().lower()
-        enabled = disabled not in ("1", "true", "yes", "on")
-    if review is False or custom or not enabled:
+        enabled = not _env_disabled()
+    if review is False or custom or not enabled:  # nothing of review: capture as it is
         capture.configure(db, **kwargs)
         return
 
     from agentlens.capture._state import _resolve_url
-    from agentlens.config import load_settings, set_configured_db
+    from agentlens.config import load_settings
     from agentlens.review import Reviewer, review_settings
+    from agentlens.store import set_default_url
 
     store: str | TraceStore
     if db is None or isinstance(db, str):
@@ -116,4 +115,4 @@ def configure(
         return
     reviewer = Reviewer(store, settings=settings, review=checked).start()
     capture.configure(exporter=ReviewingExporter(store, reviewer), **kwargs)
-    set_configured_db(store if isinstance(store, str) else getattr(store, "url", None))
+    set_default_url(store)  # the reading API (get_trace, query_traces) reads there too
