@@ -17,8 +17,8 @@ Spans are offsets into the original text: ``text[claim.start:claim.end] == claim
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
-from itertools import islice
 from dataclasses import dataclass
 
 __all__ = ["Claim", "extract_claims", "split_sentences"]
@@ -414,7 +414,7 @@ def _split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
     open, its words: whether one is a finite verb, whether there are two) and the words after it
     (the first six are all the tests read). What is known of the text since the last cut is kept
     and extended from one candidate to the next rather than read again, so a sentence of many
-    candidates that are not cuts (``and`` repeated) costs its length, not its length squared. A
+    candidates that are not cuts (``and`` or ``;`` repeated) costs its length, not its square. A
     word never spans the position of a candidate (``;``, ``,`` or white space), so the words read
     piece by piece are the words of the whole.
     """
@@ -426,6 +426,10 @@ def _split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
     depth = straight_quotes = open_quotes = close_quotes = 0
     left_verb = False
     left_words = 0  # counted up to 2, all the tests need
+    # The sentence's words, found once when first needed: the words after a candidate are those
+    # that start after it (a candidate ends with white space, which no word spans).
+    sentence_words: list[str] | None = None
+    sentence_starts: list[int] = []
     for m in _CLAUSE_SPLIT.finditer(text, start, end):
         here = m.start()
         chunk = text[scanned:here]
@@ -445,7 +449,11 @@ def _split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
         if depth > 0 or straight_quotes % 2 == 1 or open_quotes > close_quotes:
             continue
         sep = m.group(0)
-        right = [w.group() for w in islice(_WORD.finditer(text, m.end(), end), 6)]
+        if sentence_words is None:
+            sentence_words = [w.group() for w in _WORD.finditer(text, start, end)]
+            sentence_starts = [w.start() for w in _WORD.finditer(text, start, end)]
+        first = bisect_left(sentence_starts, m.end())
+        right = sentence_words[first : first + 6]
         bare_and = not sep.strip(" ").startswith((";", ","))
         if bare_and:
             # "X and he did Y": only when a pronoun or determiner opens a new clause

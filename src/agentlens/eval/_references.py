@@ -287,11 +287,15 @@ _ID = (
 # contain (an id, a code, a number).
 _BUILTIN = {
     "url": r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`\\]+",
-    # The local part is at most 64 characters (RFC 5321's limit), and taken possessively ("@" is
-    # not in its class): a start after a "%" inside a long run of local-part characters ("5%5%")
-    # then reads at most 64 of them, not the rest of the run.
+    # The local part starts where "(?<![\w.+-])" lets it, and is taken possessively ("@" is not
+    # in its class). From the start of a run of local-part characters it is read whole, once; but
+    # a "%" is a local-part character that the look-behind does not exclude, so the position
+    # after each "%" of a run may start one too, and reading the rest of the run from each of
+    # them was quadratic ("5%" repeated). From there the local part is read for at most 64
+    # characters (RFC 5321's limit): the one difference with the unbounded form is that a local
+    # part over 64 characters that starts right after a "%" is not an e-mail address.
     "email": (
-        r"(?<![\w.+-])[A-Za-z0-9._%+-]{1,64}+@"
+        r"(?:(?<![\w.+%-])[A-Za-z0-9._%+-]++|(?<=%)[A-Za-z0-9._%+-]{1,64}+)@"
         r"[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)*\.[A-Za-z]{2,}\b"
     ),
     "uuid": r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])",
@@ -308,9 +312,7 @@ _BUILTIN = {
     "percent": rf"(?<![\w.,]){_NUM}\s?(?:%|percent\b|per\s?cent\b)",
     # "a key with a digit somewhere" as a look-ahead and one possessive run ("]" is not in the
     # class), not as "[...]*\d[...]*", which tries every digit of a long key as the split.
-    "citation": (
-        r"\[(?:\d{1,3}|[A-Za-z](?=[A-Za-z0-9_:.-]*?\d)[A-Za-z0-9_:.-]*+)\](?!\()"
-    ),
+    "citation": (r"\[(?:\d{1,3}|[A-Za-z](?=[A-Za-z0-9_:.-]*?\d)[A-Za-z0-9_:.-]*+)\](?!\()"),
     "id": _ID,
     "code": r"(?<![\w-])(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{5,12}(?![\w]|-\w)",
 }
