@@ -1,0 +1,294 @@
+"""The OTLP converter (``agentlens.ingest.otlp``) and ``import --format otlp-json``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from _otlp_fixtures import (
+    GENAI_TRACE,
+    OI_TRACE,
+    event_spans,
+    genai_spans,
+    legacy_spans,
+    openinference_spans,
+    request,
+    span,
+)
+from agentlens.errors import FormatError
+from agentlens.eval import run_scorers
+from agentlens.ingest import get_reader
+from agentlens.ingest.otlp import (
+    build_trace,
+    read,
+    spans_from_json,
+    spans_from_protobuf,
+    traces_from_spans,
+)
+from agentlens.model import StepKind
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "otlp"
+
+
+def one(spans: list[dict]) -> object:
+    [trace] = traces_from_spans(spans_from_json(request(spans)))
+    return trace
+
+
+def test_registered_as_format_otlp_json() -> None:
+    assert get_reader("otlp-json") is read
+
+
+def test_genai_trace_becomes_one_run_with_its_steps() -> None:
+    trace = one(genai_spans())
+    assert trace.id == GENAI_TRACE  # the trace id, at its width
+    assert trace.agent == "support"
+    assert trace.input == "Where is the refund for my order?"
+    assert trace.output == "Your order ORD-99999 was refunded: 42.50 EUR."
+    assert trace.links == {"ticket": "T-1"}
+    assert trace.metadata["release"] == "v42"
+    assert trace.metadata["conversation_id"] == "conv-1"
+    assert [str(s.kind) for s in trace.steps] == ["agent", "system", "user", "llm", "tool", "llm"]
+    assert {len(s.id) for s in trace.steps if "." not in s.id} == {16}
+    tool = trace.step("2" * 16)
+    assert tool.name == "get_order"
+    # execute_tool had no arguments/result: paired with the message parts by call id
+    assert tool.input == {"customer": "C-7"}
+    assert tool.output == {"order_id": "ORD-12345", "refund": "42.50 EUR"}
+    chat1, chat2 = trace.step("1" * 16), trace.step("3" * 16)
+    assert chat1.attributes["input_tokens"] == 50
+    assert chat1.attributes["cache_read_tokens"] == 5
+    assert chat2.attributes["cache_write_tokens"] == 7  # the newer name
+    assert "tool_calls" in chat1.attributes["finish_reasons"]  # from the attribute
+    assert chat2.attributes["finish_reasons"] == ["stop"]  # from the output message
+    assert chat1.attributes["model"] == "gpt-4o"
+    assert trace.step("1" * 16 + ".system1").output == "Be brief."
+
+
+def test_messages_as_json_strings_and_as_structured_values_read_alike() -> None:
+    as_text = one(genai_spans(structured=False))
+    as_values = one(genai_spans(structured=True))
+    assert as_text.to_dict() == as_values.to_dict()
+
+
+def test_spans_in_any_order_and_repeated_make_the_same_run() -> None:
+    spans = genai_spans()
+    expected = one(spans).to_dict()
+    shuffled = spans * 2
+    random.Random(7).shuffle(shuffled)
+    assert one(shuffled).to_dict() == expected
+
+
+def test_genai_run_is_flagged_for_its_fabricated_reference() -> None:
+    report = run_scorers(["no_fabricated_refs"], trace=one(genai_spans()), save=False)
+    score = report.results["no_fabricated_refs"]
+    assert not score.passed
+    assert [f.text for f in score.findings] == ["ORD-99999"]
+    grounded = run_scorers(
+        ["no_fabricated_refs"],
+        trace=one(genai_spans(answer="Order ORD-12345 is refunded.")),
+        save=False,
+    )
+    assert grounded.results["no_fabricated_refs"].passed
+
+
+def test_openinference_trace() -> None:
+    trace = one(openinference_spans())
+    assert trace.id == OI_TRACE
+    assert trace.agent == "rag"
+    assert trace.input == "What is the return window?"
+    assert trace.output == "Returns are accepted within 30 days (see DOC-9f9f9f9f)."
+    retrieval = trace.step("a" * 16)
+    assert retrieval.kind is StepKind.RETRIEVAL
+    assert [d["id"] for d in retrieval.output] == ["DOC-1a2b3c4d", "DOC-5e6f7a8b"]
+    llm = trace.step("b" * 16)
+    assert llm.attributes["input_tokens"] == 120
+    assert llm.attributes["cache_write_tokens"] == 3
+    assert llm.input[1] == {"role": "user", "content": "What is the return window?"}
+    score = run_scorers(["no_fabricated_refs"], trace=trace, save=False).results[
+        "no_fabricated_refs"
+    ]
+    assert [f.text for f in score.findings] == ["DOC-9f9f9f9f"]
+
+
+def test_legacy_openllmetry_attributes() -> None:
+    trace = one(legacy_spans())
+    assert trace.agent == "weather"
+    assert trace.input == "Weather in Paris?"
+    assert trace.output == "It is 57°F and rainy in Paris."
+    llm = next(s for s in trace.steps if s.kind is StepKind.LLM)
+    assert llm.attributes["provider"] == "openai"  # gen_ai.system, the old name
+    assert llm.attributes["input_tokens"] == 9 and llm.attributes["output_tokens"] == 11
+    assert llm.attributes["finish_reasons"] == ["stop"]
+
+
+def test_messages_as_span_events() -> None:
+    trace = one(event_spans())
+    assert trace.input == "Hi there"
+    assert trace.output == "Hello! How can I help?"
+    assert trace.steps[-1].attributes["finish_reasons"] == ["stop"]
+
+
+def test_retrieval_documents_with_ids_and_scores_only_are_marked_unverifiable() -> None:
+    tid = "7" * 32
+    spans = [
+        span(tid, "7" * 16, None, "invoke_agent kb", 0, 100, {
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "kb",
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": "See DOC-00aa11bb."}], "finish_reason": "stop"}]),
+        }),
+        span(tid, "8" * 16, "7" * 16, "retrieval kb", 10, 20, {
+            "gen_ai.operation.name": "retrieval", "gen_ai.retrieval.query.text": "policy",
+            "gen_ai.retrieval.documents": json.dumps([{"id": "doc_1", "score": 0.9}]),
+        }),
+    ]  # fmt: skip
+    trace = one(spans)
+    step = trace.step("8" * 16)
+    assert step.input == {"query": "policy"}
+    assert step.output == [{"id": "doc_1", "score": 0.9}]
+    assert step.attributes["truncated"] is True
+    assert "without their content" in step.attributes["truncated_reason"]
+    score = run_scorers(["no_fabricated_refs"], trace=trace, save=False).results[
+        "no_fabricated_refs"
+    ]
+    assert score.findings and all(f.unverifiable for f in score.findings)
+
+
+def test_a_tool_call_only_in_messages_becomes_a_tool_step() -> None:
+    spans = genai_spans()
+    del spans[2]  # no execute_tool span: the call and its response are only in messages
+    trace = one(spans)
+    tools = [s for s in trace.steps if s.kind is StepKind.TOOL]
+    assert len(tools) == 1
+    assert tools[0].name == "get_order"
+    assert tools[0].output == {"order_id": "ORD-12345", "refund": "42.50 EUR"}
+
+
+def test_failed_tool_span_and_unknown_attributes() -> None:
+    tid = "9" * 32
+    spans = [
+        span(tid, "9" * 16, None, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"},
+             error="agent failed"),
+        span(tid, "a" * 16, "9" * 16, "execute_tool t", 10, 20, {
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup",
+            "gen_ai.tool.call.arguments": {"q": "x"}, "custom.thing": 3},
+            events=[{"name": "exception", "attributes": {
+                "exception.type": "TimeoutError", "exception.message": "took too long"}}],
+            error="boom"),
+    ]  # fmt: skip
+    trace = one(spans)
+    assert trace.status == "error"
+    tool = trace.step("a" * 16)
+    assert tool.error == "TimeoutError: took too long"
+    assert tool.input == {"q": "x"}
+    assert tool.attributes["custom.thing"] == 3
+
+
+def test_a_trace_without_its_root_is_marked_incomplete() -> None:
+    spans = genai_spans()[1:]
+    trace = one(spans)
+    assert trace.metadata["otel_incomplete"] is True
+    assert "otel_incomplete" not in one(genai_spans()).metadata
+    spans_ = spans_from_json(request(genai_spans()))
+    assert "otel_incomplete" in build_trace(spans_, complete=False).metadata
+
+
+def test_base64_ids_and_snake_case_keys() -> None:
+    doc = request(genai_spans())
+    for s in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        s["trace_id"] = base64.b64encode(bytes.fromhex(s.pop("traceId"))).decode()
+        s["span_id"] = base64.b64encode(bytes.fromhex(s.pop("spanId"))).decode()
+        if "parentSpanId" in s:
+            s["parent_span_id"] = base64.b64encode(bytes.fromhex(s.pop("parentSpanId"))).decode()
+    [trace] = traces_from_spans(spans_from_json(doc))
+    assert trace.to_dict() == one(genai_spans()).to_dict()
+
+
+def test_protobuf_and_json_encodings_decode_alike() -> None:
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    doc = request(genai_spans(structured=True) + openinference_spans())
+    # protobuf's JSON mapping wants base64 ids
+    pb_doc = json.loads(json.dumps(doc))
+    for s in pb_doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if key in s:
+                s[key] = base64.b64encode(bytes.fromhex(s[key])).decode()
+    message = ParseDict(pb_doc, ExportTraceServiceRequest())
+    from_pb = spans_from_protobuf(message.SerializeToString())
+    from_json = spans_from_json(doc)
+    assert [s.to_dict() for s in from_pb] == [s.to_dict() for s in from_json]
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ({}, "resourceSpans"),
+        ({"resourceSpans": {}}, "resourceSpans"),
+        ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "1" * 16}]}]}]},
+         "resourceSpans[0].scopeSpans[0].spans[0].traceId"),
+        ({"resourceSpans": [{"scopeSpans": [{"spans": [
+            {"traceId": "1" * 32, "spanId": "1" * 16,
+             "attributes": [{"key": "a", "value": {"intValue": "x"}}]}]}]}]},
+         "resourceSpans[0].scopeSpans[0].spans[0].attributes.a"),
+    ],
+)  # fmt: skip
+def test_malformed_requests_name_the_field(doc: dict, field: str) -> None:
+    with pytest.raises(FormatError) as info:
+        spans_from_json(doc)
+    assert info.value.field == field
+
+
+def test_malformed_protobuf() -> None:
+    with pytest.raises(FormatError):
+        spans_from_protobuf(b"\xff\xff\xff\xff")
+
+
+def test_read_golden_file_and_jsonl(tmp_path: Path) -> None:
+    traces = list(read(GOLDEN / "genai_and_openinference.json"))
+    assert [t.id for t in traces] == [GENAI_TRACE, OI_TRACE]
+    # JSON Lines, one request per line, a trace split across lines: still one run
+    spans = genai_spans()
+    path = tmp_path / "spans.jsonl"
+    path.write_text(json.dumps(request(spans[:2])) + "\n" + json.dumps(request(spans[2:])) + "\n")
+    [trace] = list(read(path))
+    assert trace.to_dict() == one(spans).to_dict()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(request(spans)) + "\n{not json\n")
+    with pytest.raises(FormatError) as info:
+        list(read(bad))
+    assert info.value.line == 2
+
+
+def test_cli_import_otlp_json(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from agentlens.cli import app
+    from agentlens.store import open_store
+
+    db = f"sqlite:///{tmp_path / 'x.db'}"
+    result = CliRunner().invoke(
+        app,
+        [
+            "--db",
+            db,
+            "import",
+            "--format",
+            "otlp-json",
+            str(GOLDEN / "genai_and_openinference.json"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    store = open_store(db)
+    try:
+        assert store.get_trace(GENAI_TRACE).agent == "support"
+        assert store.count_runs() == 2
+    finally:
+        store.close()
