@@ -80,3 +80,12 @@ def test_bench_postgres_runs_on_a_small_store() -> None:
     assert found["sqlite"]["flagged"] == found["postgres"]["flagged"] == 4
     assert found["postgres_big"]["runs"] == 3000
     assert found["postgres_big"]["flagged"] == 90
+
+
+def test_bench_review_measures_exit_throughput_and_lag() -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_review.py"), "--runs", "40", "--exits", "20", "--rounds", "1"
+    )
+    assert re.search(r"on / off: median \d+\.\d\dx, p99 \d+\.\d\dx", out)
+    assert re.search(r"throughput: reviewed 40 runs \(20 flagged\) at [\d,]+ runs/s", out)
+    assert re.search(r"lag: 40 runs captured in .* all reviewed \d+\.\d\d s after", out)

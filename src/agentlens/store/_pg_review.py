@@ -197,7 +197,9 @@ class PgReviewMixin(ReviewMixin):
                 "DELETE FROM content_flags WHERE kind = ? AND item_id = ? AND run_id = ?", gone
             )
 
-    def _derive_part(self, conn: Any, part: Sequence[str]) -> None:
+    def _derive_part(
+        self, conn: Any, part: Sequence[str], fresh: dict[tuple[str, str, str], Score]
+    ) -> None:
         """SQLite's ``_derive_part``, with scores keyed by (run, scorer, version), not rowid."""
         marks = _marks(len(part))
         now = now_us()
@@ -217,8 +219,15 @@ class PgReviewMixin(ReviewMixin):
             seen = latest.get(key)
             if seen is None or (row[4], row[2]) >= (seen[4], seen[2]):
                 latest[key] = row
-        flagged = [r for r in latest.values() if r[3] == Verdict.FLAGGED]
         docs: dict[tuple[str, str, str], Score] = {}
+        flagged = []
+        for r in latest.values():
+            if r[3] == Verdict.FLAGGED:
+                known = fresh.get((r[0], r[1], r[2]))
+                if known is not None:
+                    docs[(r[0], r[1], r[2])] = known  # just written: not parsed again
+                else:
+                    flagged.append(r)
         for start in range(0, len(flagged), 500):
             chunk = flagged[start : start + 500]
             for run_id, scorer, version, doc in conn.execute(

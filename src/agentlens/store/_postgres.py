@@ -828,7 +828,7 @@ class PostgresStore(PgReviewMixin):
             " modes = EXCLUDED.modes, mode_findings = EXCLUDED.mode_findings, doc = EXCLUDED.doc",
             columns,
         )
-        self._derive(pg_conn(conn), list(dict.fromkeys(s.run_id for s in chunk)))
+        self._derive(pg_conn(conn), list(dict.fromkeys(s.run_id for s in chunk)), latest)
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run, oldest first (an unknown run has none)."""
