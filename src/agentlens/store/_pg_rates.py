@@ -94,7 +94,7 @@ def _window_rows(conn: Any, q: RateQuery, by: str | None) -> list[tuple[int, Any
     for cond, args in whole:
         rows.extend(
             conn.execute(
-                f"SELECT {day}, agent, {release}, sig, sum(n)::bigint FROM rate_rollup"
+                f"SELECT {day}, agent, {release}, sig::text, sum(n)::bigint FROM rate_rollup"
                 f" WHERE {cond}{agent_sql} GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0",
                 [*args, *agent_args],
             ).fetchall()
@@ -103,7 +103,7 @@ def _window_rows(conn: Any, q: RateQuery, by: str | None) -> list[tuple[int, Any
     for lo, hi in partial:
         rows.extend(
             conn.execute(
-                f"SELECT {day}, agent, {release}, sig, count(*) FROM rate_runs"
+                f"SELECT {day}, agent, {release}, sig::text, count(*) FROM rate_runs"
                 f" WHERE started_at >= %s AND started_at < %s{agent_sql} GROUP BY 1, 2, 3, 4",
                 [lo, hi, *agent_args],
             ).fetchall()
@@ -143,7 +143,7 @@ def _load_sigs(conn: Any, wanted: set[Any], into: dict[Any, tuple[_Scored, ...]]
     if not missing:
         return
     for sig_id, text in conn.execute(
-        "SELECT id, sig FROM rate_sigs WHERE id = ANY(%s::uuid[])", (missing,)
+        "SELECT id::text, sig FROM rate_sigs WHERE id = ANY(%s::uuid[])", (missing,)
     ).fetchall():
         into[sig_id] = tuple(
             _Scored(
@@ -203,20 +203,26 @@ def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[
             if query.undated:
                 clauses.append("started_at IS NULL")
             extra = "".join(f" AND {c}" for c in clauses)
-            # only the columns the breakdown needs (30,000 flagged runs are 30,000 rows)
-            t_col = "started_at" if by in ("day", "week") else "NULL::bigint"
+            # the flagged runs grouped in the server by what the breakdown tells apart: a row
+            # per (signature, agent, day or release) with its run ids, not a row per run
+            day_col = (
+                f"floor(started_at / {24 * HOUR_US}.0)::bigint"
+                if by in ("day", "week")
+                else "NULL::bigint"
+            )
             r_col = "release" if by == "release" else "NULL::text"
-            for run_id, started_at, agent, release, sig in conn.execute(
-                f"SELECT run_id, {t_col}, agent, {r_col}, sig FROM rate_runs"
-                f" WHERE sig = ANY(%s::uuid[]){extra}{agent_sql}",
-                [sorted(flagging, key=str), *args, *agent_args],
+            for sig, agent, day, release, run_ids in conn.execute(
+                f"SELECT sig::text, agent, {day_col}, {r_col}, array_agg(run_id) FROM rate_runs"
+                f" WHERE sig = ANY(%s::uuid[]){extra}{agent_sql} GROUP BY 1, 2, 3, 4",
+                [sorted(flagging), *args, *agent_args],
             ).fetchall():
                 agent = dec(agent)
-                day = _NO_DAY if started_at is None else started_at // (24 * HOUR_US)
+                day = _NO_DAY if day is None else day
                 key = None if by_part else _group_key(by, day, agent, dec(release))
+                plain: list[str] = [(dec(i) or "") if i[:1] == "\x01" else i for i in run_ids]
                 for sub, rank, _ in classify.parts(sig, agent):
                     if rank == _FLAGGED:
-                        accs[sub if by_part else key].ids.append(dec(run_id) or "")
+                        accs[sub if by_part else key].ids.extend(plain)
         return _assemble(conn, query, by, accs, mode_list)
 
     return store.read(work)
