@@ -99,6 +99,8 @@ class Scorer:
     """The factory that made it (rebinds options)."""
     version_options: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     """What the stored version hashes, when not :attr:`options`."""
+    settings: Any = field(default=None, compare=False, repr=False)
+    """The settings it was bound with (kept when options are rebound)."""
 
     @property
     def stored_version(self) -> str:
@@ -126,7 +128,7 @@ class Scorer:
             return self
         if self.factory is None:
             raise ScorerError(f"scorer {self.name!r} has no factory to bind options with")
-        return self.factory.bind({**self.options, **options})
+        return self.factory.bind({**self.options, **options}, self.settings)
 
     async def ascore(self, trace: Trace, evidence: Evidence | None = None) -> ScoreResult:
         """Score one run; never raises (a failing scorer gives an ``error`` result)."""
@@ -293,6 +295,7 @@ class ScorerFactory:
             description=self.description,
             factory=self,
             version_options=versioned,
+            settings=settings if self.takes_settings else None,
         )
 
 
