@@ -562,7 +562,8 @@ def load_settings(
     origins: dict[str, str] = {}
     for row in SETTINGS:
         if row.name in given:
-            values[row.name] = row.parse(given[row.name], row.argument or row.name)
+            label = (row.argument or row.name).split(", ")[0]  # "--db", "--judge"...
+            values[row.name] = row.parse(given[row.name], label)
             origins[row.name] = "argument"
         elif row.env and os.environ.get(row.env, "").strip():
             values[row.name] = row.parse(os.environ[row.env], row.env)
