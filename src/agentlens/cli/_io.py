@@ -23,8 +23,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import AgentOpt, FromOpt, SinceOpt, ToOpt, time_window, user_errors
-from agentlens.errors import FormatError
+from agentlens.cli._util import (
+    AgentOpt,
+    FromOpt,
+    SinceOpt,
+    ToOpt,
+    report_unreadable,
+    time_window,
+    user_errors,
+)
+from agentlens.errors import FormatError, UnreadableRunError
 from agentlens.model import Trace
 
 if TYPE_CHECKING:
@@ -346,10 +354,11 @@ def export(
                 # The N most recent runs, still written oldest first.
                 ids = [r.id for r in store.list_runs(where, limit=limit, newest_first=True)]
                 where = RunFilter(run_ids=ids)
+            unreadable: list[UnreadableRunError] = []
             traces: Iterator[Trace] = (
                 iter(())
                 if where.run_ids is not None and not where.run_ids
-                else store.query_traces(where, newest_first=False)
+                else store.query_traces(where, newest_first=False, on_unreadable=unreadable.append)
             )
             if out is None:
                 count = write(traces, sys.stdout)
@@ -360,3 +369,6 @@ def export(
             store.close()
     target = "stdout" if out is None else str(out)
     err_console.print(f"exported {_plural(count, 'run')} to {target}", markup=False)
+    if unreadable:
+        report_unreadable(unreadable, "exported")
+        raise typer.Exit(1)
