@@ -223,6 +223,14 @@ def test_migration_2_fills_the_rollup_of_an_existing_store(tmp_path: Path) -> No
         conn.execute(f"DROP TRIGGER {name}")
     for table in ("rate_rollup", "rate_runs", "rate_sigs"):
         conn.execute(f"DROP TABLE {table}")
+    for table in (
+        "run_review",
+        "run_flag_modes",
+        "content_flags",
+        "review_verdicts",
+        "webhook_deliveries",
+    ):  # migration 3's
+        conn.execute(f"DROP TABLE {table}")
     conn.execute("DELETE FROM _agentlens_migrations WHERE version >= 2")
     conn.close()
     store = open_store(f"sqlite:///{path}")
