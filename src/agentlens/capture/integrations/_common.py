@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import functools
 import hashlib
 import importlib
 import json
@@ -36,7 +37,7 @@ import logging
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -52,9 +53,12 @@ __all__ = [
     "Recorder",
     "ToolCall",
     "ToolResult",
+    "async_wrapper",
     "estimate_cost",
     "fingerprint",
     "require",
+    "safe",
+    "sync_wrapper",
 ]
 
 logger = logging.getLogger("agentlens")
@@ -424,3 +428,147 @@ def safe(fn: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any)
     except Exception as exc:
         _internal(exc)
         return default
+
+
+# -- wrapping the methods ----------------------------------------------------------------------
+
+
+def sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
+    """``create`` recording each call through ``api`` (``begin``, ``end``, ``accumulator``)."""
+
+    @functools.wraps(create)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = safe(api.begin, recorder, kwargs)
+        try:
+            result = create(*args, **kwargs)
+        except BaseException as exc:
+            recorder.fail(call, exc)
+            raise
+        if call is None:
+            return result
+        if kwargs.get("stream"):
+            return _Stream(result, recorder, call, api.accumulator())
+        safe(api.end, recorder, call, result)
+        return result
+
+    return wrapper
+
+
+def async_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
+    """The async form of :func:`sync_wrapper`."""
+
+    @functools.wraps(create)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = safe(api.begin, recorder, kwargs)
+        try:
+            result = await create(*args, **kwargs)
+        except BaseException as exc:
+            recorder.fail(call, exc)
+            raise
+        if call is None:
+            return result
+        if kwargs.get("stream"):
+            return _AsyncStream(result, recorder, call, api.accumulator())
+        safe(api.end, recorder, call, result)
+        return result
+
+    return wrapper
+
+
+class _Stream:
+    """The SDK's stream, passed through item by item; the call is recorded when it ends."""
+
+    def __init__(self, inner: Any, recorder: Recorder, call: Call, acc: Any) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self._call: Call | None = call
+        self._acc = acc
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for item in self._inner:
+                safe(self._acc.add, item)
+                yield item
+        except GeneratorExit:  # the caller stopped reading: record what arrived
+            self._done()
+            raise
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        self._done()
+
+    def __next__(self) -> Any:
+        try:
+            item = next(self._inner)
+        except StopIteration:
+            self._done()
+            raise
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        safe(self._acc.add, item)
+        return item
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._done()
+        self._inner.close()
+
+    def _done(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            safe(self._acc.finish_call, self._recorder, call)
+
+    def _fail(self, exc: BaseException) -> None:
+        call, self._call = self._call, None
+        self._recorder.fail(call, exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _AsyncStream:
+    """The SDK's async stream, passed through; the call is recorded when it ends."""
+
+    def __init__(self, inner: Any, recorder: Recorder, call: Call, acc: Any) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self._call: Call | None = call
+        self._acc = acc
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        try:
+            async for item in self._inner:
+                safe(self._acc.add, item)
+                yield item
+        except GeneratorExit:
+            self._done()
+            raise
+        except BaseException as exc:
+            call, self._call = self._call, None
+            self._recorder.fail(call, exc)
+            raise
+        self._done()
+
+    async def __aenter__(self) -> _AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._done()
+        await self._inner.close()
+
+    def _done(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            safe(self._acc.finish_call, self._recorder, call)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

@@ -26,9 +26,8 @@ and every other method keep working. Needs the ``openai`` extra.
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from agentlens.capture.integrations._common import (
@@ -36,9 +35,10 @@ from agentlens.capture.integrations._common import (
     Recorder,
     ToolCall,
     ToolResult,
+    async_wrapper,
     fingerprint,
     require,
-    safe,
+    sync_wrapper,
 )
 
 __all__ = ["wrap"]
@@ -75,11 +75,11 @@ def wrap(
     completions = client.chat.completions  # type: ignore[attr-defined]
     responses = client.responses  # type: ignore[attr-defined]
     if is_async:
-        completions.create = _async_wrapper(completions.create, recorder, _Chat)
-        responses.create = _async_wrapper(responses.create, recorder, _Responses)
+        completions.create = async_wrapper(completions.create, recorder, _Chat)
+        responses.create = async_wrapper(responses.create, recorder, _Responses)
     else:
-        completions.create = _sync_wrapper(completions.create, recorder, _Chat)
-        responses.create = _sync_wrapper(responses.create, recorder, _Responses)
+        completions.create = sync_wrapper(completions.create, recorder, _Chat)
+        responses.create = sync_wrapper(responses.create, recorder, _Responses)
     client._agentlens_wrapped = True  # type: ignore[attr-defined]
     return client
 
@@ -420,143 +420,3 @@ class _ResponseEvents:
             text="".join(self.text),
             attributes={"stream_incomplete": True},
         )
-
-
-# -- wrapping the methods ----------------------------------------------------------------------
-
-
-def _sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
-    @functools.wraps(create)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        call = safe(api.begin, recorder, kwargs)
-        try:
-            result = create(*args, **kwargs)
-        except BaseException as exc:
-            recorder.fail(call, exc)
-            raise
-        if call is None:
-            return result
-        if kwargs.get("stream"):
-            return _Stream(result, recorder, call, api.accumulator())
-        safe(api.end, recorder, call, result)
-        return result
-
-    return wrapper
-
-
-def _async_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
-    @functools.wraps(create)
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        call = safe(api.begin, recorder, kwargs)
-        try:
-            result = await create(*args, **kwargs)
-        except BaseException as exc:
-            recorder.fail(call, exc)
-            raise
-        if call is None:
-            return result
-        if kwargs.get("stream"):
-            return _AsyncStream(result, recorder, call, api.accumulator())
-        safe(api.end, recorder, call, result)
-        return result
-
-    return wrapper
-
-
-class _Stream:
-    """The SDK's stream, passed through item by item; the call is recorded when it ends."""
-
-    def __init__(self, inner: Any, recorder: Recorder, call: Call, acc: Any) -> None:
-        self._inner = inner
-        self._recorder = recorder
-        self._call: Call | None = call
-        self._acc = acc
-
-    def __iter__(self) -> Iterator[Any]:
-        try:
-            for item in self._inner:
-                safe(self._acc.add, item)
-                yield item
-        except GeneratorExit:  # the caller stopped reading: record what arrived
-            self._done()
-            raise
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        self._done()
-
-    def __next__(self) -> Any:
-        try:
-            item = next(self._inner)
-        except StopIteration:
-            self._done()
-            raise
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        safe(self._acc.add, item)
-        return item
-
-    def __enter__(self) -> _Stream:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._done()
-        self._inner.close()
-
-    def _done(self) -> None:
-        call, self._call = self._call, None
-        if call is not None:
-            safe(self._acc.finish_call, self._recorder, call)
-
-    def _fail(self, exc: BaseException) -> None:
-        call, self._call = self._call, None
-        self._recorder.fail(call, exc)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-
-class _AsyncStream:
-    """The SDK's async stream, passed through; the call is recorded when it ends."""
-
-    def __init__(self, inner: Any, recorder: Recorder, call: Call, acc: Any) -> None:
-        self._inner = inner
-        self._recorder = recorder
-        self._call: Call | None = call
-        self._acc = acc
-
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        try:
-            async for item in self._inner:
-                safe(self._acc.add, item)
-                yield item
-        except GeneratorExit:
-            self._done()
-            raise
-        except BaseException as exc:
-            call, self._call = self._call, None
-            self._recorder.fail(call, exc)
-            raise
-        self._done()
-
-    async def __aenter__(self) -> _AsyncStream:
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        self._done()
-        await self._inner.close()
-
-    def _done(self) -> None:
-        call, self._call = self._call, None
-        if call is not None:
-            safe(self._acc.finish_call, self._recorder, call)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
