@@ -234,7 +234,9 @@ def test_async_client(captured_traces: Any) -> None:
     async def main() -> None:
         async with agentlens.run():
             await c.messages.create(
-                model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+                model="claude-sonnet-4-6",
+                max_tokens=10,
+                messages=[{"role": "user", "content": "x"}],
             )
 
     asyncio.run(main())
