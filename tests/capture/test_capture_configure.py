@@ -11,8 +11,18 @@ import pytest
 
 import agentlens
 from agentlens import config
-from agentlens.capture import InMemoryExporter, StoreExporter, _state, is_enabled, stats
+from agentlens.capture import (
+    InMemoryExporter,
+    Processor,
+    SimpleProcessor,
+    StoreExporter,
+    _state,
+    is_enabled,
+    reset,
+    stats,
+)
 from agentlens.errors import ConfigError
+from agentlens.store import _api, default_url, set_default_url
 
 
 @agentlens.tool
@@ -75,7 +85,8 @@ def test_agentlens_disabled_wins_over_configure_but_not_over_enabled_true(
 
 def test_configure_db_sets_the_configured_store_url(fresh_capture: None, tmp_path: Path) -> None:
     agentlens.configure(db=str(tmp_path / "bare.db"), project="billing")
-    assert config.load_settings(use_file=False).db == f"sqlite:///{tmp_path}/bare.db"
+    assert default_url() == f"sqlite:///{tmp_path}/bare.db"  # what get_trace() reads
+    assert config.load_settings(use_file=False).db == "sqlite:///agentlens.db"  # no global
     with agentlens.run() as run:
         pass
     assert run.project == "billing"
@@ -94,12 +105,22 @@ def test_configure_without_db_uses_the_environment(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"db": "sqlite:///x.db", "exporter": InMemoryExporter()}, "either db or exporter"),
+        ({"db": "sqlite:///x.db", "exporter": InMemoryExporter()}, "one of db, exporter and"),
+        (
+            {"exporter": InMemoryExporter(), "processor": SimpleProcessor(InMemoryExporter())},
+            r"not \['exporter', 'processor'\]",
+        ),
+        ({"processor": InMemoryExporter()}, r"no on_end\(\) method"),
+        ({"clock": 12}, "clock must be callable"),
+        ({"id_generator": "run-1"}, "id_generator must be callable"),
         ({"max_queue": 0}, "max_queue"),
         ({"batch_size": -1}, "batch_size"),
         ({"flush_interval": 0}, "flush_interval"),
         ({"exporter": object()}, r"no export\(\) method"),
         ({"db": "mysql://host/db"}, "unknown store URL scheme 'mysql'"),
+        ({"db": "sqlite://host/x.db"}, "has no host"),
+        ({"db": "sqlite:///x.db?mode=ro"}, "query parameters"),
+        ({"db": " "}, "empty"),
     ],
 )
 def test_configure_rejects_bad_arguments(
@@ -175,10 +196,79 @@ def test_importing_capture_is_light() -> None:
 
 
 def test_configure_enabled_false_is_a_no_op_and_leaves_the_store_url(fresh_capture: None) -> None:
-    config.set_configured_db(None)
+    set_default_url(None)
     agentlens.configure(enabled=False)
     assert is_enabled() is False
-    assert config._configured_db is None
+    assert _api._default is None
     with agentlens.run() as run:
         assert double(3) == 6
     assert run.steps == []
+
+
+def test_the_public_test_hooks_processor_clock_and_ids(fresh_capture: None) -> None:
+    ticks = iter(range(1_000_000, 10_000_000, 1_000))
+    ids = iter(["first", "second"])
+    ended: list[str] = []
+
+    class Recording(Processor):
+        def on_end(self, run: agentlens.capture.Run) -> None:
+            ended.append(run.to_trace().id)
+
+    agentlens.configure(
+        processor=Recording(), clock=lambda: next(ticks), id_generator=lambda: next(ids)
+    )
+    with agentlens.run() as run:
+        double(1)
+    assert ended == ["first"]  # on_end ran as the block ended, with the run's final state
+    trace = run.to_trace()
+    assert (trace.started_at, trace.steps[0].started_at, trace.ended_at) == (
+        agentlens.model.from_epoch_us(1_000),
+        agentlens.model.from_epoch_us(1_001),
+        agentlens.model.from_epoch_us(1_003),
+    )
+    with agentlens.run(run_id="given"):
+        pass
+    with agentlens.run():
+        pass
+    assert ended == ["first", "given", "second"]
+    assert stats() == agentlens.capture.CaptureStats()  # a processor that keeps no counters
+
+
+def test_a_run_keeps_the_configuration_it_started_with(fresh_capture: None) -> None:
+    old, new = InMemoryExporter(), InMemoryExporter()
+    agentlens.configure(processor=SimpleProcessor(old), id_generator=lambda: "old-id")
+    with agentlens.run() as run:
+        agentlens.configure(processor=SimpleProcessor(new), id_generator=lambda: "new-id")
+        double(2)
+    # the old processor was shut down by the second configure(): the run is dropped, counted
+    assert old.traces == [] and new.traces == [] and run.id == "old-id"
+
+
+def test_reset_returns_to_the_unconfigured_state(
+    fresh_capture: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    exporter = InMemoryExporter()
+    agentlens.configure(exporter=exporter, flush_interval=60)
+    with agentlens.run(run_id="queued"):
+        pass
+    reset()
+    assert [t.id for t in exporter.traces] == ["queued"]  # what was queued went out first
+    assert stats() == agentlens.capture.CaptureStats()
+    assert _api._default is None
+    monkeypatch.setenv("AGENTLENS_DB", f"sqlite:///{tmp_path}/after-reset.db")
+    assert is_enabled() is True  # the environment is read again
+
+
+def test_configure_accepts_exactly_the_schemes_the_store_accepts(fresh_capture: None) -> None:
+    from agentlens.config import STORE_SCHEMES
+    from agentlens.store import open_store
+
+    for scheme in STORE_SCHEMES:
+        url = f"{scheme}:///:memory:" if scheme == "sqlite" else f"{scheme}://u:pw@127.0.0.1:9/db"
+        agentlens.configure(db=url, enabled=False)  # no error: the scheme is the store's
+        try:
+            open_store(url).close()
+        except ConfigError as exc:  # the store may say its backend is unavailable, not unknown
+            assert "unknown store URL scheme" not in str(exc)
+        except Exception:  # a driver or connection error: the store's to report
+            pass

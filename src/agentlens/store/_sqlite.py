@@ -80,13 +80,13 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
+from agentlens.config import parse_store_url
 from agentlens.errors import (
     ConfigError,
     RunNotFoundError,
@@ -94,7 +94,7 @@ from agentlens.errors import (
     StoreError,
     UnreadableRunError,
 )
-from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, utc
+from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, ReviewMixin, summary_of
@@ -107,8 +107,6 @@ NO_TIME = -(2**63)
 """``runs.sort_at`` of a run without ``started_at``: before every real time."""
 
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 _WRITE_CHUNK = 256
 """Runs prepared and inserted per ``executemany`` round inside a write transaction."""
 _FIRST_PAGE = 32
@@ -125,46 +123,23 @@ _PAGE_SIZE = 16384
 pages; measured about 20 % less ingest CPU than 4 KiB, for a file about 8 % larger."""
 
 
-def to_us(value: datetime | None) -> int | None:
-    """Microseconds since the Unix epoch (UTC) of ``value``; a naive time is taken as UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is not UTC:
-        value = utc(value)
-    return (value - _EPOCH) // _US
-
-
-def from_us(value: int | None) -> datetime | None:
-    """The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
-    if value is None:
-        return None
-    return _EPOCH + timedelta(microseconds=value)
+to_us = to_epoch_us
+"""Microseconds since the Unix epoch (UTC) of a time: the encoding of every time column."""
+from_us = from_epoch_us
+"""The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
 
 
 def parse_sqlite_url(url: str) -> Path | None:
     """The file path a ``sqlite:`` URL names, or ``None`` for an in-memory store.
 
     ``sqlite:///a/b.db`` is the relative path ``a/b.db``; ``sqlite:////a/b.db`` is ``/a/b.db``;
-    ``sqlite:///:memory:`` and ``sqlite://`` are in memory; ``~`` is expanded.
+    ``sqlite:///:memory:`` and ``sqlite://`` are in memory; ``~`` is expanded. The URL is parsed
+    by :func:`agentlens.config.parse_store_url`, the one parser of store URLs.
 
     Raises:
         ConfigError: the URL is not a ``sqlite://`` URL, or has a host or query part.
     """
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() != "sqlite":
-        raise ConfigError(f"{url!r} is not a SQLite URL; expected sqlite:///PATH")
-    if rest == "" or rest == "/:memory:":
-        return None
-    if not rest.startswith("/"):
-        raise ConfigError(
-            f"{url!r}: a SQLite URL has no host; use sqlite:///relative.db or sqlite:////abs.db"
-        )
-    if "?" in rest:
-        raise ConfigError(f"{url!r}: query parameters are not supported in a SQLite URL")
-    path = rest[1:]
-    if not path:
-        raise ConfigError(f"{url!r}: the SQLite URL names no file")
-    return Path(path).expanduser()
+    return parse_store_url(url).sqlite_path
 
 
 class _StoreFailure(StoreError):

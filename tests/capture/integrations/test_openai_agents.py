@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_a_trace_is_one_run_with_agent_llm_and_tool_steps(
 ) -> None:
     model = ScriptedModel(_call("ORD-1"), _text("ORD-1 shipped on 2026-11-20."))
     agent = Agent(name="support", instructions="Help.", tools=[get_order], model=model)
-    result = Runner.run_sync(agent, "Where is ORD-1?")
+    result = asyncio.run(Runner.run(agent, "Where is ORD-1?"))
     assert result.final_output == "ORD-1 shipped on 2026-11-20."
     trace = captured_traces.one()
     assert trace.name == "Agent workflow"
@@ -133,7 +134,7 @@ def test_a_failing_tool_is_the_tool_steps_error(
 ) -> None:
     model = ScriptedModel(_call("ORD-404"), _text("I could not find it."))
     agent = Agent(name="support", tools=[get_order], model=model)
-    Runner.run_sync(agent, "ORD-404?")
+    asyncio.run(Runner.run(agent, "ORD-404?"))
     tool = next(s for s in captured_traces.one().steps if s.kind is StepKind.TOOL)
     # the SDK reports the failure on the span (and redacts the exception's text by default)
     assert tool.error["message"] == "Error running tool (non-fatal)"
@@ -168,7 +169,7 @@ def test_handoffs_and_guardrails_are_steps(
         model=triage_model,
         input_guardrails=[InputGuardrail(guardrail_function=polite, name="polite")],
     )
-    result = Runner.run_sync(triage, "What is my invoice?")
+    result = asyncio.run(Runner.run(triage, "What is my invoice?"))
     assert result.final_output == "Your invoice is 120 EUR."
     steps = captured_traces.one().steps
     kinds = {(s.attributes["span_type"], s.name) for s in steps}
@@ -188,7 +189,7 @@ def test_inside_a_run_the_trace_joins_it(
 ) -> None:
     agent = Agent(name="support", model=ScriptedModel(_text("hi")))
     with agentlens.run(agent="outer"):
-        Runner.run_sync(agent, "hello")
+        asyncio.run(Runner.run(agent, "hello"))
     trace = captured_traces.one()
     assert trace.agent == "outer"
     assert [s.kind for s in trace.steps if s.kind is not StepKind.AGENT] == [StepKind.LLM]

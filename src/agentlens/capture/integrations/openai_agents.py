@@ -217,7 +217,9 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             step.attributes["triggered"] = bool(data.triggered)
         elif kind in ("task", "turn"):  # the SDK's grouping spans: keep their own fields
             exported = data.export() if callable(getattr(data, "export", None)) else {}
-            inner = exported.get("data") if isinstance(exported.get("data"), Mapping) else exported
+            inner: Mapping[str, Any] = exported if isinstance(exported, Mapping) else {}
+            if isinstance(inner.get("data"), Mapping):
+                inner = inner["data"]
             for key, value in inner.items():
                 if key not in ("sdk_span_type", "name", "type"):
                     step.attributes[key] = value
