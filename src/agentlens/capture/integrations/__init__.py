@@ -5,6 +5,9 @@ Each module imports its library only when it is used, and raises
 
 - :mod:`.openai`: ``wrap(openai.OpenAI())`` (extra ``openai``)
 - :mod:`.anthropic`: ``wrap(anthropic.Anthropic())`` (extra ``anthropic``)
+- :mod:`.langchain`: ``AgentlensCallbackHandler()`` (extra ``langchain``)
+- :mod:`.openai_agents`: ``add_trace_processor(AgentlensProcessor())`` (extra ``openai-agents``)
+- :mod:`.claude_agent_sdk`: ``record(query(...))`` (extra ``claude-agent-sdk``)
 
 They are also importable as ``agentlens.integrations.openai`` and so on.
 """
