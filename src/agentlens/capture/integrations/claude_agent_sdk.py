@@ -50,6 +50,8 @@ from agentlens.capture.integrations._common import _internal, require
 
 __all__ = ["record"]
 
+_sdk = require("claude_agent_sdk", "claude-agent-sdk")
+
 _TRUNCATED = re.compile(
     r"\[\d[\d,]* (?:lines|characters|chars|bytes) truncated\]"
     r"|\[Truncated|Output too large|<persisted-output>|Results are truncated",
@@ -69,11 +71,10 @@ async def record(
         prompt: the prompt sent (the run's ``input`` when the session is a run of its own).
         agent: the agent role of that run (default ``claude-agent-sdk``).
 
-    Raises:
-        MissingExtraError: the ``claude-agent-sdk`` package is not installed.
+    Importing this module raises :class:`~agentlens.errors.MissingExtraError` when the
+    ``claude-agent-sdk`` package is not installed.
     """
-    sdk = require("claude_agent_sdk", "claude-agent-sdk")
-    session = _Session.start(sdk, prompt, agent)
+    session = _Session.start(_sdk, prompt, agent)
     try:
         async for message in messages:
             if session is not None:
