@@ -16,6 +16,8 @@ SRC = Path(agentlens.__file__).parent
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "capture": {"model", "store"},
+    # agentlens.integrations only re-exports agentlens.capture.integrations under a short name
+    "integrations": {"capture"},
     "ingest": {"model"},
     "store": {"model"},
     "eval": {"model", "store"},
