@@ -409,3 +409,54 @@ def test_a_missing_openai_package_names_the_extra(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(MissingExtraError, match=r"pip install 'agentlens\[openai\]'"):
         wrap(object())
+
+
+def test_responses_input_lists_continue_the_conversation(captured_traces: Any) -> None:
+    def response(rid: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": rid,
+            "object": "response",
+            "created_at": 1764000000,
+            "model": "gpt-4.1",
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+
+    server = Server(
+        response(
+            "r1",
+            [
+                {
+                    "type": "function_call",
+                    "id": "fc",
+                    "call_id": "c7",
+                    "name": "lookup",
+                    "arguments": "{}",
+                    "status": "completed",
+                }
+            ],
+        ),
+        response(
+            "r2",
+            [
+                {
+                    "type": "message",
+                    "id": "m",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "Found.", "annotations": []}],
+                }
+            ],
+        ),
+    )
+    c = client(server)
+    items: list[Any] = [{"role": "user", "content": "Find it"}]
+    first = c.responses.create(model="gpt-4.1", input=items)
+    items += [*first.output, {"type": "function_call_output", "call_id": "c7", "output": "it"}]
+    c.responses.create(model="gpt-4.1", input=items)
+    trace = captured_traces.one()
+    assert [s.kind for s in trace.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert trace.steps[1].output == "it" and trace.output == "Found."
