@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from agentlens.errors import ConfigError
 from agentlens.store._api import close_shared_stores, get_trace, query_traces, shared_store
-from agentlens.store._protocol import RunFilter, RunSummary, TraceStore
+from agentlens.store._protocol import RunFilter, RunSummary, ServerStore, TraceStore
 from agentlens.store._sqlite import SQLiteStore
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "RunFilter",
     "RunSummary",
     "SQLiteStore",
+    "ServerStore",
     "TraceStore",
     "close_shared_stores",
     "get_trace",

@@ -91,6 +91,7 @@ from agentlens.errors import ConfigError, RunNotFoundError, SchemaVersionError, 
 from agentlens.model import Score, Step, Trace, utc
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
+from agentlens.store._server import ServerTablesMixin
 
 __all__ = ["NO_TIME", "SQLiteStore", "from_us", "parse_sqlite_url", "to_us"]
 
@@ -177,7 +178,7 @@ class _Prepared:
     steps: str
 
 
-class SQLiteStore:
+class SQLiteStore(ServerTablesMixin):
     """The embedded store: a SQLite file (WAL, one writer, pooled readers) or a private memory DB.
 
     Implements :class:`agentlens.store.TraceStore`. Thread-safe. The schema is documented in
