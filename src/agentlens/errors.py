@@ -8,6 +8,7 @@ Every error the package raises on purpose derives from :class:`AgentlensError`::
     ├── FormatError (also ValueError)        a trace file or record that cannot be read
     ├── StoreError                           the store could not do what was asked
     │   ├── RunNotFoundError (also KeyError) no run with that id
+    │   ├── UnreadableRunError               a stored run this agentlens cannot read back
     │   └── SchemaVersionError               a store or file written by a newer agentlens
     └── ScorerError                          an unknown scorer or a bad scorer definition
 
@@ -26,6 +27,7 @@ __all__ = [
     "SchemaVersionError",
     "ScorerError",
     "StoreError",
+    "UnreadableRunError",
 ]
 
 
@@ -98,6 +100,23 @@ class RunNotFoundError(StoreError, KeyError):
 
     def __str__(self) -> str:
         return f"no run with id {self.run_id!r}"
+
+
+class UnreadableRunError(StoreError):
+    """A stored run cannot be read back (its stored form is damaged or not understood).
+
+    Commands that read many runs (``score``, ``export``) report it and go on with the others;
+    ``agentlens delete RUN_ID`` removes it.
+
+    Attributes:
+        run_id: the run's id.
+        reason: why it cannot be read, without the store's name.
+    """
+
+    def __init__(self, message: str, *, run_id: str, reason: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.reason = reason
 
 
 class SchemaVersionError(StoreError):

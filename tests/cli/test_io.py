@@ -44,7 +44,11 @@ def run_line(i: int, agent: str = "support", day: int = 1) -> str:
 def test_import_reports_runs_and_steps(cli: Invoke, db_url: str) -> None:
     result = cli("import", str(HANDWRITTEN))
     assert result.exit_code == 0
-    assert result.stdout == f"imported 2 runs (11 steps) from {HANDWRITTEN}\n"
+    assert result.stdout == (
+        f"imported 2 runs (11 steps) from {HANDWRITTEN} [trace, detected]\n"
+        "summary: 2 runs (11 steps) from 1 file\n"
+        "  trace: 2 runs (11 steps) from 1 file\n"
+    )
     assert count(db_url) == 2
 
 
@@ -100,14 +104,17 @@ def test_import_replaces_a_changed_run_by_id(cli: Invoke, db_url: str, tmp_path:
 def test_import_from_stdin(cli: Invoke, db_url: str) -> None:
     result = cli("import", "-", input=EXPECTED.read_bytes())
     assert result.exit_code == 0
-    assert result.stdout == "imported 2 runs (11 steps) from <stdin>\n"
+    assert result.stdout.splitlines()[0] == "imported 2 runs (11 steps) from <stdin> [trace]"
     assert cli("export").stdout_bytes == EXPECTED.read_bytes()
 
 
-def test_import_several_files_prints_a_total(cli: Invoke) -> None:
+def test_import_several_files_prints_a_summary(cli: Invoke) -> None:
     result = cli("import", str(HANDWRITTEN), str(GOLDEN / "v1-frozen.jsonl"))
     assert result.exit_code == 0
-    assert result.stdout.splitlines()[-1] == "total: 4 runs (13 steps) from 2 files"
+    assert result.stdout.splitlines()[-2:] == [
+        "summary: 4 runs (13 steps) from 2 files",
+        "  trace: 4 runs (13 steps) from 2 files",
+    ]
 
 
 BAD = [
@@ -203,7 +210,11 @@ def test_skip_invalid_imports_the_rest_and_names_each_skipped_run(
     )
     result = cli("import", "--skip-invalid", "mixed.jsonl")
     assert result.exit_code == 1
-    assert result.stdout == "imported 2 runs (2 steps) from mixed.jsonl\n"
+    assert (
+        result.stdout.splitlines()[0]
+        == "imported 2 runs (2 steps) from mixed.jsonl [trace, detected]"
+    )
+    assert result.stdout.splitlines()[3].startswith("  skipped 4 runs of mixed.jsonl: field ")
     assert result.stderr.splitlines() == [
         "skipped run 'run-b' at mixed.jsonl:2: field 'steps[0].kind': Input should be 'user', "
         "'system', 'llm', 'tool', 'retrieval', 'text', 'thinking' or 'agent' (got 'bogus')",
@@ -227,7 +238,13 @@ def test_skip_invalid_with_an_unreadable_array_keeps_the_runs_before(
     path.write_text("[" + run_line(1) + ",\n" + run_line(2) + ",\n{]", encoding="utf-8")
     result = cli("import", "--skip-invalid", str(path))
     assert result.exit_code == 1
-    assert result.stdout == f"imported 2 runs (2 steps) from {path}\n"
+    assert (
+        result.stdout.splitlines()[0] == f"imported 2 runs (2 steps) from {path} [trace, detected]"
+    )
+    assert result.stdout.splitlines()[-1] == (
+        f"  skipped the rest of {path}: malformed JSON: Expecting property name enclosed in "
+        "double quotes at column 2"
+    )
     assert result.stderr == (
         f"stopped reading {path}: {path}:3: malformed JSON: Expecting property name enclosed "
         "in double quotes at column 2; the runs before it were imported\n"
@@ -373,7 +390,9 @@ def test_progress_bar_on_a_terminal(
     monkeypatch.setattr(_app.err_console, "_force_terminal", True)
     result = cli("import", str(HANDWRITTEN))
     assert result.exit_code == 0
-    assert result.stdout == f"imported 2 runs (11 steps) from {HANDWRITTEN}\n"
+    assert result.stdout.splitlines()[0] == (
+        f"imported 2 runs (11 steps) from {HANDWRITTEN} [trace, detected]"
+    )
     assert count(db_url) == 2
 
 
@@ -388,7 +407,8 @@ def test_another_format_fails_or_skips_as_a_whole_file(
     assert result.stderr.endswith("; nothing was imported from this file\n")
     skipped = cli("import", "--format", "transcript", "--skip-invalid", str(bad))
     assert skipped.exit_code == 1
-    assert skipped.stdout == f"imported 0 runs (0 steps) from {bad}\n"
+    assert skipped.stdout.splitlines()[0] == f"imported 0 runs (0 steps) from {bad} [transcript]"
+    assert skipped.stdout.splitlines()[-1].startswith(f"  skipped all of {bad}: ")
     assert skipped.stderr.startswith("skipped the whole file: ")
     assert count(db_url) == 0
 

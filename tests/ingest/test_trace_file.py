@@ -197,7 +197,7 @@ def test_stdin_errors_name_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_byte_order_mark_and_crlf_are_accepted(tmp_path: Path) -> None:
     path = tmp_path / "windows.jsonl"
-    path.write_bytes(b'\xef\xbb\xbf{"id": "a"}\r\n{"id": "b"}\r\n')
+    path.write_bytes(b'\xef\xbb\xbf{"id": "a", "input": "q"}\r\n{"id": "b", "input": "q"}\r\n')
     assert [t.id for t in read(path)] == ["a", "b"]
 
 
@@ -206,13 +206,13 @@ def test_byte_order_mark_and_crlf_are_accepted(tmp_path: Path) -> None:
 BAD_CASES = [
     pytest.param(
         "bad.jsonl",
-        '{"id": "a"}\n{"id": "b",, "steps": []}\n',
+        '{"id": "a", "input": "q"}\n{"id": "b",, "steps": []}\n',
         "bad.jsonl:2: malformed JSON: Expecting property name enclosed in double quotes at column 12",
         id="malformed-jsonl",
     ),
     pytest.param(
         "bad.jsonl",
-        '{"id": "a"}\n\n{"id": "b", "steps": [{"kind": "tool"}, {"kind": "tool"}, {"kind": "tol"}]}\n',
+        '{"id": "a", "input": "q"}\n\n{"id": "b", "steps": [{"kind": "tool"}, {"kind": "tool"}, {"kind": "tol"}]}\n',
         "bad.jsonl:3, field 'steps[2].kind': Input should be 'user', 'system', 'llm', 'tool', "
         "'retrieval', 'text', 'thinking' or 'agent' (got 'tol')",
         id="wrong-enum",
@@ -238,13 +238,13 @@ BAD_CASES = [
     ),
     pytest.param(
         "bad.jsonl",
-        '{"id": "a"}\n{"id": "b", "schema_version": 7}\n',
+        '{"id": "a", "input": "q"}\n{"id": "b", "schema_version": 7}\n',
         "bad.jsonl:2, field 'schema_version': unknown schema_version 7; this agentlens reads 1..1",
         id="unknown-schema-version",
     ),
     pytest.param(
         "bad.jsonl",
-        '{"id": "a"}\n{"id": "b", "steps": [{"kind": "us',
+        '{"id": "a", "input": "q"}\n{"id": "b", "steps": [{"kind": "us',
         "bad.jsonl:2: the file is truncated: the last line ends in the middle of a run",
         id="truncated-jsonl",
     ),
@@ -257,8 +257,8 @@ BAD_CASES = [
     ),
     pytest.param(
         "bad.jsonl",
-        '{"id": "a"} {"id": "b"}\n',
-        "bad.jsonl:1: malformed JSON: extra data after the run at column 13",
+        '{"id": "a", "input": "q"} {"id": "b", "input": "q"}\n',
+        "bad.jsonl:1: malformed JSON: extra data after the run at column 27",
         id="two-runs-one-line",
     ),
     pytest.param(
@@ -269,50 +269,50 @@ BAD_CASES = [
     ),
     pytest.param(
         "bad.jsonl",
-        '{"id": "a"}\n["b"]\n',
+        '{"id": "a", "input": "q"}\n["b"]\n',
         "bad.jsonl:2: expected a JSON object (one run), found an array",
         id="jsonl-not-object",
     ),
     pytest.param(
         "bad.json",
-        '[\n  {"id": "a"},\n  {"id": "b",\n   "steps": [{"kind": "tool"}, {"kind": 3}]}\n]\n',
+        '[\n  {"id": "a", "input": "q"},\n  {"id": "b",\n   "steps": [{"kind": "tool"}, {"kind": 3}]}\n]\n',
         "bad.json:3, field 'steps[1].kind': Input should be 'user', 'system', 'llm', 'tool', "
         "'retrieval', 'text', 'thinking' or 'agent' (got 3)",
         id="array-field",
     ),
     pytest.param(
         "bad.json",
-        '[\n  {"id": "a"},\n  {"id": "b", "steps": [}\n]\n',
+        '[\n  {"id": "a", "input": "q"},\n  {"id": "b", "steps": [}\n]\n',
         "bad.json:3: malformed JSON: Expecting value at column 23",
         id="array-malformed",
     ),
     pytest.param(
         "bad.json",
-        '[\n  {"id": "a"},\n  {"id": "b", "steps": [',
+        '[\n  {"id": "a", "input": "q"},\n  {"id": "b", "steps": [',
         "bad.json:3: the file is truncated: it ends in the middle of a run",
         id="array-truncated-mid-run",
     ),
     pytest.param(
         "bad.json",
-        '[\n  {"id": "a"},\n  {"id": "b"}\n',
+        '[\n  {"id": "a", "input": "q"},\n  {"id": "b", "input": "q"}\n',
         "bad.json:4: the file is truncated: the JSON array is never closed",
         id="array-never-closed",
     ),
     pytest.param(
         "bad.json",
-        '[{"id": "a"},]',
+        '[{"id": "a", "input": "q"},]',
         "bad.json:1: malformed JSON: a comma before ']'",
         id="array-trailing-comma",
     ),
     pytest.param(
         "bad.json",
-        '[{"id": "a"}\n {"id": "b"}]',
+        '[{"id": "a", "input": "q"}\n {"id": "b", "input": "q"}]',
         "bad.json:2: malformed JSON: expected ',' or ']' after a run, found '{' at column 2",
         id="array-missing-comma",
     ),
     pytest.param(
         "bad.json",
-        '[{"id": "a"}]\n[{"id": "b"}]\n',
+        '[{"id": "a", "input": "q"}]\n[{"id": "b", "input": "q"}]\n',
         "bad.json:2: malformed JSON: extra data after the closing ']'",
         id="array-extra-data",
     ),
@@ -353,7 +353,7 @@ def test_bad_input_names_file_line_field_and_reason(
 
 def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "latin1.jsonl"
-    path.write_bytes(b'{"id": "a"}\n{"id": "caf\xe9"}\n')
+    path.write_bytes(b'{"id": "a", "input": "q"}\n{"id": "caf\xe9"}\n')
     err = error_of(path)
     assert (err.line, err.reason) == (2, "not UTF-8 text (byte 12 of the line)")
 
@@ -385,10 +385,10 @@ def test_several_problems_in_one_run_are_counted(tmp_path: Path) -> None:
 def test_scan_reports_each_bad_record_and_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text(
-        '{"id": "a"}\n'
+        '{"id": "a", "input": "q"}\n'
         '{"id": "b", "steps": [{"kind": "bogus"}]}\n'
         "not json\n"
-        '{"id": "d"}\n'
+        '{"id": "d", "input": "q"}\n'
         '{"id": "e", "ste',
         encoding="utf-8",
     )
@@ -407,7 +407,10 @@ def test_scan_reports_each_bad_record_and_goes_on(tmp_path: Path) -> None:
 
 def test_scan_of_an_array_goes_on_past_invalid_runs(tmp_path: Path) -> None:
     path = tmp_path / "mixed.json"
-    path.write_text('[{"id": "a"}, {"id": "b", "status": 3}, {"id": "c"}]', encoding="utf-8")
+    path.write_text(
+        '[{"id": "a", "input": "q"}, {"id": "b", "status": 3}, {"id": "c", "input": "q"}]',
+        encoding="utf-8",
+    )
     assert [(r.run_id, r.error is None) for r in scan(path)] == [
         ("a", True),
         ("b", False),

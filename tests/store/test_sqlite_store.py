@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from store_factories import make_score, make_trace
 
-from agentlens.errors import ConfigError, SchemaVersionError, StoreError
+from agentlens.errors import ConfigError, SchemaVersionError, StoreError, UnreadableRunError
 from agentlens.model import Trace
 from agentlens.store import SQLiteStore, open_store
 from agentlens.store import _migrations as migrations
@@ -251,3 +251,27 @@ class TestConcurrency:
         finally:
             release.set()
             thread.join()
+
+
+def _corrupt(store: SQLiteStore, run_id: str) -> None:
+    store._write(lambda c: c.execute("UPDATE runs SET doc = '{broken' WHERE id = ?", (run_id,)))
+
+
+def test_an_unreadable_run_is_named_and_can_be_passed_over(tmp_path: Path) -> None:
+    with SQLiteStore(f"sqlite:///{tmp_path / 'a.db'}") as store:
+        store.put_traces([make_trace(i) for i in range(1, 4)])
+        _corrupt(store, "r00002")
+        with pytest.raises(UnreadableRunError) as caught:
+            store.get_trace("r00002")
+        assert caught.value.run_id == "r00002"
+        assert "agentlens delete r00002" in str(caught.value)
+        with pytest.raises(UnreadableRunError):
+            list(store.query_traces())
+        skipped: list[UnreadableRunError] = []
+        got = [t.id for t in store.query_traces(newest_first=False, on_unreadable=skipped.append)]
+        assert got == ["r00001", "r00003"]
+        assert [e.run_id for e in skipped] == ["r00002"]
+        # A listing still shows it (with no metadata), and it can be deleted.
+        assert [r.id for r in store.list_runs(newest_first=False)] == ["r00001", "r00002", "r00003"]
+        assert store.delete_runs(["r00002"]) == 1
+        assert [t.id for t in store.query_traces()] == ["r00003", "r00001"]

@@ -402,3 +402,26 @@ def test_any_string_is_a_run_id(store: TraceStore, run_id: str) -> None:
     assert list(store.unscored_run_ids("no_fabricated_refs", "1")) == [run_id]
     assert store.delete_runs([run_id]) == 1
     assert store.count_runs() == 0
+
+
+def test_a_huge_integer_stored_through_the_api_is_read_back_marked(store: TraceStore) -> None:
+    # Python writes 10**5000 as a JSON number no JSON reader reads back by default: the run
+    # must stay readable (the number comes back as its marked decimal text).
+    big = make_trace(1, output={"total": 10**5000}, x_big=-(10**4301))
+    store.put_traces([big, make_trace(2)])
+    got = store.get_trace(big.id)
+    assert got.output == {"total": {"type": "int", "repr": "1" + "0" * 5000}}
+    assert got.model_extra == {"x_big": {"type": "int", "repr": "-1" + "0" * 4301}}
+    assert ids(store.query_traces(newest_first=False)) == [big.id, "r00002"]
+    assert [r.metadata for r in store.list_runs(RunFilter(run_ids=[big.id]))] == [big.metadata]
+    assert store.delete_runs([big.id]) == 1
+
+
+def test_query_traces_passes_over_unreadable_runs_when_asked(store: TraceStore) -> None:
+    store.put_traces([make_trace(i) for i in range(1, 4)])
+    assert store.query_traces(on_unreadable=lambda exc: None) is not None
+    assert ids(store.query_traces(newest_first=False, on_unreadable=lambda exc: None)) == [
+        "r00001",
+        "r00002",
+        "r00003",
+    ]

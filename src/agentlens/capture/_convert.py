@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from agentlens.model import Step, Trace
+from agentlens.model import Step, Trace, json_str
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.capture._run import ActiveStep, Run
@@ -26,7 +26,10 @@ def _time(ns: int | None) -> datetime | None:
 
 
 def _text(value: Any) -> str | None:
-    return value if value is None or isinstance(value, str) else str(value)
+    """A name or id as text a store can hold (a lone surrogate becomes U+FFFD)."""
+    if value is None:
+        return None
+    return json_str(value if isinstance(value, str) else str(value))
 
 
 def _step(step: ActiveStep) -> Step:
@@ -35,7 +38,7 @@ def _step(step: ActiveStep) -> Step:
     if step._ended_ns is None:
         attributes["incomplete"] = True
     return Step.model_construct(
-        id=step.id,
+        id=json_str(step.id),
         parent_id=step.parent_id,
         kind=step.kind,
         name=_text(step.name),
@@ -54,7 +57,7 @@ def run_to_trace(run: Run) -> Trace:
     steps = [_step(s) for s in list(run.steps)]
     return Trace.model_construct(
         schema_version=1,
-        id=run.id,
+        id=json_str(run.id),
         project=_text(run.project) or "default",
         agent=_text(run.agent),
         name=_text(run.name),
@@ -64,6 +67,8 @@ def run_to_trace(run: Run) -> Trace:
         input=run.input,
         output=run._output,
         metadata=run.metadata if isinstance(run.metadata, dict) else {"metadata": run.metadata},
-        links=run.links,
+        links={json_str(k): json_str(v) for k, v in run.links.items()}
+        if isinstance(run.links, dict)
+        else {},
         steps=steps,
     )

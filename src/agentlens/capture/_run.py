@@ -19,7 +19,7 @@ from typing import Any
 
 from agentlens.capture import _state
 from agentlens.capture._state import Pipeline
-from agentlens.model import StepKind, to_jsonable
+from agentlens.model import MAX_INT_DIGITS, StepKind, json_str, to_jsonable
 
 __all__ = ["ActiveStep", "Run", "current_run", "run"]
 
@@ -28,34 +28,50 @@ logger = logging.getLogger("agentlens")
 Context = tuple["Run", "str | None"]
 _CTX: ContextVar[Context | None] = ContextVar("agentlens_context", default=None)
 
-_SCALARS = frozenset({str, int, bool, type(None)})
+_SCALARS = frozenset({bool, type(None)})
+_INT_BOUND = 10**MAX_INT_DIGITS
 _MAX_DEPTH = 32  # as in to_jsonable: deeper (or self-referencing) values are recorded by repr
 
 
 def jsonable(value: Any, _depth: int = 0) -> Any:
     """A JSON-ready copy of ``value``: :func:`to_jsonable`, with a fast path for plain data.
 
-    Exact ``str``/``int``/``bool``/``None``/finite ``float`` values, and exact ``dict``/``list``/
-    ``tuple`` containers of them, are handled here (the common case for tool arguments and
-    results, measured in ``benchmarks/bench_capture.py``); anything else goes to
-    :func:`to_jsonable`, which gives the same result. Never raises.
+    Exact ``bool``/``None``/finite ``float`` values, ASCII ``str``, ``int`` of at most
+    :data:`~agentlens.model.MAX_INT_DIGITS` digits, and exact ``dict``/``list``/``tuple``
+    containers of them, are handled here (the common case for tool arguments and results,
+    measured in ``benchmarks/bench_capture.py``); anything else (other text is checked for lone
+    surrogates, longer integers are marked) goes to :func:`to_jsonable`, which gives the same
+    result. Never raises.
     """
     t = type(value)
-    if t in _SCALARS:
+    if t in _SCALARS or (t is str and value.isascii()):
         return value
     try:
         if t is float:
             return value if math.isfinite(value) else to_jsonable(value)
+        if t is int and -_INT_BOUND < value < _INT_BOUND:
+            return value
         if _depth < _MAX_DEPTH:
             if t is dict:
                 return {
-                    (k if type(k) is str else str(k)): (
-                        v if type(v) in _SCALARS else jsonable(v, _depth + 1)
+                    (k if type(k) is str and k.isascii() else json_str(str(k))): (
+                        v
+                        if ((tv := type(v)) is str and v.isascii())
+                        or tv in _SCALARS
+                        or (tv is int and -_INT_BOUND < v < _INT_BOUND)
+                        else jsonable(v, _depth + 1)
                     )
                     for k, v in value.items()
                 }
             if t is list or t is tuple:
-                return [v if type(v) in _SCALARS else jsonable(v, _depth + 1) for v in value]
+                return [
+                    v
+                    if ((tv := type(v)) is str and v.isascii())
+                    or tv in _SCALARS
+                    or (tv is int and -_INT_BOUND < v < _INT_BOUND)
+                    else jsonable(v, _depth + 1)
+                    for v in value
+                ]
     except Exception:  # a hostile key: let to_jsonable record what it can
         pass
     return to_jsonable(value, _depth)
@@ -64,7 +80,7 @@ def jsonable(value: Any, _depth: int = 0) -> Any:
 def describe_error(exc: BaseException) -> dict[str, Any]:
     """The JSON form of an exception: ``{"type": ..., "message": ...}``. Never raises."""
     try:
-        message = str(exc)
+        message = json_str(str(exc))
     except Exception:
         message = f"<unprintable {type(exc).__name__}>"
     t = type(exc)

@@ -22,8 +22,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import AgentOpt, FromOpt, SinceOpt, ToOpt, time_window, user_errors
-from agentlens.errors import FormatError
+from agentlens.cli._util import (
+    AgentOpt,
+    FromOpt,
+    SinceOpt,
+    ToOpt,
+    report_unreadable,
+    time_window,
+    user_errors,
+)
+from agentlens.errors import FormatError, UnreadableRunError
 from agentlens.model import Trace
 
 if TYPE_CHECKING:
@@ -47,6 +55,8 @@ class _Tally:
     """With --skip-invalid: the error that ended the file early (the rest was unreadable)."""
     rejected: FormatError | None = None
     """With --skip-invalid and a converter format: the error that made the whole file skipped."""
+    format: str | None = None
+    """The format the file was read as (None when it could not be told)."""
 
 
 @app.command("import")
@@ -54,21 +64,23 @@ def import_(
     files: Annotated[
         list[str],
         typer.Argument(
-            help="Trace files (JSON array or JSONL); '-' reads standard input.",
+            help="Files to import; '-' reads standard input (in the trace format).",
             metavar="FILE",
             show_default=False,
         ),
     ],
     format: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--format",
             "-f",
             metavar="NAME",
-            help="Input format: trace (agentlens's own; the default), transcript, openai, "
-            "swe-agent, openhands, who-and-when, otlp-json.",
+            help="Input format: trace (agentlens's own), transcript, openai, swe-agent, "
+            "openhands, who-and-when, claude-code, otlp-json. Default: told from each file's "
+            "content.",
+            show_default=False,
         ),
-    ] = "trace",
+    ] = None,
     skip_invalid: Annotated[
         bool,
         typer.Option(
@@ -78,39 +90,55 @@ def import_(
         ),
     ] = False,
 ) -> None:
-    """Import runs from trace files. Runs already stored under the same id are replaced."""
+    """Import runs from files. Runs already stored under the same id are replaced.
+
+    Without --format, each file's format is told from its content and named in the output;
+    a file that fits no format is refused. The import ends with a summary per format.
+    """
     with user_errors():
         from agentlens.ingest import get_reader
 
-        reader = None if format == "trace" else get_reader(format)
+        if format is not None and format != "trace":
+            get_reader(format)  # an unknown format fails before anything is opened
         store = state.open_store()
+        tallies: list[tuple[str, _Tally]] = []
         try:
-            total = _Tally()
-            skipped_any = False
             for name in files:
                 tally = _Tally()
-                records = (
-                    _trace_records(name, tally, skip_invalid)
-                    if reader is None
-                    else _foreign_records(reader, name, tally)
-                )
+                tallies.append((name, tally))
                 try:
+                    fmt = _format_of(name, format)
+                    tally.format = fmt
+                    records = (
+                        _trace_records(name, tally, skip_invalid)
+                        if fmt == "trace"
+                        else _foreign_records(get_reader(fmt), name, tally)
+                    )
                     with _fewer_gc_pauses():
                         store.put_traces(_counted(records, tally))
                 except FormatError as exc:
                     if not skip_invalid:
                         raise fail(f"{exc}; nothing was imported from this file") from None
-                    tally = _Tally(rejected=exc)  # a converter failed: the file is rolled back
-                _report(name, tally)
-                skipped_any = skipped_any or bool(tally.skipped or tally.stopped or tally.rejected)
-                total.runs += tally.runs
-                total.steps += tally.steps
-            if len(files) > 1:
-                _print_total(total, len(files))
+                    # a converter failed, or the format could not be told: the file is skipped
+                    tallies[-1] = (name, _Tally(rejected=exc, format=tally.format))
+                    tally = tallies[-1][1]
+                _report(name, tally, detected=format is None)
         finally:
             store.close()
-    if skipped_any:
+        _print_summary(tallies)
+    if any(t.skipped or t.stopped or t.rejected for _, t in tallies):
         raise typer.Exit(1)
+
+
+def _format_of(name: str, given: str | None) -> str:
+    """The format to read ``name`` as: the one given, else the one its content shows."""
+    if given is not None:
+        return given
+    if name == "-":
+        return "trace"  # standard input is read once, as a stream: only the trace format
+    from agentlens.ingest import detect
+
+    return detect(Path(name))
 
 
 @contextmanager
@@ -215,12 +243,15 @@ def _progress(name: str, size: int | None) -> tuple[Progress, TaskID] | None:
     return progress, task
 
 
-def _report(name: str, tally: _Tally) -> None:
+def _report(name: str, tally: _Tally, *, detected: bool) -> None:
     label = "<stdin>" if name == "-" else name
-    out_console.print(
-        f"imported {_plural(tally.runs, 'run')} ({_plural(tally.steps, 'step')}) from {label}",
-        markup=False,
-    )
+    if tally.rejected is None or tally.format is not None:
+        how = f"{tally.format}, detected" if detected and name != "-" else tally.format
+        out_console.print(
+            f"imported {_plural(tally.runs, 'run')} ({_plural(tally.steps, 'step')}) "
+            f"from {label} [{how}]",
+            markup=False,
+        )
     for line, run_id, reason in tally.skipped:
         where = f"{label}:{line}" if line is not None else label
         who = f" run {run_id!r}" if run_id else " run"
@@ -236,12 +267,39 @@ def _report(name: str, tally: _Tally) -> None:
         )
 
 
-def _print_total(total: _Tally, files: int) -> None:
-    out_console.print(
-        f"total: {_plural(total.runs, 'run')} ({_plural(total.steps, 'step')}) "
-        f"from {_plural(files, 'file')}",
-        markup=False,
-    )
+def _print_summary(tallies: list[tuple[str, _Tally]]) -> None:
+    """Runs and steps imported, in all and per format, then what was skipped and why."""
+    runs = sum(t.runs for _, t in tallies)
+    steps = sum(t.steps for _, t in tallies)
+    lines = [
+        f"summary: {_plural(runs, 'run')} ({_plural(steps, 'step')}) "
+        f"from {_plural(len(tallies), 'file')}"
+    ]
+    per_format: dict[str, list[int]] = {}
+    for _, tally in tallies:
+        if tally.format is not None and tally.rejected is None:
+            counts = per_format.setdefault(tally.format, [0, 0, 0])
+            counts[0] += tally.runs
+            counts[1] += tally.steps
+            counts[2] += 1
+    for fmt in sorted(per_format):
+        r, s, f = per_format[fmt]
+        lines.append(
+            f"  {fmt}: {_plural(r, 'run')} ({_plural(s, 'step')}) from {_plural(f, 'file')}"
+        )
+    for name, tally in tallies:
+        label = "<stdin>" if name == "-" else name
+        if tally.skipped:
+            reasons: dict[str, int] = {}
+            for _, _, reason in tally.skipped:
+                reasons[reason] = reasons.get(reason, 0) + 1
+            why = "; ".join(f"{r} ({n})" if n > 1 else r for r, n in reasons.items())
+            lines.append(f"  skipped {_plural(len(tally.skipped), 'run')} of {label}: {why}")
+        if tally.stopped is not None:
+            lines.append(f"  skipped the rest of {label}: {tally.stopped.reason}")
+        if tally.rejected is not None:
+            lines.append(f"  skipped all of {label}: {tally.rejected.reason}")
+    out_console.print("\n".join(lines), markup=False)
 
 
 def _plural(n: int, word: str) -> str:
@@ -280,10 +338,11 @@ def export(
                 # The N most recent runs, still written oldest first.
                 ids = [r.id for r in store.list_runs(where, limit=limit, newest_first=True)]
                 where = RunFilter(run_ids=ids)
+            unreadable: list[UnreadableRunError] = []
             traces: Iterator[Trace] = (
                 iter(())
                 if where.run_ids is not None and not where.run_ids
-                else store.query_traces(where, newest_first=False)
+                else store.query_traces(where, newest_first=False, on_unreadable=unreadable.append)
             )
             if out is None:
                 count = write(traces, sys.stdout)
@@ -294,3 +353,6 @@ def export(
             store.close()
     target = "stdout" if out is None else str(out)
     err_console.print(f"exported {_plural(count, 'run')} to {target}", markup=False)
+    if unreadable:
+        report_unreadable(unreadable, "exported")
+        raise typer.Exit(1)

@@ -78,7 +78,8 @@ def score(
     Only what the current scorer versions have not seen yet is scored (a new scorer version, or
     new options for an agent role, re-scores history); --rescore forces. Results are stored in
     batches as they are done, so an interrupted batch continues where it stopped when run again.
-    Exit status: 0 when scoring completed (flagged runs included), 2 on a usage or data error.
+    Exit status: 0 when scoring completed (flagged runs included), 1 when some stored runs could
+    not be read (they are named; the others were scored), 2 on a usage or data error.
     """
     from agentlens.config import load_settings
     from agentlens.eval import get_scorer
@@ -137,7 +138,17 @@ def score(
                     raise typer.Exit(130) from None
         finally:
             store.close()
+    if summary.unreadable:
+        from agentlens.cli._util import report_unreadable
+        from agentlens.errors import UnreadableRunError
+
+        report_unreadable(
+            [UnreadableRunError(why, run_id=r, reason=why) for r, why in summary.unreadable],
+            "scored",
+        )
     if as_json:
+        if summary.unreadable:
+            raise typer.Exit(1)
         return
     if summary.selected == 0:
         err_console.print("no runs match the selection; nothing to score", markup=False)
@@ -150,6 +161,8 @@ def score(
         f"{summary.elapsed:.1f} s",
         markup=False,
     )
+    if summary.unreadable:
+        raise typer.Exit(1)
 
 
 def _silence_stdout() -> None:

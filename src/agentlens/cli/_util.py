@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agentlens.cli._app import fail
-from agentlens.errors import AgentlensError, ConfigError
+from agentlens.cli._app import err_console, fail
+from agentlens.errors import AgentlensError, ConfigError, UnreadableRunError
 from agentlens.model import utc
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "parse_duration",
     "parse_time",
     "preview",
+    "report_unreadable",
     "time_window",
     "user_errors",
 ]
@@ -168,3 +169,22 @@ def user_errors() -> Iterator[None]:
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         raise fail(f"{where}{exc.strerror or exc}") from None
+
+
+_UNREADABLE_SHOWN = 20
+"""Unreadable runs named one by one in a report; the rest are counted."""
+
+
+def report_unreadable(errors: list[UnreadableRunError], done: str) -> None:
+    """One stderr line per stored run that could not be read, then how to remove them."""
+    for exc in errors[:_UNREADABLE_SHOWN]:
+        err_console.print(f"skipped unreadable run {exc.run_id!r}: {exc.reason}", markup=False)
+    if len(errors) > _UNREADABLE_SHOWN:
+        err_console.print(f"... and {len(errors) - _UNREADABLE_SHOWN} more", markup=False)
+    n = len(errors)
+    runs = f"{n:,} run" if n == 1 else f"{n:,} runs"
+    err_console.print(
+        f"{runs} could not be read and {'was' if n == 1 else 'were'} not {done}; the others "
+        "were. `agentlens delete RUN_ID` removes a run.",
+        markup=False,
+    )

@@ -35,7 +35,7 @@ from itertools import islice
 from typing import Any
 
 from agentlens.config import Settings
-from agentlens.errors import ConfigError, ScorerError
+from agentlens.errors import ConfigError, ScorerError, UnreadableRunError
 from agentlens.eval._evidence import Evidence
 from agentlens.eval._scorer import Scorer, get_scorer, resolve_scorer
 from agentlens.model import Score, ScoreResult, Trace
@@ -70,6 +70,9 @@ class ScoreSummary:
     """Wall time in seconds."""
     interrupted: bool = False
     """True when the batch stopped early (run it again to continue)."""
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    """``(run id, reason)`` of every selected run the store could not read back: left out,
+    the batch went on (``agentlens delete RUN_ID`` removes such a run)."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of the summary."""
@@ -82,6 +85,7 @@ class ScoreSummary:
             "verdicts": dict(sorted(self.verdicts.items())),
             "elapsed": round(self.elapsed, 3),
             "interrupted": self.interrupted,
+            "unreadable": [run_id for run_id, _ in self.unreadable],
         }
 
 
@@ -148,7 +152,11 @@ def score_runs(
     resolver = _Resolver(bases, cfg)
     jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
 
-    def record(scores: list[Score], runs_in_job: int) -> None:
+    def record(
+        scores: list[Score], runs_in_job: int, unreadable: list[tuple[str, str]] | None = None
+    ) -> None:
+        if unreadable:
+            summary.unreadable.extend(unreadable)
         if scores:
             store.put_scores(scores)
             summary.scores_written += len(scores)
@@ -164,7 +172,9 @@ def score_runs(
     try:
         if workers == 1:
             for job, runs_in_job in jobs:
-                record(_score_job(store, job, resolver) if job else [], runs_in_job)
+                unreadable: list[tuple[str, str]] = []
+                scores = _score_job(store, job, resolver, unreadable) if job else []
+                record(scores, runs_in_job, unreadable)
         else:
             _run_parallel(url, bases, cfg, jobs, resolver, workers, record)
     except KeyboardInterrupt as exc:
@@ -251,19 +261,31 @@ def _jobs(
         yield job, len(chunk)
 
 
-def _load(store: Any, job: _Job) -> list[tuple[Trace, list[str]]]:
+def _load(
+    store: Any, job: _Job, unreadable: list[tuple[str, str]]
+) -> list[tuple[Trace, list[str]]]:
+    """The traces of a job's runs; a run the store cannot read is added to ``unreadable``."""
     wanted = dict(job)
     found: list[tuple[Trace, list[str]]] = []
-    for trace in store.query_traces(RunFilter(run_ids=list(wanted)), newest_first=False):
+
+    def skip(exc: UnreadableRunError) -> None:
+        unreadable.append((exc.run_id, exc.reason))
+
+    traces = store.query_traces(
+        RunFilter(run_ids=list(wanted)), newest_first=False, on_unreadable=skip
+    )
+    for trace in traces:
         names = wanted.get(trace.id)
         if names is not None:
             found.append((trace, names))
     return found
 
 
-def _score_job(store: Any, job: _Job, resolver: _Resolver) -> list[Score]:
+def _score_job(
+    store: Any, job: _Job, resolver: _Resolver, unreadable: list[tuple[str, str]]
+) -> list[Score]:
     """Load a chunk's traces and score them (in this process)."""
-    return _score_traces(_load(store, job), resolver)
+    return _score_traces(_load(store, job, unreadable), resolver)
 
 
 def _score_traces(items: list[tuple[Trace, list[str]]], resolver: _Resolver) -> list[Score]:
@@ -349,10 +371,12 @@ def _init_worker(
     _worker["resolver"] = _Resolver(bases, settings)
 
 
-def _work(job: _Job) -> list[dict[str, Any]]:
-    """Score one chunk in a worker; scores go back to the parent as JSON-ready dicts."""
-    scores = _score_traces(_load(_worker["store"], job), _worker["resolver"])
-    return [s.model_dump(mode="json") for s in scores]
+def _work(job: _Job) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """Score one chunk in a worker; scores go back to the parent as JSON-ready dicts, with the
+    runs that could not be read."""
+    unreadable: list[tuple[str, str]] = []
+    scores = _score_traces(_load(_worker["store"], job, unreadable), _worker["resolver"])
+    return [s.model_dump(mode="json") for s in scores], unreadable
 
 
 def _run_parallel(
@@ -362,7 +386,7 @@ def _run_parallel(
     jobs: Iterator[tuple[_Job, int]],
     resolver: _Resolver,
     workers: int,
-    record: Callable[[list[Score], int], None],
+    record: Callable[[list[Score], int, list[tuple[str, str]]], None],
 ) -> None:
     specs = [(b.name, dict(b.options), _origin_module(b)) for b in bases]
     context = multiprocessing.get_context("spawn")
@@ -372,7 +396,7 @@ def _run_parallel(
         initializer=_init_worker,
         initargs=(url, specs, cfg, list(sys.path)),
     )
-    in_flight: dict[cf.Future[list[dict[str, Any]]], int] = {}
+    in_flight: dict[cf.Future[tuple[list[dict[str, Any]], list[tuple[str, str]]]], int] = {}
     try:
 
         def drain(block_until: int) -> None:
@@ -380,14 +404,15 @@ def _run_parallel(
                 done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
                 for fut in done:
                     runs_in_job = in_flight.pop(fut)
-                    scores = [Score.model_validate(d) for d in fut.result()]
+                    docs, unreadable = fut.result()
+                    scores = [Score.model_validate(d) for d in docs]
                     for s in scores:
                         _check_version(s, resolver)
-                    record(scores, runs_in_job)
+                    record(scores, runs_in_job, [(r, why) for r, why in unreadable])
 
         for job, runs_in_job in jobs:
             if not job:
-                record([], runs_in_job)
+                record([], runs_in_job, [])
                 continue
             in_flight[pool.submit(_work, job)] = runs_in_job
             drain(2 * workers - 1)

@@ -12,7 +12,10 @@ line and the field (a dotted path such as ``steps[2].kind``), and says what was 
 
 :func:`read` stops at the first bad record; :func:`scan` reports each bad record and goes on
 where it can (a malformed line in a JSONL file), which ``agentlens import --skip-invalid``
-uses. Errors after which nothing more can be read (an empty file, malformed JSON inside an
+uses. A record that has a key of another format (``messages``, ``trajectory``, ``history``,
+``sessionId``...) or holds nothing (no steps, no input, no output, no ``schema_version``) is a
+bad record too: a file in another format is refused rather than read as empty runs.
+Errors after which nothing more can be read (an empty file, malformed JSON inside an
 array, an array that is never closed) are raised by both.
 
 :func:`write` writes JSON Lines, one run per line, in a stable byte form: a file exported,
@@ -37,6 +40,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json as _fast_json
 
 from agentlens.errors import FormatError
+from agentlens.ingest._detect import foreign_keys
 from agentlens.model import Trace
 
 __all__ = ["Record", "read", "scan", "write", "write_file"]
@@ -451,6 +455,9 @@ def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
         return Record(line, None, err, None, offset)
     raw_id = obj.get("id")
     run_id = raw_id if isinstance(raw_id, str) else None
+    refused = _foreign(obj, source, line)
+    if refused is not None:
+        return Record(line, None, refused, run_id, offset)
     try:
         trace = Trace.model_validate(obj)
     except ValidationError as exc:
@@ -458,6 +465,20 @@ def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
     except RecursionError:
         err = FormatError("nested too deeply", source=source, line=line)
         return Record(line, None, err, run_id, offset)
+    if (
+        not trace.steps
+        and trace.input is None
+        and trace.output is None
+        and "schema_version" not in obj
+    ):
+        # agentlens export writes schema_version, so an exported empty run reads back.
+        err = FormatError(
+            "an empty run: no steps, no input and no output (is this file in another format? "
+            "leave --format out to detect it)",
+            source=source,
+            line=line,
+        )
+        return Record(line, None, err, trace.id, offset)
     seen: dict[str, int] = {}
     for index, step in enumerate(trace.steps):
         first = seen.setdefault(step.id, index)
@@ -471,6 +492,21 @@ def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
             )
             return Record(line, None, err, trace.id, offset)
     return Record(line, trace, None, trace.id, offset)
+
+
+def _foreign(obj: dict[str, Any], source: str, line: int) -> FormatError | None:
+    """The error for a record holding a key of another format, if it holds one."""
+    foreign = foreign_keys(obj)
+    if foreign:
+        key, fmt = foreign[0]
+        return FormatError(
+            f"{key!r} is not a field of the trace format but of {fmt}; "
+            "import this file with --format NAME (or leave --format out to detect it)",
+            source=source,
+            line=line,
+            field=key,
+        )
+    return None
 
 
 def _from_validation(exc: ValidationError, source: str, line: int) -> FormatError:

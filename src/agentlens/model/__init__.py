@@ -5,9 +5,10 @@ This package is the leaf of agentlens: it imports nothing else of the package bu
 
 from agentlens.model._score import FailureMode, Finding, Score, ScoreResult, Verdict
 from agentlens.model._trace import SCHEMA_VERSION, Step, StepKind, Trace, utc
-from agentlens.model._values import to_jsonable
+from agentlens.model._values import MAX_INT_DIGITS, json_int, json_str, to_jsonable
 
 __all__ = [
+    "MAX_INT_DIGITS",
     "SCHEMA_VERSION",
     "FailureMode",
     "Finding",
@@ -17,6 +18,8 @@ __all__ = [
     "StepKind",
     "Trace",
     "Verdict",
+    "json_int",
+    "json_str",
     "to_jsonable",
     "utc",
 ]

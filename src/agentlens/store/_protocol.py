@@ -7,11 +7,12 @@ default; ``postgresql://...`` is planned for teams. Both must pass the contract 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from agentlens.errors import UnreadableRunError
 from agentlens.model import Score, Trace
 
 __all__ = ["RunFilter", "RunSummary", "ServerStore", "TraceStore"]
@@ -68,9 +69,18 @@ class TraceStore(Protocol):
         ...
 
     def query_traces(
-        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+        self,
+        where: RunFilter | None = None,
+        *,
+        limit: int | None = None,
+        newest_first: bool = True,
+        on_unreadable: Callable[[UnreadableRunError], None] | None = None,
     ) -> Iterator[Trace]:
-        """Iterate lazily over the runs that match, with their steps."""
+        """Iterate lazily over the runs that match, with their steps.
+
+        A stored run that cannot be read back raises :class:`UnreadableRunError`; with
+        ``on_unreadable`` the error is passed to it instead and the run is left out.
+        """
         ...
 
     def list_runs(

@@ -87,8 +87,14 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
-from agentlens.errors import ConfigError, RunNotFoundError, SchemaVersionError, StoreError
-from agentlens.model import Score, Step, Trace, utc
+from agentlens.errors import (
+    ConfigError,
+    RunNotFoundError,
+    SchemaVersionError,
+    StoreError,
+    UnreadableRunError,
+)
+from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, utc
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._server import ServerTablesMixin
@@ -493,6 +499,9 @@ class SQLiteStore(ServerTablesMixin):
         (equal to what validation makes, with less CPU), from the JSON parser that
         ``model_validate_json`` uses. Anything the trusted constructor does not handle exactly
         is validated, so a row this agentlens cannot read still raises.
+
+        Raises:
+            UnreadableRunError: the stored form cannot be read back (the message names the run).
         """
         try:
             data = _parse(doc)
@@ -503,19 +512,30 @@ class SQLiteStore(ServerTablesMixin):
             reason = exc.errors()[0]["msg"] if exc.errors() else str(exc)
         except (ValueError, RecursionError) as exc:  # malformed JSON
             reason = f"Invalid JSON: {exc}"
-        raise StoreError(
+        raise UnreadableRunError(
             f"{self._label}: run {run_id!r} is stored in a form this agentlens cannot read: "
-            f"{reason}"
+            f"{reason} (`agentlens delete {run_id}` removes it)",
+            run_id=run_id,
+            reason=reason,
         )
 
     def query_traces(
-        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+        self,
+        where: RunFilter | None = None,
+        *,
+        limit: int | None = None,
+        newest_first: bool = True,
+        on_unreadable: Callable[[UnreadableRunError], None] | None = None,
     ) -> Iterator[Trace]:
         """Iterate lazily over the runs that match, with their steps.
 
         Order: by ``started_at`` (then id), newest first unless ``newest_first=False``; runs
         without ``started_at`` sort before every dated run (so last when newest first). Pages of
         runs are read one at a time (32 runs first, doubling up to 512), each in one snapshot.
+
+        A stored run that cannot be read back raises :class:`UnreadableRunError`, unless
+        ``on_unreadable`` is given: then the error is passed to it, the run is left out, and the
+        iteration goes on (``limit`` counts the runs left out too).
         """
         _check_limit(limit)
         filter_sql = _filter_sql(where)
@@ -526,7 +546,15 @@ class SQLiteStore(ServerTablesMixin):
         def iterate() -> Iterator[Trace]:
             for page in self._pages(filter_sql, "r.doc, r.steps", fetch, limit, newest_first):
                 for _, run_id, doc, steps in page:
-                    yield self._load(run_id, doc, steps)
+                    if on_unreadable is None:
+                        yield self._load(run_id, doc, steps)
+                        continue
+                    try:
+                        trace = self._load(run_id, doc, steps)
+                    except UnreadableRunError as exc:
+                        on_unreadable(exc)
+                        continue
+                    yield trace
 
         return iterate()
 
@@ -541,7 +569,8 @@ class SQLiteStore(ServerTablesMixin):
         filter_sql = _filter_sql(where)
         columns = (
             "r.project, r.agent, r.name, r.status, r.started_at, r.ended_at, r.step_count,"
-            " r.has_output, json_extract(r.doc, '$.metadata')"
+            " r.has_output,"
+            " CASE WHEN json_valid(r.doc) THEN json_extract(r.doc, '$.metadata') END"
         )
 
         def fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[RunSummary]:
@@ -556,7 +585,7 @@ class SQLiteStore(ServerTablesMixin):
                     ended_at=from_us(row[7]),
                     step_count=row[8],
                     has_output=bool(row[9]),
-                    metadata=json.loads(row[10]) if row[10] else {},
+                    metadata=_metadata(row[10]),
                 )
                 for row in rows
             ]
@@ -761,11 +790,33 @@ class SQLiteStore(ServerTablesMixin):
 
 def _parse(text: str) -> Any:
     """Stored JSON as Python values: pydantic's parser, or for what it refuses (values nested
-    more than 200 deep, which the model can store) the standard one, which reads them alike."""
+    more than 200 deep, which the model can store; integers of more than 4,300 digits) the
+    standard one, which reads them alike. An integer too long for Python's integer-string
+    conversion (a run stored by an earlier agentlens, or built in Python and stored through the
+    API) is read as ``{"type": "int", "repr": "<its decimal digits>"}``, the form capture records
+    such a number in, so that no stored run becomes unreadable."""
     try:
         return from_json(text)
     except ValueError:
-        return json.loads(text)
+        return json.loads(text, parse_int=_parse_int)
+
+
+def _metadata(text: str | None) -> dict[str, Any]:
+    """A run's ``metadata`` from its stored JSON; ``{}`` when absent or unreadable (a listing
+    shows the run; reading it whole reports what is wrong)."""
+    if not text:
+        return {}
+    try:
+        value = _parse(text)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _parse_int(text: str) -> Any:
+    if len(text) - text.startswith("-") <= MAX_INT_DIGITS:
+        return int(text)
+    return {"type": "int", "repr": text}
 
 
 def _marks(n: int) -> str:
