@@ -5,6 +5,11 @@ Environment variables (the one place they are listed):
 
 ``AGENTLENS_DB``
     The store URL (``sqlite:///path``); a bare path is a SQLite file.
+``AGENTLENS_ENDPOINT``
+    An agentlens server (``http://host:6660``): capture sends finished runs there instead of
+    writing a local store.
+``AGENTLENS_API_KEY``
+    The API key capture sends to ``AGENTLENS_ENDPOINT`` (``Authorization: Bearer``).
 ``AGENTLENS_CONFIG``
     The configuration file to read instead of looking for ``agentlens.toml`` / ``pyproject.toml``.
 ``AGENTLENS_DISABLED``

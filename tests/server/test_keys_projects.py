@@ -129,9 +129,7 @@ def test_two_projects_cannot_see_each_other(api: Api) -> None:
     assert [x["id"] for x in b.get("/api/runs").json()["runs"]] == ["rb"]
     assert b.get("/api/runs", params={"project": "alpha"}).json()["runs"] == []
     assert a.get("/api/rate", params={"since": "all"}).json()["flagged"] == 1
-    walked = dict(
-        (path, (status, text)) for path, status, text in _walk(b, "rb", "ra")
-    )
+    walked = dict((path, (status, text)) for path, status, text in _walk(b, "rb", "ra"))
     assert walked["/api/runs/ra"][0] == 404
     assert "ra" not in [x["id"] for x in json.loads(walked["/api/runs"][1])["runs"]]
     assert json.loads(walked["/api/rate?since=all"][1])["flagged"] == 1  # beta's own run only

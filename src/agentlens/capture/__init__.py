@@ -27,6 +27,7 @@ from agentlens.capture._export import (
     InMemoryExporter,
     StoreExporter,
 )
+from agentlens.capture._http import HttpExporter
 from agentlens.capture._run import ActiveStep, Run, current_run, run
 from agentlens.capture._state import configure, flush, is_enabled, shutdown, stats
 
@@ -36,6 +37,7 @@ __all__ = [
     "CaptureStats",
     "ExportResult",
     "Exporter",
+    "HttpExporter",
     "InMemoryExporter",
     "Run",
     "StoreExporter",

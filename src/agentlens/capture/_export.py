@@ -441,10 +441,15 @@ class BatchExporter:
             result = ExportResult.failure(f"exporter raised {_describe(exc)}")
         if result.ok:
             self._exported += len(batch)
-        else:
-            self._failed += len(batch)
+        else:  # a partial failure (some runs written) counts the rest as failed
+            written = max(0, min(result.count, len(batch)))
+            self._exported += written
+            self._failed += len(batch) - written
             self._log.warning(
-                "export", "agentlens: %d run(s) not exported: %s", len(batch), result.error
+                "export",
+                "agentlens: %d run(s) not exported: %s",
+                len(batch) - written,
+                result.error,
             )
 
     def _exporter_flush(self, timeout: float | None) -> bool:

@@ -108,6 +108,8 @@ def configure(
     db: str | TraceStore | None = None,
     *,
     exporter: Exporter | None = None,
+    endpoint: str | None = None,
+    api_key: str | None = None,
     project: str | None = None,
     enabled: bool | None = None,
     max_queue: int = DEFAULT_MAX_QUEUE,
@@ -117,8 +119,10 @@ def configure(
     """Say where captured runs go. Call it once, at start-up.
 
     The destination is ``exporter`` if given, else the store ``db`` (a URL such as
-    ``sqlite:///agentlens.db``, a bare SQLite path, or an open store), else ``AGENTLENS_DB``,
-    else the configuration file's ``db`` (default ``sqlite:///agentlens.db``). The store is
+    ``sqlite:///agentlens.db``, a bare SQLite path, or an open store), else the server at
+    ``endpoint`` (or ``AGENTLENS_ENDPOINT``; see :class:`~agentlens.capture.HttpExporter`),
+    else ``AGENTLENS_DB``, else the configuration file's ``db`` (default
+    ``sqlite:///agentlens.db``). The store is
     opened lazily on the background thread: a store that cannot be opened does not raise here;
     its runs are counted as failed (:func:`stats`) and logged.
 
@@ -127,6 +131,9 @@ def configure(
     Args:
         db: the store URL or an open store.
         exporter: a custom :class:`~agentlens.capture.Exporter` instead of a store.
+        endpoint: an agentlens server (``http://host:6660``) to send runs to, batched and
+            gzip-compressed, instead of a local store.
+        api_key: the server's API key (default ``AGENTLENS_API_KEY``).
         project: the project of runs that do not name one (default ``"default"``).
         enabled: force capture on or off; ``None`` reads ``AGENTLENS_DISABLED``.
         max_queue: finished runs that may wait for export before new ones are dropped.
@@ -140,6 +147,16 @@ def configure(
     global _pipeline
     if db is not None and exporter is not None:
         raise ConfigError("configure(): give either db or exporter, not both")
+    if endpoint is not None and (db is not None or exporter is not None):
+        raise ConfigError("configure(): give one of db, exporter or endpoint")
+    if endpoint is None and db is None and exporter is None:
+        endpoint = os.environ.get("AGENTLENS_ENDPOINT", "").strip() or None
+    if endpoint is not None:
+        from agentlens.capture._http import HttpExporter
+
+        if api_key is None:
+            api_key = os.environ.get("AGENTLENS_API_KEY", "").strip() or None
+        exporter = HttpExporter(endpoint, api_key)
     if not isinstance(max_queue, int) or max_queue < 1:
         raise ConfigError(f"configure(): max_queue must be a positive integer, got {max_queue!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
