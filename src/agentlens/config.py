@@ -93,6 +93,9 @@ class AgentSettings:
     """The evidence sources: ``input`` and step kinds."""
     scorers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Options per scorer name."""
+    review: Mapping[str, Any] = field(default_factory=dict)
+    """The role's ``[agents.NAME.review]`` table, as written (checked by
+    :func:`agentlens.review.review_settings`)."""
 
     def scorer_options(self, name: str) -> dict[str, Any]:
         """The options configured for scorer ``name`` (empty when none)."""
@@ -108,6 +111,8 @@ class Settings:
     default: AgentSettings = field(default_factory=AgentSettings)
     agents: Mapping[str, AgentSettings] = field(default_factory=dict)
     judge: Mapping[str, Any] = field(default_factory=dict)
+    review: Mapping[str, Any] = field(default_factory=dict)
+    """The ``[review]`` table, as written (checked by :func:`agentlens.review.review_settings`)."""
     source: Path | None = None
     """The file the settings were read from, if any."""
 
@@ -166,6 +171,7 @@ def load_settings(
         default=settings.default,
         agents=settings.agents,
         judge=settings.judge,
+        review=settings.review,
         source=path,
     )
 
@@ -184,7 +190,7 @@ def _read_table(path: Path) -> dict[str, Any]:
     return data
 
 
-_TOP_KEYS = {"db", "default_scorers", "scorers", "evidence", "agents", "judge"}
+_TOP_KEYS = {"db", "default_scorers", "scorers", "evidence", "agents", "judge", "review"}
 
 
 def _parse(table: Mapping[str, Any], path: Path | None) -> Settings:
@@ -211,7 +217,7 @@ def _parse(table: Mapping[str, Any], path: Path | None) -> Settings:
         label = f"{where}: agents.{role}"
         if not isinstance(section, dict):
             raise ConfigError(f"{label} must be a table")
-        bad = set(section) - {"evidence", "scorers"}
+        bad = set(section) - {"evidence", "scorers", "review"}
         if bad:
             raise ConfigError(f"{label}: unknown key {sorted(bad)[0]!r}")
         role_options = _parse_scorers(section.get("scorers", {}), f"{label}.scorers")
@@ -223,13 +229,26 @@ def _parse(table: Mapping[str, Any], path: Path | None) -> Settings:
                 section.get("evidence", default.evidence), f"{label}.evidence"
             ),
             scorers=merged,
+            review=_raw_table(section.get("review", {}), f"{label}.review"),
         )
     judge = table.get("judge", {})
     if not isinstance(judge, dict):
         raise ConfigError(f"{where}: 'judge' must be a table")
+    review = _raw_table(table.get("review", {}), f"{where}: 'review'")
     return Settings(
-        db=db, default_scorers=tuple(names), default=default, agents=agents, judge=judge
+        db=db,
+        default_scorers=tuple(names),
+        default=default,
+        agents=agents,
+        judge=judge,
+        review=review,
     )
+
+
+def _raw_table(value: Any, label: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{label} must be a table")
+    return dict(value)
 
 
 def _parse_scorers(value: Any, label: str) -> dict[str, dict[str, Any]]:

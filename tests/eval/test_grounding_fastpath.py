@@ -28,11 +28,43 @@ _HEAD = r"(?:(?<!\w)|(?=\[))"
 # Pieces that build references and near-misses: shapes, separators, white space of every kind.
 _PIECES = [
     *"aAbBcCdDeEfFxXzZ0123456789 -_.,:;@$€£¥[]()/%\n\t\u2003\xa0",
-    "March ", "May ", "Sept. ", "Jan", "USD", "US$", "A$", " dollars", " euros", "http://",
-    "https://", "www.", "ftp://", "percent", " per cent", "INV-", "CUST-", "DOC-", "2026-03-05",
-    "T10:00Z", "k ", " million", "bn", "deadbeef-dead-beef-dead-beefdeadbeef", "a@b.co", "1,834.20",
-    "ZK3P9Q", "HAT117", "[smith2020]", "[3]", "5th of ", "-$", "sha-256", "12 ", ", 2026", "7 ",
-]  # fmt: skip
+    "March ",
+    "May ",
+    "Sept. ",
+    "Jan",
+    "USD",
+    "US$",
+    "A$",
+    " dollars",
+    " euros",
+    "http://",
+    "https://",
+    "www.",
+    "ftp://",
+    "percent",
+    " per cent",
+    "INV-",
+    "CUST-",
+    "DOC-",
+    "2026-03-05",
+    "T10:00Z",
+    "k ",
+    " million",
+    "bn",
+    "deadbeef-dead-beef-dead-beefdeadbeef",
+    "a@b.co",
+    "1,834.20",
+    "ZK3P9Q",
+    "HAT117",
+    "[smith2020]",
+    "[3]",
+    "5th of ",
+    "-$",
+    "sha-256",
+    "12 ",
+    ", 2026",
+    "7 ",
+]
 
 
 def _unguarded(pattern: re.Pattern[str]) -> re.Pattern[str]:
@@ -117,7 +149,11 @@ def test_cached_lookups_answer_as_a_fresh_index() -> None:
     shared = EvidenceIndex(ev.items)
     for needle in ("inv-0000", "inv-0006", "inv-0012", "inv-0024", "out", "0012", "12", "nope"):
         for index in (0, 5, 13, 25, 31):
-            for kw in ({"lower": True}, {"lower": False, "number": True}, {"lower": False, "amount": True}):  # fmt: skip
+            for kw in (
+                {"lower": True},
+                {"lower": False, "number": True},
+                {"lower": False, "amount": True},
+            ):
                 fresh = EvidenceIndex(ev.items)._first(needle, index, **kw)
                 cached = shared._first(needle, index, **kw)
                 assert (fresh and fresh.item) == (cached and cached.item), (needle, index, kw)

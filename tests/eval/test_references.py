@@ -86,9 +86,25 @@ def test_each_shape_is_extracted_with_its_key(text: str, kind: str, key: str) ->
 
 @pytest.mark.parametrize(
     "text",
-    ["MP3", "COVID-19", "GPT-4o", "A1", "SHA-256", "UTF-8", "H264", "FY2024", "hello world",
-     "follow-up", "Q3", "1080P", "step 3", "[x]", "February 30, 2026", "2026-13-01"],
-)  # fmt: skip
+    [
+        "MP3",
+        "COVID-19",
+        "GPT-4o",
+        "A1",
+        "SHA-256",
+        "UTF-8",
+        "H264",
+        "FY2024",
+        "hello world",
+        "follow-up",
+        "Q3",
+        "1080P",
+        "step 3",
+        "[x]",
+        "February 30, 2026",
+        "2026-13-01",
+    ],
+)
 def test_things_that_are_not_references(text: str) -> None:
     assert refs(f"about {text} today") == []
 
@@ -211,8 +227,11 @@ def test_date_forms_normalise_to_iso(day: object, shape: str) -> None:
         ("DOC-1a2b3c4d", [{"id": "DOC-1a2b3c4d"}], "DOC-1a2b3c4e"),
         ("ZK3P9Q", {"reservations": ["ZK3P9Q"]}, "ZK3P9P"),
         ("HAT117", {"flight_number": "HAT117"}, "HAT171"),
-        ("123e4567-e89b-12d3-a456-426614174000", {"id": "123e4567-e89b-12d3-a456-426614174000"},
-         "123e4567-e89b-12d3-a456-426614174001"),
+        (
+            "123e4567-e89b-12d3-a456-426614174000",
+            {"id": "123e4567-e89b-12d3-a456-426614174000"},
+            "123e4567-e89b-12d3-a456-426614174001",
+        ),
         ("$1,834.20", {"total": 1834.2}, "$1,834.21"),
         ("$12,500.00", {"total": 12500.0}, "$12,600.00"),
         ("USD 12.5", "amount 12.50", "USD 12.4"),
@@ -224,7 +243,7 @@ def test_date_forms_normalise_to_iso(day: object, shape: str) -> None:
         ("[smith2020]", [{"key": "smith2020"}], "[smith2021]"),
         ("[DOC-3]", [{"id": "DOC-3", "text": "..."}], "[DOC-4]"),
     ],
-)  # fmt: skip
+)
 def test_grounded_and_fabricated_variants(answer: str, evidence: object, fabricated: str) -> None:
     assert found(answer, evidence)
     assert not found(fabricated, evidence)

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from _server_api import Api
 
 from agentlens.model import FailureMode, Finding, Score, Verdict
-from conftest import Api
 
 
 def run(i: int, **fields: Any) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def test_post_and_get_runs(api: Api) -> None:
     assert page["next"] is None
     first = page["runs"][0]
     assert set(first) >= {"hallucination_detected", "hallucination_reason", "failure_modes"}
-    assert first["hallucination_detected"] is None  # not scored yet
+    assert first["hallucination_detected"] is False and first["flag_state"] is None  # not scored
     assert [x["id"] for x in api.get("/api/runs", params={"agent": "writer"}).json()["runs"]] == [
         "run-009"
     ]
@@ -143,30 +143,48 @@ def _routes(api: Api) -> list[tuple[str, str]]:
     return [(m.upper(), p) for p, ops in doc["paths"].items() for m in ops]
 
 
+def _assert_shape(r: Any) -> None:
+    body = r.json()
+    assert set(body) == {"error"}, (r.request.url, body)
+    assert set(body["error"]) == {"code", "message"}
+    assert isinstance(body["error"]["code"], str) and body["error"]["message"]
+
+
 def test_every_error_has_the_one_shape(api: Api) -> None:
-    """Every route, driven into an error (unknown run, bad parameter, bad body, no key...)."""
+    """Every route, driven into errors: no key from a remote client (401), then bad
+    parameters and bodies (400/404/409), unknown routes and methods."""
     bad_params = {"limit": "-1", "since": "yesterday-ish", "cursor": "%%%", "by": "x",
                   "flagged": "maybe", "failure_mode": "nope", "link": "no-colon"}  # fmt: skip
-    responses = []
-    for method, path in _routes(api):
-        url = path.replace("{run_id}", "missing")
+    remote = api.as_(client="10.1.2.3")
+    routes = _routes(api)
+    assert len(routes) >= 11
+    for method, path in routes:
+        url = (
+            path.replace("{run_id}", "missing").replace("{kind}", "post").replace("{item_id}", "1")
+        )
+        r = remote.request(method, url)
+        if path == "/healthz":
+            assert r.status_code == 200
+            continue
+        assert r.status_code == 401, (method, path)
+        _assert_shape(r)
         if method == "GET":
-            responses.append(api.get(url, params=bad_params))
+            r = api.get(url, params=bad_params)
         else:
-            responses.append(
-                api.post(url, content=b"{bad", headers={"Content-Type": "application/json"})
-            )
-    responses.append(api.get("/no/such/route"))
-    responses.append(api.request("DELETE", "/api/runs"))
-    responses.append(api.as_(client="10.1.2.3").get("/api/runs"))  # not loopback, no key
-    responses.append(api.as_(key="al_000000000000_" + "x" * 43).get("/api/runs"))
-    errors = [r for r in responses if r.status_code >= 400]
-    assert len(errors) >= len(responses) - 2  # /healthz and /openapi.json have no error path
-    for r in errors:
-        body = r.json()
-        assert set(body) == {"error"}, (r.request.url, body)
-        assert set(body["error"]) == {"code", "message"}
-        assert isinstance(body["error"]["code"], str) and body["error"]["message"]
+            r = api.post(url, content=b"{bad", headers={"Content-Type": "application/json"})
+        if r.status_code >= 400:
+            _assert_shape(r)
+        elif path not in ("/metrics", "/api/content/{kind}/{item_id}"):  # they take no input
+            raise AssertionError(f"{method} {path} accepted bad input: {r.status_code}")
+    for r in (
+        api.get("/no/such/route"),
+        api.request("DELETE", "/api/runs"),
+        api.as_(key="al_000000000000_" + "x" * 43).get("/api/runs"),
+        api.post("/api/runs/missing/verdict", json={"verdict": "confirmed"}),
+        api.post("/api/runs", json=[]),
+    ):
+        assert r.status_code >= 400
+        _assert_shape(r)
 
 
 @pytest.mark.parametrize("since", ["7d", "36h", "2026-11-01T00:00:00Z", "all"])

@@ -79,6 +79,10 @@ def test_opentelemetry_sdk_protobuf_exporter(server: ServerProcess) -> None:
     tool_step = next(s for s in detail["steps"] if s["kind"] == "tool")
     assert tool_step["output"] == {"refund": "42.50 EUR"}
     assert len(tool_step["id"]) == 16
+    # reviewed on arrival: the made-up order id flags the run
+    [flagged] = wait_runs(server, 1, flagged="true")
+    assert flagged["id"] == trace_id
+    assert "ORD-77777" in flagged["hallucination_reason"]
 
 
 def test_agentlens_sdk_http_exporter(server: ServerProcess) -> None:

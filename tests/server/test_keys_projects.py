@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from _server_api import Api, wait_until
 from typer.testing import CliRunner
 
 from _otlp_fixtures import GENAI_TRACE, genai_spans, request
@@ -13,7 +14,6 @@ from agentlens.errors import ConfigError
 from agentlens.model import Score, Verdict
 from agentlens.server._keys import KeyChecker, create_key, revoke_key
 from agentlens.server._serve import check_bind
-from conftest import Api, wait_until
 
 
 def test_keys_cli_create_list_revoke(db_url: str) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 
+from _server_api import Api, wait_until
+
 from _otlp_fixtures import GENAI_TRACE, OI_TRACE, genai_spans, openinference_spans, request
 from agentlens.errors import RunNotFoundError
-from conftest import Api, wait_until
 
 
 def stored(api: Api, run_id: str) -> object:

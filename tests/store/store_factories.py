@@ -23,6 +23,7 @@ def make_trace(
 ) -> Trace:
     """Run ``r0000i``, started ``i`` hours after T0 (or at ``started``), with ``steps`` steps."""
     start = T0 + timedelta(hours=i) if started is True else (started or None)
+    links = extra.pop("links", {"ticket": f"T-{i}"})
     return Trace(
         id=f"r{i:05d}",
         agent=agent,
@@ -33,7 +34,7 @@ def make_trace(
         input={"question": f"q{i}"},
         output=output,
         metadata={"release": f"v{i % 3}", "tenant": "acme"},
-        links={"ticket": f"T-{i}"},
+        links=links,
         steps=[
             Step(
                 id=f"s{j}",

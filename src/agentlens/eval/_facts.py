@@ -166,9 +166,26 @@ _ACRONYMS = frozenset(
     """.split()  # noqa: SIM905
 )
 _NON_NAME_SUFFIXES = (
-    "ly", "ing", "ed", "ness", "ment", "tion", "sion", "able", "ible", "ful", "less", "ous",
-    "ive", "ize", "ise", "ity", "ies", "est", "ally",
-)  # fmt: skip
+    "ly",
+    "ing",
+    "ed",
+    "ness",
+    "ment",
+    "tion",
+    "sion",
+    "able",
+    "ible",
+    "ful",
+    "less",
+    "ous",
+    "ive",
+    "ize",
+    "ise",
+    "ity",
+    "ies",
+    "est",
+    "ally",
+)
 
 # --------------------------------------------------------------------------- patterns
 

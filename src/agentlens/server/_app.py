@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -248,10 +248,16 @@ class RunSummaryOut(BaseModel):
     step_count: int
     has_output: bool
     metadata: dict[str, Any]
-    hallucination_detected: bool | None
-    """True when a current score flagged the run; ``None`` while it is not scored."""
+    hallucination_detected: bool
+    """True when the run's current scores flag it."""
     hallucination_reason: str | None
+    """The most important finding's one-line detail, when flagged."""
     failure_modes: list[str]
+    """The failure modes behind the flag, most important first."""
+    flag_state: str | None
+    """``flagged``, ``clean``, ``unverifiable``, ``error``; ``None`` while not scored."""
+    reviewed_at: datetime | None
+    """When the review pipeline reviewed the run; ``None`` while pending review."""
 
 
 class RunsPage(BaseModel):
@@ -276,6 +282,44 @@ class RunsWritten(BaseModel):
     stored: int
     ids: list[str]
     rejected: list[dict[str, Any]]
+
+
+class VerdictIn(BaseModel):
+    """A human verdict on a flagged run (every finding) or on its finding ``finding``."""
+
+    verdict: Literal["confirmed", "false_positive"]
+    finding: int | None = None
+    """The finding's number (from 1), as the run's ``flags.findings`` number them."""
+    note: str | None = None
+    by: str | None = None
+    """Who gives it."""
+
+
+class VerdictsOut(BaseModel):
+    verdicts: list[dict[str, Any]]
+
+
+class ContentOut(BaseModel):
+    """The quality flags of one content item (an entry of runs' ``links``)."""
+
+    kind: str
+    item_id: str
+    flags: list[str]
+    hallucination_suspected: bool
+    runs: list[dict[str, Any]]
+    """The flagged runs linked to the item (dismissed ones included)."""
+
+
+class QueueOut(BaseModel):
+    """Flagged runs with a finding no human has judged yet, oldest first."""
+
+    runs: list[RunSummaryOut]
+
+
+class PrecisionOut(BaseModel):
+    """What ``agentlens review precision --json`` prints: one row per scorer, then per mode."""
+
+    precision: list[dict[str, Any]]
 
 
 class Health(BaseModel):
@@ -319,7 +363,7 @@ class _State:
 
     def _stored(self, run_ids: list[str]) -> None:
         if self.reviewer is not None:
-            self.reviewer.notify(run_ids)
+            self.reviewer.notify()
 
     def start(self) -> None:
         if self.config.review and self.reviewer is None:
@@ -339,17 +383,10 @@ class _State:
 
 
 def _start_reviewer(store: Any) -> Any:
-    """The review pipeline's background reviewer, when this agentlens has one."""
-    try:
-        from agentlens import review
-    except ImportError:  # pragma: no cover
-        return None
-    factory = getattr(review, "Reviewer", None)
-    if factory is None:
-        return None
-    reviewer = factory(store)
-    reviewer.start()
-    return reviewer
+    """The review pipeline's background reviewer over ``store``, started."""
+    from agentlens.review import Reviewer
+
+    return Reviewer(store, interval=1.0).start()
 
 
 def create_app(
@@ -567,17 +604,13 @@ def create_app(
             end=_parse_time(until, "until", now),
             agent=agent,
             project=where_project,
-        )
-        page, nxt = list_runs_page(
-            state.store,
-            where,
-            before=_decode_cursor(cursor),
-            limit=limit,
             flagged=flagged,
             failure_mode=failure_mode,
-            link=link_key,
         )
-        return RunsPage(runs=[_summary(state.store, s) for s in page], next=_encode_cursor(nxt))
+        page, nxt = list_runs_page(
+            state.store, where, before=_decode_cursor(cursor), limit=limit, link=link_key
+        )
+        return RunsPage(runs=[_summary(s) for s in page], next=_encode_cursor(nxt))
 
     @app.get("/api/runs/{run_id}", response_model=RunDetail, summary="One run, in full")
     def get_run(run_id: str, who: _Principal = Depends(principal)) -> RunDetail:
@@ -586,7 +619,7 @@ def create_app(
         return RunDetail(
             run=trace.to_dict(),
             scores=[s.model_dump(mode="json") for s in scores],
-            flags=_flags(state.store, run_id, scores),
+            flags=_flags(state.store, run_id),
         )
 
     @app.get("/api/rate", summary="The hallucination rate (what `agentlens rate --json` prints)")
@@ -601,6 +634,83 @@ def create_app(
         by: str | None = Query(None, description="day, week, agent, mode, release, scorer_version."),
     ) -> dict[str, Any]:  # fmt: skip
         return _rate(state.store, who, since, from_, to, agent, mode, scorer, by)
+
+    @app.get(
+        "/api/content/{kind}/{item_id}",
+        response_model=ContentOut,
+        summary="A content item's quality flags (hallucination_suspected)",
+    )
+    def get_content(kind: str, item_id: str, who: _Principal = Depends(principal)) -> ContentOut:
+        from agentlens.review import content_flags
+
+        found = content_flags(kind, item_id, db=state.store)
+        runs = list(found.runs)
+        if who.project is not None and runs:
+            owners = state.store.run_projects([r.run_id for r in runs])
+            runs = [r for r in runs if owners.get(r.run_id) == who.project]
+        return ContentOut(
+            kind=found.kind,
+            item_id=found.item_id,
+            flags=["hallucination_suspected"] if any(not r.dismissed for r in runs) else [],
+            hallucination_suspected=any(not r.dismissed for r in runs),
+            runs=[
+                {"run_id": r.run_id, "reason": r.reason,
+                 "flagged_at": r.flagged_at.isoformat(), "dismissed": r.dismissed}
+                for r in runs
+            ],
+        )  # fmt: skip
+
+    @app.get("/api/review/queue", response_model=QueueOut, summary="Flagged runs to judge")
+    def get_queue(
+        who: _Principal = Depends(principal),
+        agent: str | None = Query(None),
+        limit: int = Query(100, ge=1, le=1000),
+    ) -> QueueOut:
+        from agentlens.review import review_queue
+
+        runs = review_queue(agent=agent, limit=None if who.project else limit, db=state.store)
+        if who.project is not None:
+            runs = [r for r in runs if r.project == who.project][:limit]
+        return QueueOut(runs=[_summary(r) for r in runs])
+
+    @app.post(
+        "/api/runs/{run_id}/verdict",
+        response_model=VerdictsOut,
+        summary="Record a human verdict on a flagged run or one of its findings",
+    )
+    def post_verdict(
+        run_id: str, body: VerdictIn, who: _Principal = Depends(principal)
+    ) -> VerdictsOut:
+        from agentlens.errors import StoreError
+        from agentlens.review import set_verdict
+
+        _owned_run(state.store, run_id, who)
+        try:
+            records = set_verdict(
+                run_id, body.verdict, finding=body.finding, note=body.note,
+                by=body.by or (f"key:{who.project}" if who.project else None), db=state.store,
+            )  # fmt: skip
+        except RunNotFoundError:
+            raise ApiError(404, "not_found", f"no run with id {run_id!r}") from None
+        except StoreError as exc:
+            raise ApiError(409, "conflict", str(exc)) from None
+        return VerdictsOut(verdicts=[_verdict_json(v) for v in records])
+
+    @app.get(
+        "/api/review/precision",
+        response_model=PrecisionOut,
+        summary="Each detector's precision, from human verdicts",
+    )
+    def get_precision(
+        who: _Principal = Depends(principal),
+        since: str | None = Query(None, description="Verdicts given since (7d, ISO time)."),
+    ) -> PrecisionOut:
+        from agentlens.review import precision
+        from agentlens.server._scope import project_view
+
+        start = _parse_time(since, "since", datetime.now(UTC))
+        view = project_view(state.store, who.project)
+        return PrecisionOut(precision=[p.to_json() for p in precision(since=start, db=view)])
 
     @app.get("/healthz", response_model=Health, summary="Liveness (no key needed)")
     def healthz() -> Health:
@@ -653,6 +763,22 @@ def _otlp_response(ctype: str, rejected: list[FormatError]) -> Response:
     return Response(response.SerializeToString(), media_type="application/x-protobuf")
 
 
+def _verdict_json(v: Any) -> dict[str, Any]:
+    return {
+        "run_id": v.run_id,
+        "finding_key": v.finding_key,
+        "scorer": v.scorer,
+        "failure_mode": v.failure_mode,
+        "text": v.text,
+        "verdict": v.verdict,
+        "note": v.note,
+        "author": v.author,
+        "created_at": v.created_at.isoformat(),
+        "scope": v.scope,
+        "live": v.live,
+    }
+
+
 def _owned_run(store: Any, run_id: str, who: _Principal) -> Trace:
     try:
         trace = store.get_trace(run_id)
@@ -663,37 +789,22 @@ def _owned_run(store: Any, run_id: str, who: _Principal) -> Trace:
     return trace
 
 
-def _current(scores: list[Any]) -> list[Any]:
-    """The newest score of each scorer."""
-    latest: dict[str, Any] = {}
-    for score in scores:
-        if score.scorer not in latest or score.scored_at >= latest[score.scorer].scored_at:
-            latest[score.scorer] = score
-    return list(latest.values())
-
-
-def _flags(store: Any, run_id: str, scores: list[Any]) -> dict[str, Any]:
-    """A run's review flags: the review pipeline's when it has run, else derived from its
-    current scores."""
-    current = _current(scores)
-    flagged = [s for s in current if str(s.verdict) == "flagged"]
-    modes = sorted(
-        {str(f.failure_mode) for s in flagged for f in s.findings if f.failure_mode is not None}
-    )
+def _flags(store: Any, run_id: str) -> dict[str, Any]:
+    """A run's review flags (derived from its current scores by the review pipeline)."""
+    flags = store.get_flags(run_id)
+    if flags is None:
+        return {"state": None, "hallucination_detected": False, "hallucination_reason": None,
+                "failure_modes": [], "findings": []}  # fmt: skip
     return {
-        "hallucination_detected": bool(flagged) if current else None,
-        "hallucination_reason": f"{flagged[0].scorer}: {flagged[0].detail}" if flagged else None,
-        "failure_modes": modes,
+        "state": str(flags.state),
+        "hallucination_detected": flags.hallucination_detected,
+        "hallucination_reason": flags.reason,
+        "failure_modes": list(flags.failure_modes),
+        "findings": [f.to_json() for f in flags.findings],
     }
 
 
-def _summary(store: Any, summary: Any) -> RunSummaryOut:
-    own = {
-        key: getattr(summary, key)
-        for key in ("hallucination_detected", "hallucination_reason", "failure_modes")
-        if hasattr(summary, key)
-    }
-    flags = own if len(own) == 3 else _flags(store, summary.id, store.get_scores(summary.id))
+def _summary(summary: Any) -> RunSummaryOut:
     return RunSummaryOut(
         id=summary.id,
         project=summary.project,
@@ -705,9 +816,11 @@ def _summary(store: Any, summary: Any) -> RunSummaryOut:
         step_count=summary.step_count,
         has_output=summary.has_output,
         metadata=summary.metadata,
-        hallucination_detected=flags["hallucination_detected"],
-        hallucination_reason=flags["hallucination_reason"],
-        failure_modes=list(flags["failure_modes"] or []),
+        hallucination_detected=summary.hallucination_detected,
+        hallucination_reason=summary.hallucination_reason,
+        failure_modes=list(summary.failure_modes),
+        flag_state=summary.flag_state,
+        reviewed_at=summary.reviewed_at,
     )
 
 
@@ -790,20 +903,9 @@ def _prometheus(state: _State) -> str:
 
 
 def _review_lag(store: Any) -> tuple[float, int]:
-    """(lag in seconds, pending runs) from the review pipeline's queue, when there is one."""
-    try:
-        from agentlens import review
-    except ImportError:  # pragma: no cover
-        return 0.0, 0
-    stats = getattr(review, "queue_stats", None)
-    if stats is None:
-        return 0.0, 0
-    try:
-        found = stats(store)
-        return float(found.lag_s), int(found.pending)
-    except Exception:
-        logger.exception("reading the review queue failed")
-        return 0.0, 0
+    """(lag in seconds, runs pending review): the store is the review queue."""
+    lag = store.review_lag()
+    return float(lag.lag_s), int(lag.pending)
 
 
 def _version() -> str:

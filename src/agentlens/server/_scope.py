@@ -91,6 +91,24 @@ class ProjectView:
         )
         return result
 
+    def verdict_counts(self, *, since: Any = None) -> list[Any]:
+        """Live verdicts per (scorer, failure mode) on this project's runs."""
+        from agentlens.store._protocol import VerdictCount
+        from agentlens.store._sqlite import to_us
+
+        sql = (
+            "SELECT v.scorer, v.failure_mode, sum(v.verdict = 'confirmed'),"
+            " sum(v.verdict = 'false_positive') FROM review_verdicts v"
+            " JOIN runs r ON r.id = v.run_id WHERE v.live = 1 AND r.project = ?"
+        )
+        params: list[Any] = [self.project]
+        if since is not None:
+            sql += " AND v.created_at >= ?"
+            params.append(to_us(since))
+        sql += " GROUP BY v.scorer, v.failure_mode ORDER BY v.scorer, ifnull(v.failure_mode, '')"
+        rows = self._store.read(lambda c: c.execute(sql, params).fetchall())
+        return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
+
     def put_traces(self, traces: Iterable[Trace]) -> int:
         raise StoreError("a project view is read-only")
 

@@ -240,8 +240,104 @@ _RATE_ROLLUP = Migration(
     ),
 )
 
-_SERVER_TABLES = Migration(
+# -- migration 3: review state, flags, content flags, verdicts, webhook deliveries -------------
+#
+# ``run_review`` is one row per run (written by put_traces with the run, deleted with it): when
+# this version of the run was stored, when it was reviewed (NULL: pending review, so the store
+# is the review queue), and the flags derived from its current scores. It is a table of its own,
+# not columns of ``runs``, so that marking a run reviewed or re-deriving its flags never rewrites
+# the run's (large) row. Existing runs become pending, so the review pipeline derives their
+# flags.
+
+_NOW_US = "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+
+_REVIEW = Migration(
     3,
+    "review: run_review, run_flag_modes, content_flags, review_verdicts, webhook_deliveries",
+    (
+        """
+        CREATE TABLE run_review (
+            run_id      TEXT    PRIMARY KEY,
+            sort_at     INTEGER NOT NULL,
+            agent       TEXT,
+            stored_at   INTEGER NOT NULL,
+            reviewed_at INTEGER,
+            state       TEXT,
+            flagged     INTEGER NOT NULL DEFAULT 0,
+            reason      TEXT,
+            modes       TEXT    NOT NULL DEFAULT '[]',
+            findings    TEXT    NOT NULL DEFAULT '[]',
+            open        INTEGER NOT NULL DEFAULT 0
+        )
+        """,
+        "CREATE INDEX run_review_pending ON run_review (stored_at, run_id)"
+        " WHERE reviewed_at IS NULL",
+        "CREATE INDEX run_review_flagged ON run_review (sort_at, run_id) WHERE flagged = 1",
+        "CREATE INDEX run_review_flagged_agent ON run_review (agent, sort_at, run_id)"
+        " WHERE flagged = 1",
+        "CREATE INDEX run_review_queue ON run_review (agent, sort_at, run_id) WHERE open > 0",
+        f"INSERT INTO run_review (run_id, sort_at, agent, stored_at)"
+        f" SELECT id, sort_at, agent, {_NOW_US} FROM runs",
+        """
+        CREATE TABLE run_flag_modes (
+            run_id TEXT NOT NULL,
+            mode   TEXT NOT NULL,
+            PRIMARY KEY (run_id, mode)
+        ) WITHOUT ROWID
+        """,
+        """
+        CREATE TABLE content_flags (
+            kind       TEXT    NOT NULL,
+            item_id    TEXT    NOT NULL,
+            run_id     TEXT    NOT NULL,
+            reason     TEXT,
+            flagged_at INTEGER NOT NULL,
+            dismissed  INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (kind, item_id, run_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX content_flags_by_run ON content_flags (run_id)",
+        "CREATE INDEX content_flags_active ON content_flags (flagged_at) WHERE dismissed = 0",
+        """
+        CREATE TABLE review_verdicts (
+            run_id       TEXT    NOT NULL,
+            finding_key  TEXT    NOT NULL,
+            scorer       TEXT    NOT NULL,
+            failure_mode TEXT,
+            text         TEXT    NOT NULL,
+            verdict      TEXT    NOT NULL,
+            note         TEXT,
+            author       TEXT,
+            scope        TEXT    NOT NULL,
+            created_at   INTEGER NOT NULL,
+            live         INTEGER NOT NULL,
+            PRIMARY KEY (run_id, finding_key)
+        )
+        """,
+        "CREATE INDEX review_verdicts_by_time ON review_verdicts (created_at)",
+        """
+        CREATE TABLE webhook_deliveries (
+            id              TEXT    PRIMARY KEY,
+            run_id          TEXT    NOT NULL,
+            url             TEXT    NOT NULL,
+            body            TEXT    NOT NULL,
+            status          TEXT    NOT NULL,
+            attempts        INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at INTEGER NOT NULL,
+            last_error      TEXT,
+            created_at      INTEGER NOT NULL,
+            delivered_at    INTEGER
+        )
+        """,
+        "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)"
+        " WHERE status = 'pending'",
+        "CREATE INDEX webhook_deliveries_by_time ON webhook_deliveries (created_at)",
+    ),
+)
+
+
+_SERVER_TABLES = Migration(
+    4,
     "server: api_keys, otlp_spans, otlp_traces",
     (
         """
@@ -285,7 +381,7 @@ _SERVER_TABLES = Migration(
 )
 """The server's tables: see :mod:`agentlens.store._server`."""
 
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _SERVER_TABLES)
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES)
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 

@@ -2,7 +2,7 @@
 their trace is complete. Mixed into :class:`~agentlens.store.SQLiteStore`; the methods are
 documented in :mod:`agentlens.store._protocol` (:class:`ServerStore`).
 
-Tables (migration 3, see :mod:`agentlens.store._migrations`):
+Tables (migration 4, see :mod:`agentlens.store._migrations`):
 
 ``api_keys`` — one row per key: ``id`` (the public key id, part of the key), ``project``,
     ``name``, ``salt`` and ``hash`` (scrypt of the secret; the key itself is never stored),
@@ -22,7 +22,6 @@ root has ended or it has been idle (no new span) for the idle time.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -294,59 +293,34 @@ def list_runs_page(
     *,
     before: tuple[int, str] | None,
     limit: int,
-    flagged: bool | None = None,
-    failure_mode: str | None = None,
     link: tuple[str, str] | None = None,
 ) -> tuple[list[Any], tuple[int, str] | None]:
-    """One page of run summaries, newest first, after the key cursor ``before`` (``(sort_at,
-    id)`` of the last run of the previous page); returns the page and the next cursor (``None``
-    on the last page). ``flagged``: runs with (or without) a flagged score; ``failure_mode``:
-    runs with a finding of that mode; ``link``: runs whose ``links[kind] == id``."""
-    from agentlens.store._sqlite import _filter_sql, _where_clause, from_us
+    """One page of run summaries (with their review flags), newest first, after the key cursor
+    ``before`` (the ``(sort_at, id)`` the previous page returned); returns the page and the next
+    cursor (``None`` on the last page). ``where`` is a :class:`~agentlens.store.RunFilter`
+    (``flagged`` and ``failure_mode`` included); ``link``: only runs whose ``links[kind] == id``.
+    """
+    from agentlens.store._sqlite import _filter_sql, _where_clause
+    from agentlens.store._sqlite_review import SUMMARY_COLUMNS, summary_of
 
-    filter_sql = _filter_sql(where)
-    if flagged is not None:
-        filter_sql = filter_sql.plus(
-            ("" if flagged else "NOT ")
-            + "EXISTS (SELECT 1 FROM scores s WHERE s.run_id = r.id AND s.verdict = 'flagged')"
-        )
-    if failure_mode is not None:
-        filter_sql = filter_sql.plus(
-            "EXISTS (SELECT 1 FROM score_modes m WHERE m.run_id = r.id AND m.mode = ?)",
-            failure_mode,
-        )
+    filter_sql = _filter_sql(where).with_review()
     if link is not None:
         filter_sql = filter_sql.plus(
             "json_extract(r.doc, ?) = ?", '$.links."' + link[0] + '"', link[1]
         )
+    sort_col, id_col = filter_sql.key
     clauses, params = filter_sql.sql()
     if before is not None:
-        clauses.append("(r.sort_at, r.id) < (?, ?)")
+        clauses.append(f"({sort_col}, {id_col}) < (?, ?)")
         params.extend(before)
     sql = (
-        "SELECT r.sort_at, r.id, r.project, r.agent, r.name, r.status, r.started_at, r.ended_at,"
-        " r.step_count, r.has_output, json_extract(r.doc, '$.metadata') FROM runs r"
+        f"SELECT {sort_col}, {id_col}, {SUMMARY_COLUMNS} FROM runs r"
+        + filter_sql.join
         + _where_clause(clauses)
-        + " ORDER BY r.sort_at DESC, r.id DESC LIMIT ?"
+        + f" ORDER BY {sort_col} DESC, {id_col} DESC LIMIT ?"
     )
     params.append(limit + 1)
     rows = store.read(lambda c: c.execute(sql, params).fetchall())
-    from agentlens.store._protocol import RunSummary
-
-    page = [
-        RunSummary(
-            id=row[1],
-            project=row[2],
-            agent=row[3],
-            name=row[4],
-            status=row[5],
-            started_at=from_us(row[6]),
-            ended_at=from_us(row[7]),
-            step_count=row[8],
-            has_output=bool(row[9]),
-            metadata=json.loads(row[10]) if row[10] else {},
-        )
-        for row in rows[:limit]
-    ]
+    page = [summary_of(row) for row in rows[:limit]]
     cursor = (rows[limit - 1][0], rows[limit - 1][1]) if len(rows) > limit else None
     return page, cursor

@@ -79,7 +79,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -98,6 +98,7 @@ from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, utc
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._server import ServerTablesMixin
+from agentlens.store._sqlite_review import SUMMARY_COLUMNS, ReviewMixin, summary_of
 
 __all__ = ["NO_TIME", "SQLiteStore", "from_us", "parse_sqlite_url", "to_us"]
 
@@ -184,7 +185,7 @@ class _Prepared:
     steps: str
 
 
-class SQLiteStore(ServerTablesMixin):
+class SQLiteStore(ReviewMixin, ServerTablesMixin):
     """The embedded store: a SQLite file (WAL, one writer, pooled readers) or a private memory DB.
 
     Implements :class:`agentlens.store.TraceStore`. Thread-safe. The schema is documented in
@@ -413,7 +414,7 @@ class SQLiteStore(ServerTablesMixin):
             else:
                 replaced.append(run_id)
         if replaced:
-            self._delete(conn, replaced)
+            self._delete(conn, replaced, replacing=True)
         if prepared:
             conn.executemany(
                 "INSERT INTO runs (id, project, agent, name, status, started_at, ended_at,"
@@ -421,6 +422,11 @@ class SQLiteStore(ServerTablesMixin):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [item.row for item in prepared.values()],
             )
+            self._review_rows_for_new_runs(
+                conn, [(item.row[0], item.row[7], item.row[2]) for item in prepared.values()]
+            )
+        if replaced:
+            self._prune_content(conn, replaced)
 
     def _prepare(self, trace: Trace) -> _Prepared:
         if len({step.id for step in trace.steps}) != len(trace.steps):
@@ -460,9 +466,14 @@ class SQLiteStore(ServerTablesMixin):
         )
         return _Prepared(row=row, doc=doc, steps=steps)
 
-    @staticmethod
-    def _delete(conn: sqlite3.Connection, run_ids: list[str]) -> int:
-        """Delete runs with their scores; return how many runs there were.
+    @classmethod
+    def _delete(
+        cls, conn: sqlite3.Connection, run_ids: list[str], *, replacing: bool = False
+    ) -> int:
+        """Delete runs with their scores and review state; return how many runs there were.
+
+        ``replacing``: the runs are about to be written again (their verdicts and content flags
+        are kept, see :meth:`ReviewMixin._forget_review`).
 
         Ids are bound as parameters, never passed through ``json_each``: a run id may hold any
         character, NUL included, and SQLite's JSON functions cut text at a NUL.
@@ -474,6 +485,7 @@ class SQLiteStore(ServerTablesMixin):
             conn.execute(f"DELETE FROM score_modes WHERE run_id IN {marks}", part)
             conn.execute(f"DELETE FROM scores WHERE run_id IN {marks}", part)
             deleted += conn.execute(f"DELETE FROM runs WHERE id IN {marks}", part).rowcount
+        cls._forget_review(conn, run_ids, replacing=replacing)
         return deleted
 
     def get_trace(self, run_id: str) -> Trace:
@@ -566,40 +578,22 @@ class SQLiteStore(ServerTablesMixin):
         Same order as :meth:`query_traces`.
         """
         _check_limit(limit)
-        filter_sql = _filter_sql(where)
-        columns = (
-            "r.project, r.agent, r.name, r.status, r.started_at, r.ended_at, r.step_count,"
-            " r.has_output,"
-            " CASE WHEN json_valid(r.doc) THEN json_extract(r.doc, '$.metadata') END"
-        )
+        filter_sql = _filter_sql(where).with_review()
 
         def fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[RunSummary]:
-            return [
-                RunSummary(
-                    id=row[1],
-                    project=row[2],
-                    agent=row[3],
-                    name=row[4],
-                    status=row[5],
-                    started_at=from_us(row[6]),
-                    ended_at=from_us(row[7]),
-                    step_count=row[8],
-                    has_output=bool(row[9]),
-                    metadata=_metadata(row[10]),
-                )
-                for row in rows
-            ]
+            return [summary_of(row, _metadata) for row in rows]
 
         def iterate() -> Iterator[RunSummary]:
-            for page in self._pages(filter_sql, columns, fetch, limit, newest_first):
+            for page in self._pages(filter_sql, SUMMARY_COLUMNS, fetch, limit, newest_first):
                 yield from page
 
         return iterate()
 
     def count_runs(self, where: RunFilter | None = None) -> int:
         """How many runs match."""
-        clauses, params = _filter_sql(where).sql()
-        sql = "SELECT count(*) FROM runs r" + _where_clause(clauses)
+        filter_sql = _filter_sql(where)
+        clauses, params = filter_sql.sql()
+        sql = "SELECT count(*) FROM runs r" + filter_sql.join + _where_clause(clauses)
         return int(self._read(lambda c: c.execute(sql, params).fetchone()[0]))
 
     def delete_runs(self, run_ids: Iterable[str]) -> int:
@@ -625,6 +619,7 @@ class SQLiteStore(ServerTablesMixin):
         """
         order = "DESC" if newest_first else "ASC"
         after_op = "<" if newest_first else ">"
+        sort_col, id_col = filter_sql.key
         after: tuple[int, str] | None = None
         remaining = limit
         size = _FIRST_PAGE
@@ -636,12 +631,13 @@ class SQLiteStore(ServerTablesMixin):
                 low=after is None or newest_first, high=after is None or not newest_first
             )
             if after is not None:
-                page_clauses.append(f"(r.sort_at, r.id) {after_op} (?, ?)")
+                page_clauses.append(f"({sort_col}, {id_col}) {after_op} (?, ?)")
                 page_params.extend(after)
             sql = (
-                f"SELECT r.sort_at, r.id, {columns} FROM runs r"
+                f"SELECT {sort_col}, {id_col}, {columns} FROM runs r"
+                + filter_sql.join
                 + _where_clause(page_clauses)
-                + f" ORDER BY r.sort_at {order}, r.id {order} LIMIT ?"
+                + f" ORDER BY {sort_col} {order}, {id_col} {order} LIMIT ?"
             )
             page_params.append(n)
 
@@ -749,6 +745,7 @@ class SQLiteStore(ServerTablesMixin):
             " VALUES (?, ?, ?, ?, ?)",
             mode_rows,
         )
+        self._derive(conn, run_ids)
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run (all scorers, all versions), oldest first.
@@ -852,22 +849,35 @@ class _FilterSQL:
     high: int | None
     clauses: tuple[str, ...]
     params: tuple[Any, ...]
+    join: str = ""
+    """A join of ``run_review f`` when the filter or the columns need it."""
+    key: tuple[str, str] = ("r.sort_at", "r.id")
+    """The (time, id) columns pages are ordered and cut by: ``run_review``'s for a filter on
+    flagged runs, so the flagged-runs index drives the query."""
 
     def sql(self, *, low: bool = True, high: bool = True) -> tuple[list[str], list[Any]]:
         clauses: list[str] = []
         params: list[Any] = []
         if self.low is not None and low:
-            clauses.append("r.sort_at >= ?")
+            clauses.append(f"{self.key[0]} >= ?")
             params.append(self.low)
         if self.high is not None and high:
-            clauses.append("r.sort_at < ?")
+            clauses.append(f"{self.key[0]} < ?")
             params.append(self.high)
         if self.low is not None or self.high is not None:
             clauses.append("r.started_at IS NOT NULL")
         return [*clauses, *self.clauses], [*params, *self.params]
 
     def plus(self, clause: str, *params: Any) -> _FilterSQL:
-        return _FilterSQL(self.low, self.high, (*self.clauses, clause), (*self.params, *params))
+        return replace(self, clauses=(*self.clauses, clause), params=(*self.params, *params))
+
+    def with_review(self) -> _FilterSQL:
+        """The same filter, with ``run_review f`` joined (for its columns)."""
+        return self if self.join else replace(self, join=_LEFT_JOIN_REVIEW)
+
+
+_LEFT_JOIN_REVIEW = " LEFT JOIN run_review f ON f.run_id = r.id"
+_JOIN_REVIEW = " JOIN run_review f ON f.run_id = r.id"
 
 
 def _filter_sql(where: RunFilter | None) -> _FilterSQL:
@@ -876,8 +886,21 @@ def _filter_sql(where: RunFilter | None) -> _FilterSQL:
         return _FilterSQL(None, None, (), ())
     clauses: list[str] = []
     params: list[Any] = []
+    join = ""
+    key = ("r.sort_at", "r.id")
+    if where.flagged or where.failure_mode is not None:
+        join, key = _JOIN_REVIEW, ("f.sort_at", "f.run_id")
+        clauses.append("f.flagged = 1")
+        if where.failure_mode is not None:
+            clauses.append(
+                "EXISTS (SELECT 1 FROM run_flag_modes m WHERE m.run_id = f.run_id AND m.mode = ?)"
+            )
+            params.append(str(where.failure_mode))
+    elif where.flagged is False:
+        join = _LEFT_JOIN_REVIEW
+        clauses.append("ifnull(f.flagged, 0) = 0")
     if where.agent is not None:
-        clauses.append("r.agent = ?")
+        clauses.append("f.agent = ?" if key[0] == "f.sort_at" else "r.agent = ?")
         params.append(where.agent)
     if where.project is not None:
         clauses.append("r.project = ?")
@@ -893,4 +916,6 @@ def _filter_sql(where: RunFilter | None) -> _FilterSQL:
         else:  # too many to bind one by one (ids with a NUL character cannot match here)
             clauses.append("r.id IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(run_ids))
-    return _FilterSQL(to_us(where.start), to_us(where.end), tuple(clauses), tuple(params))
+    return _FilterSQL(
+        to_us(where.start), to_us(where.end), tuple(clauses), tuple(params), join, key
+    )

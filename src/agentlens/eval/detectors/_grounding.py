@@ -99,10 +99,17 @@ def _construct(values: dict[str, Any]) -> Finding:
 def _pick_constructor() -> Any:
     """:func:`_construct` when it builds exactly what validation builds, else model_construct."""
     values = {
-        "failure_mode": None, "text": "x", "start": 0, "end": 1, "location": "output",
-        "step_ids": ["s1"], "supported_by": "s0", "unverifiable": False, "detail": "",
+        "failure_mode": None,
+        "text": "x",
+        "start": 0,
+        "end": 1,
+        "location": "output",
+        "step_ids": ["s1"],
+        "supported_by": "s0",
+        "unverifiable": False,
+        "detail": "",
         "attributes": {"kind": "id"},
-    }  # fmt: skip
+    }
     try:
         fast = _construct(dict(values))
         if fast == Finding(**values) and fast.model_dump() == Finding(**values).model_dump():

@@ -1,0 +1,227 @@
+"""Review settings: the ``[review]`` table and each role's ``[agents.NAME.review]``.
+
+::
+
+    [review]
+    scorers = ["no_fabricated_refs", "parametric_leakage", "repeated_tool_calls"]
+    judge = "offline"            # optional: lets review run judged scorers (faithful_synthesis)
+    webhook = "https://example.com/hooks/agentlens"
+    webhook_secret = "..."       # or AGENTLENS_REVIEW_WEBHOOK_SECRET
+    base_url = "https://agentlens.example.com"   # links to runs in webhook/callback payloads
+    on_capture = true            # review captured runs in the background (default true)
+
+    [agents.support.review]
+    scorers = ["no_fabricated_refs", "excessive_steps"]
+
+Without ``scorers`` review runs the deterministic default set (:data:`DEFAULT_REVIEW_SCORERS`).
+A judged scorer (``faithful_synthesis``) runs only when ``judge`` names a judge for review; the
+judged half of ``parametric_leakage`` too. Each scorer's options come from the usual
+``[scorers.NAME]`` / ``[agents.NAME.scorers.NAME]`` tables.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from agentlens.config import Settings
+from agentlens.errors import ConfigError, ScorerError
+
+__all__ = [
+    "DEFAULT_REVIEW_SCORERS",
+    "JUDGED_SCORERS",
+    "ReviewSettings",
+    "review_settings",
+]
+
+DEFAULT_REVIEW_SCORERS: tuple[str, ...] = (
+    "no_fabricated_refs",
+    "parametric_leakage",
+    "repeated_tool_calls",
+    "excessive_steps",
+    "no_progress",
+)
+"""The deterministic scorers review runs when ``[review] scorers`` is not set."""
+
+JUDGED_SCORERS = frozenset({"faithful_synthesis"})
+"""Scorers that need a judge: review runs them only when ``[review] judge`` is set."""
+
+_KEYS = {
+    "scorers",
+    "judge",
+    "webhook",
+    "webhook_secret",
+    "base_url",
+    "on_capture",
+    "webhook_attempts",
+    "webhook_backoff",
+    "webhook_timeout",
+}
+_ROLE_KEYS = {"scorers", "judge"}
+SECRET_ENV = "AGENTLENS_REVIEW_WEBHOOK_SECRET"
+"""The environment variable a webhook secret can come from instead of the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewSettings:
+    """The checked review settings."""
+
+    scorers: tuple[str, ...] = DEFAULT_REVIEW_SCORERS
+    """The review scorers of roles without their own list."""
+    roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Review scorers per agent role that has ``[agents.NAME.review] scorers``."""
+    judge: str | None = None
+    """The judge review may use; ``None``: deterministic scorers only."""
+    role_judges: Mapping[str, str] = field(default_factory=dict)
+    webhook: str | None = None
+    """The URL flagged runs are POSTed to."""
+    webhook_secret: str | None = None
+    """The HMAC-SHA256 key of the signature header."""
+    base_url: str | None = None
+    """The dashboard's base URL: payloads link to ``{base_url}/runs/{id}``."""
+    on_capture: bool = True
+    """Review captured runs in the background as they are written."""
+    webhook_attempts: int = 6
+    """Attempts per delivery before it is marked failed (kept and listed)."""
+    webhook_backoff: float = 2.0
+    """Seconds before the first retry; doubled after each failure (capped at 10 minutes)."""
+    webhook_timeout: float = 10.0
+    """Seconds allowed per delivery attempt."""
+
+    def scorers_for(self, agent: str | None) -> tuple[str, ...]:
+        """The review scorer names of an agent role."""
+        if agent is not None and agent in self.roles:
+            return self.roles[agent]
+        return self.scorers
+
+    def judge_for(self, agent: str | None) -> str | None:
+        """The judge review may use for an agent role."""
+        if agent is not None and agent in self.role_judges:
+            return self.role_judges[agent]
+        return self.judge
+
+
+def _where(settings: Settings) -> str:
+    return str(settings.source) if settings.source is not None else "settings"
+
+
+def _names(value: Any, where: str, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {key} must be a list of scorer names")
+    from agentlens.eval import get_scorer
+
+    for name in value:
+        try:
+            get_scorer(name)
+        except ScorerError as exc:
+            raise ConfigError(f"{where}: {key}: {exc}") from None
+    return tuple(dict.fromkeys(value))
+
+
+def _judge(value: Any, where: str, key: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: {key} must name a judge backend (offline, openai, anthropic)")
+    return value.strip()
+
+
+def _check_judged(names: tuple[str, ...], judge: str | None, where: str, key: str) -> None:
+    if judge is None:
+        judged = [n for n in names if n in JUDGED_SCORERS]
+        if judged:
+            raise ConfigError(
+                f"{where}: {key}: {judged[0]!r} needs a judge; review runs the deterministic "
+                "scorers only unless [review] judge names one"
+            )
+
+
+def _url(value: Any, where: str, key: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {key} must be an http(s) URL, got {value!r}")
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{where}: {key} must be an http(s) URL, got {value!r}")
+    return value.strip()
+
+
+def _number(value: Any, where: str, key: str, kind: type, low: float) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+    if kind is int and not float(value).is_integer():
+        raise ConfigError(f"{where}: {key} must be a whole number, got {value!r}")
+    if value < low:
+        raise ConfigError(f"{where}: {key} must be at least {low:g}, got {value!r}")
+    return kind(value)
+
+
+def review_settings(settings: Settings | None = None) -> ReviewSettings:
+    """Check and resolve the review settings (default: :func:`agentlens.config.load_settings`).
+
+    Raises:
+        ConfigError: an unknown key, an unknown scorer, a judged scorer without a judge, a
+            webhook that is not an http(s) URL... (the message names the file and the key).
+    """
+    if settings is None:
+        from agentlens.config import load_settings
+
+        settings = load_settings()
+    where = _where(settings)
+    table: Mapping[str, Any] = getattr(settings, "review", {}) or {}
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: review: unknown key {unknown[0]!r}")
+    judge = _judge(table.get("judge"), where, "review.judge")
+    scorers = DEFAULT_REVIEW_SCORERS
+    if "scorers" in table:
+        scorers = _names(table["scorers"], where, "review.scorers")
+        _check_judged(scorers, judge, where, "review.scorers")
+    roles: dict[str, tuple[str, ...]] = {}
+    role_judges: dict[str, str] = {}
+    for role, agent in getattr(settings, "agents", {}).items():
+        section: Mapping[str, Any] = getattr(agent, "review", {}) or {}
+        label = f"agents.{role}.review"
+        bad = sorted(set(section) - _ROLE_KEYS)
+        if bad:
+            raise ConfigError(f"{where}: {label}: unknown key {bad[0]!r}")
+        role_judge = _judge(section.get("judge"), where, f"{label}.judge")
+        if role_judge is not None:
+            role_judges[role] = role_judge
+        if "scorers" in section:
+            names = _names(section["scorers"], where, f"{label}.scorers")
+            _check_judged(names, role_judge or judge, where, f"{label}.scorers")
+            roles[role] = names
+    webhook = None
+    if table.get("webhook") is not None:
+        webhook = _url(table["webhook"], where, "review.webhook")
+    secret = table.get("webhook_secret", os.environ.get(SECRET_ENV) or None)
+    if secret is not None and (not isinstance(secret, str) or not secret):
+        raise ConfigError(f"{where}: review.webhook_secret must be a non-empty string")
+    base_url = None
+    if table.get("base_url") is not None:
+        base_url = _url(table["base_url"], where, "review.base_url").rstrip("/")
+    on_capture = table.get("on_capture", True)
+    if not isinstance(on_capture, bool):
+        raise ConfigError(f"{where}: review.on_capture must be true or false")
+    return ReviewSettings(
+        scorers=scorers,
+        roles=roles,
+        judge=judge,
+        role_judges=role_judges,
+        webhook=webhook,
+        webhook_secret=secret,
+        base_url=base_url,
+        on_capture=on_capture,
+        webhook_attempts=_number(
+            table.get("webhook_attempts", 6), where, "review.webhook_attempts", int, 1
+        ),
+        webhook_backoff=_number(
+            table.get("webhook_backoff", 2.0), where, "review.webhook_backoff", float, 0
+        ),
+        webhook_timeout=_number(
+            table.get("webhook_timeout", 10.0), where, "review.webhook_timeout", float, 0.001
+        ),
+    )

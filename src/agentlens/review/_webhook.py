@@ -1,0 +1,142 @@
+"""The review webhook: flagged runs POSTed as signed JSON, at least once.
+
+Each flagged run becomes a *delivery* stored in the store (``webhook_deliveries``) before the run
+is marked reviewed, so a crash never loses one. A delivery is POSTed with::
+
+    Content-Type: application/json
+    User-Agent: agentlens-webhook
+    X-Agentlens-Event: run.flagged
+    X-Agentlens-Delivery: <delivery id>       (the same on every attempt: drop duplicates by it)
+    X-Agentlens-Signature-256: sha256=<hex>   (HMAC-SHA256 of the exact body with the secret;
+                                               sent only when a secret is configured)
+
+Verify it as GitHub's ``X-Hub-Signature-256``: compute the HMAC of the raw body with the shared
+secret and compare with :func:`hmac.compare_digest` (:func:`verify_signature` does this).
+
+A 2xx answer delivers it. Anything else (another status, a refused connection, a timeout) is
+retried after ``webhook_backoff`` seconds, doubling after each failure (capped at 10 minutes),
+until ``webhook_attempts`` attempts were made; then the delivery is marked ``failed``: kept and
+listed by ``agentlens review deliveries``, never silently dropped. Attempts are bounded by
+``webhook_timeout`` seconds each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agentlens._ids import new_id
+from agentlens.review._hooks import STATS, FlaggedRun
+from agentlens.review._settings import ReviewSettings
+from agentlens.store import TraceStore
+from agentlens.store._protocol import Delivery
+
+__all__ = [
+    "DELIVERY_HEADER",
+    "EVENT_HEADER",
+    "SIGNATURE_HEADER",
+    "deliver_due",
+    "new_delivery",
+    "sign",
+    "verify_signature",
+]
+
+logger = logging.getLogger("agentlens")
+
+SIGNATURE_HEADER = "X-Agentlens-Signature-256"
+DELIVERY_HEADER = "X-Agentlens-Delivery"
+EVENT_HEADER = "X-Agentlens-Event"
+_MAX_BACKOFF = 600.0
+
+
+def sign(body: bytes, secret: str) -> str:
+    """The signature header's value: ``sha256=`` and the hex HMAC-SHA256 of ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify_signature(body: bytes, secret: str, header: str | None) -> bool:
+    """True when ``header`` is the signature of ``body`` with ``secret`` (constant time)."""
+    return header is not None and hmac.compare_digest(sign(body, secret), header)
+
+
+def new_delivery(run: FlaggedRun, url: str, *, now: datetime | None = None) -> Delivery:
+    """A pending delivery of ``run``'s summary to ``url``, with a new delivery id."""
+    delivery_id = new_id()
+    payload = {"delivery_id": delivery_id, **run.to_json()}
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    when = now or datetime.now(UTC)
+    return Delivery(
+        id=delivery_id,
+        run_id=run.run_id,
+        url=url,
+        body=body,
+        created_at=when,
+        next_attempt_at=when,
+    )
+
+
+def _post(delivery: Delivery, settings: ReviewSettings) -> str | None:
+    """One attempt; ``None`` when delivered, else why not (one line)."""
+    body = delivery.body.encode()
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "agentlens-webhook",
+        EVENT_HEADER: "run.flagged",
+        DELIVERY_HEADER: delivery.id,
+    }
+    if settings.webhook_secret:
+        headers[SIGNATURE_HEADER] = sign(body, settings.webhook_secret)
+    request = urllib.request.Request(delivery.url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=settings.webhook_timeout) as response:
+            status = int(response.status)
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason: Any = getattr(exc, "reason", exc)
+        return f"{type(exc).__name__}: {reason}"
+    return None if 200 <= status < 300 else f"HTTP {status}"
+
+
+def _backoff(settings: ReviewSettings, attempts_made: int) -> float:
+    return min(_MAX_BACKOFF, settings.webhook_backoff * (2 ** max(0, attempts_made - 1)))
+
+
+def deliver_due(
+    store: TraceStore, settings: ReviewSettings, *, limit: int = 100, now: datetime | None = None
+) -> int:
+    """Attempt every delivery that is due (at most ``limit``); return how many were delivered.
+
+    Never raises for a failed attempt: it is recorded (and retried later, or given up).
+    """
+    delivered = 0
+    for delivery in store.due_deliveries(now=now, limit=limit):
+        error = _post(delivery, settings)
+        attempts = delivery.attempts + 1
+        at = datetime.now(UTC)
+        if error is None:
+            store.record_delivery(delivery.id, ok=True, at=at)
+            STATS.add(deliveries_sent=1)
+            delivered += 1
+            continue
+        STATS.add(delivery_attempts_failed=1)
+        if attempts >= settings.webhook_attempts:
+            store.record_delivery(delivery.id, ok=False, error=error, at=at)
+            STATS.add(deliveries_given_up=1)
+            logger.warning(
+                "agentlens: webhook delivery %s of run %s failed %d times (%s); kept as failed",
+                delivery.id,
+                delivery.run_id,
+                attempts,
+                error,
+            )
+        else:
+            retry = at + timedelta(seconds=_backoff(settings, attempts))
+            store.record_delivery(delivery.id, ok=False, error=error, next_attempt_at=retry, at=at)
+    return delivered

@@ -1,0 +1,156 @@
+"""review_pending: score pending runs, derive flags, content flags, callbacks, the queue."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+from review_factories import fabricated
+
+from agentlens.config import Settings
+from agentlens.errors import ConfigError
+from agentlens.review import (
+    FlaggedRun,
+    content_flags,
+    on_flagged,
+    review_pending,
+    review_settings,
+    review_stats,
+)
+from agentlens.store import RunFilter, TraceStore
+
+
+def test_a_fabricated_id_is_flagged_with_its_reason_and_its_content(store: TraceStore) -> None:
+    got: list[FlaggedRun] = []
+    on_flagged(got.append)
+    store.put_traces(
+        [fabricated("r1"), fabricated("r2", order="ORD-1234", links={"blog_post": "9"})]
+    )
+    assert review_pending(store, settings=Settings()) == 2
+    flags = store.get_flags("r1")
+    assert flags is not None and flags.hallucination_detected
+    assert flags.reason == "fabricated_grounding: ORD-9999 is not in the evidence"
+    assert [r.id for r in store.list_runs(RunFilter(flagged=True))] == ["r1"]
+    clean = store.get_flags("r2")
+    assert clean is not None and not clean.hallucination_detected
+    flag = content_flags("blog_post", "123", db=store)
+    assert flag.hallucination_suspected and flag.runs[0].run_id == "r1"
+    assert not content_flags("blog_post", "9", db=store).hallucination_suspected
+    assert [(r.run_id, r.reason, r.links) for r in got] == [
+        ("r1", "fabricated_grounding: ORD-9999 is not in the evidence", {"blog_post": "123"})
+    ]
+    assert got[0].failure_modes == ("fabricated_grounding",)
+    assert store.pending_review() == []
+    assert review_pending(store, settings=Settings()) == 0  # nothing left: no second callback
+    assert len(got) == 1
+
+
+def test_a_replaced_run_is_reviewed_again_and_clears_its_content(store: TraceStore) -> None:
+    store.put_traces([fabricated("r1")])
+    review_pending(store, settings=Settings())
+    assert content_flags("blog_post", "123", db=store).hallucination_suspected
+    store.put_traces([fabricated("r1", order="ORD-1234")])  # the answer was fixed
+    assert review_pending(store, settings=Settings()) == 1
+    assert not content_flags("blog_post", "123", db=store).hallucination_suspected
+
+
+def test_runs_already_scored_are_not_scored_again(store: TraceStore) -> None:
+    from agentlens.eval import score_runs
+
+    store.put_traces([fabricated("r1")])
+    score_runs(store, ["no_fabricated_refs"], settings=Settings())
+    flags = store.get_flags("r1")
+    assert flags is not None and flags.hallucination_detected  # `agentlens score` derives flags
+    before = {(s.scorer, s.scored_at) for s in store.get_scores("r1")}
+    review_pending(store, settings=Settings())
+    after = {(s.scorer, s.scored_at) for s in store.get_scores("r1")}
+    assert before <= after  # the existing score was kept, the others added
+
+
+def test_role_scorers_and_options_come_from_config(
+    store: TraceStore, settings_from: Callable[[str], Settings]
+) -> None:
+    settings = settings_from(
+        """
+[review]
+scorers = ["no_fabricated_refs"]
+[agents.planner.review]
+scorers = ["excessive_steps"]
+[agents.planner.scorers.excessive_steps]
+max_steps = 0
+"""
+    )
+    store.put_traces([fabricated("r1"), fabricated("r2", agent="planner", order="ORD-1234")])
+    review_pending(store, settings=settings)
+    assert {s.scorer for s in store.get_scores("r1")} == {"no_fabricated_refs"}
+    assert {s.scorer for s in store.get_scores("r2")} == {"excessive_steps"}
+    flags = store.get_flags("r2")
+    assert flags is not None and flags.failure_modes == ("excessive_steps",)
+
+
+def test_async_and_failing_callbacks(store: TraceStore, caplog: pytest.LogCaptureFixture) -> None:
+    seen: list[str] = []
+
+    async def slow_ok(run: FlaggedRun) -> None:
+        await asyncio.sleep(0)
+        seen.append(run.run_id)
+
+    def broken(run: FlaggedRun) -> None:
+        raise RuntimeError("callback bug")
+
+    on_flagged(broken)
+    on_flagged(slow_ok)
+    before = review_stats().callback_failures
+    store.put_traces([fabricated("r1")])
+    assert review_pending(store, settings=Settings()) == 1
+    assert seen == ["r1"]
+    assert review_stats().callback_failures == before + 1
+    assert "callback bug" in caplog.text
+
+
+def test_base_url_links_the_run(
+    store: TraceStore, settings_from: Callable[[str], Settings]
+) -> None:
+    got: list[FlaggedRun] = []
+    on_flagged(got.append)
+    store.put_traces([fabricated("r1")])
+    review_pending(store, settings=settings_from('[review]\nbase_url = "https://lens.example/"\n'))
+    assert got[0].url == "https://lens.example/runs/r1"
+
+
+def test_limit_bounds_a_round(store: TraceStore) -> None:
+    store.put_traces([fabricated(f"r{i}") for i in range(5)])
+    assert review_pending(store, settings=Settings(), limit=2, batch_size=1) == 2
+    assert len(store.pending_review()) == 3
+
+
+@pytest.mark.parametrize(
+    ("toml", "key"),
+    [
+        ('[review]\nscorers = ["no_such_scorer"]\n', "review.scorers"),
+        ('[review]\nwebhook = "ftp://example.com/hook"\n', "review.webhook"),
+        ('[review]\nwebhook = "example.com/hook"\n', "review.webhook"),
+        ('[review]\nscorers = ["faithful_synthesis"]\n', "review.scorers"),
+        ('[review]\ncolour = "red"\n', "review"),
+        ('[agents.a.review]\nscorers = ["nope"]\n', "agents.a.review.scorers"),
+        ("[review]\nwebhook_attempts = 0\n", "review.webhook_attempts"),
+    ],
+)
+def test_bad_review_config_is_a_config_error_naming_file_and_key(
+    settings_from: Callable[[str], Settings], toml: str, key: str
+) -> None:
+    settings = settings_from(toml)
+    with pytest.raises(ConfigError) as info:
+        review_settings(settings)
+    message = str(info.value)
+    assert str(settings.source) in message
+    assert key in message
+
+
+def test_a_judge_for_review_allows_judged_scorers(settings_from: Callable[[str], Settings]) -> None:
+    review = review_settings(
+        settings_from('[review]\njudge = "offline"\nscorers = ["faithful_synthesis"]\n')
+    )
+    assert review.scorers == ("faithful_synthesis",)
+    assert review.judge == "offline"

@@ -1,0 +1,118 @@
+"""The webhook: signed, retried with backoff, at least once, failures kept (real HTTP on
+loopback)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+from review_factories import fabricated
+
+from agentlens.config import Settings
+from agentlens.review import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    Reviewer,
+    review_pending,
+    sign,
+    verify_signature,
+)
+from agentlens.store import TraceStore
+from conftest import Receiver
+
+SECRET = "s3cret-for-tests"
+
+
+def _config(url: str, **extra: object) -> str:
+    lines = [f'webhook = "{url}"', f'webhook_secret = "{SECRET}"', "webhook_backoff = 0.05"]
+    lines += [f"{k} = {v}" for k, v in extra.items()]
+    return "[review]\n" + "\n".join(lines) + "\n"
+
+
+def _wait(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()
+
+
+def test_sign_and_verify() -> None:
+    body = b'{"a":1}'
+    assert sign(body, "k").startswith("sha256=")
+    assert verify_signature(body, "k", sign(body, "k"))
+    assert not verify_signature(body + b" ", "k", sign(body, "k"))
+    assert not verify_signature(body, "other", sign(body, "k"))
+    assert not verify_signature(body, "k", None)
+
+
+def test_one_signed_delivery_per_flagged_run(
+    store: TraceStore, receiver: Receiver, settings_from: Callable[[str], Settings]
+) -> None:
+    settings = settings_from(_config(receiver.url))
+    store.put_traces([fabricated("r1"), fabricated("r2", order="ORD-1234")])
+    review_pending(store, settings=settings)
+    assert len(receiver.accepted) == 1
+    request = receiver.accepted[0]
+    assert verify_signature(request["body"], SECRET, request["headers"][SIGNATURE_HEADER])
+    body = json.loads(request["body"])
+    assert body["run_id"] == "r1" and body["event"] == "run.flagged"
+    assert body["hallucination_reason"] == "fabricated_grounding: ORD-9999 is not in the evidence"
+    assert body["links"] == {"blog_post": "123"}
+    assert body["delivery_id"] == request["headers"][DELIVERY_HEADER]
+    (delivery,) = store.list_deliveries()
+    assert delivery.status == "delivered" and delivery.attempts == 1
+
+
+def test_failing_three_times_then_accepting_delivers_once_with_one_id(
+    store: TraceStore, receiver: Receiver, settings_from: Callable[[str], Settings]
+) -> None:
+    receiver.fail_first = 3
+    settings = settings_from(_config(receiver.url))
+    reviewer = Reviewer(store, settings=settings, interval=0.05).start()
+    try:
+        store.put_traces([fabricated("r1")])
+        reviewer.notify()
+        assert _wait(lambda: len(receiver.accepted) == 1)
+        time.sleep(0.3)  # no further attempt after the accepted one
+    finally:
+        reviewer.shutdown(10)
+    assert len(receiver.requests) == 4
+    assert len(receiver.accepted) == 1
+    ids = {r["headers"][DELIVERY_HEADER] for r in receiver.requests}
+    assert len(ids) == 1
+    bodies = {r["body"] for r in receiver.requests}
+    assert len(bodies) == 1  # the same signed body every time
+    for r in receiver.requests:
+        assert verify_signature(r["body"], SECRET, r["headers"][SIGNATURE_HEADER])
+    (delivery,) = store.list_deliveries()
+    assert delivery.status == "delivered" and delivery.attempts == 4
+
+
+def test_deliveries_that_keep_failing_are_kept_as_failed(
+    store: TraceStore, receiver: Receiver, settings_from: Callable[[str], Settings]
+) -> None:
+    receiver.fail_first = 10**6
+    settings = settings_from(_config(receiver.url, webhook_attempts=2))
+    reviewer = Reviewer(store, settings=settings, interval=0.05).start()
+    try:
+        store.put_traces([fabricated("r1")])
+        reviewer.notify()
+        assert _wait(lambda: bool(store.list_deliveries(status="failed")))
+    finally:
+        reviewer.shutdown(10)
+    (failed,) = store.list_deliveries(status="failed")
+    assert failed.attempts == 2 and failed.last_error == "HTTP 500" and failed.run_id == "r1"
+    assert len(receiver.requests) == 2
+
+
+def test_an_unreachable_receiver_is_retried_not_raised(
+    store: TraceStore, settings_from: Callable[[str], Settings]
+) -> None:
+    settings = settings_from(_config("http://127.0.0.1:9/hook", webhook_timeout=0.5))
+    store.put_traces([fabricated("r1")])
+    assert review_pending(store, settings=settings) == 1
+    (pending,) = store.list_deliveries()
+    assert pending.status == "pending" and pending.attempts == 1 and pending.last_error
