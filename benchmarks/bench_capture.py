@@ -4,7 +4,7 @@ Both sides record the same workload: a small function (two arguments, a small di
 STEPS times inside one enclosing run / root span, RUNS times over. Each side exports through its
 batching background processor to an exporter that discards:
 
-* agentlens: ``@agentlens.tool`` (and ``run.step``) with the default ``BatchExporter``;
+* agentlens: ``@agentlens.tool`` (and ``run.step``) with the default ``BatchProcessor``;
 * OpenTelemetry: ``tracer.start_as_current_span`` with a ``BatchSpanProcessor``, once bare
   (name and timings only) and once recording the arguments and result as JSON attributes,
   which is what agentlens records (the fair comparison).

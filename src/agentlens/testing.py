@@ -16,7 +16,11 @@ imports nothing of agentlens until a fixture is used; ``pytest -p no:agentlens``
             assert trace.id == "run-0001"
             assert [s.name for s in trace.steps] == ["get_customer", "search_orders"]
 
-    The previous capture configuration is restored after the test.
+    Runs are exported as their block ends (a :class:`~agentlens.capture.SimpleProcessor` over an
+    :class:`~agentlens.capture.InMemoryExporter`, installed with the public
+    ``agentlens.configure(processor=..., clock=..., id_generator=...)``). After the test
+    capture is reset (:func:`agentlens.capture.reset`): unconfigured, read from the environment
+    again at the next run, as in a fresh process.
 
 ``agentlens_store``
     A fresh, private in-memory SQLite store (``sqlite:///:memory:``), closed after the test.
@@ -32,7 +36,7 @@ from typing import TYPE_CHECKING, overload
 import pytest
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agentlens.capture import BatchExporter, CaptureStats, InMemoryExporter
+    from agentlens.capture import CaptureStats, InMemoryExporter, Processor
     from agentlens.model import Trace
     from agentlens.store import TraceStore
 
@@ -76,7 +80,7 @@ class CapturedTraces:
     capture first, so runs finished so far are included.
     """
 
-    def __init__(self, exporter: InMemoryExporter, processor: BatchExporter) -> None:
+    def __init__(self, exporter: InMemoryExporter, processor: Processor) -> None:
         self.exporter = exporter
         self.processor = processor
 
@@ -122,21 +126,20 @@ class CapturedTraces:
 @pytest.fixture
 def captured_traces() -> Iterator[CapturedTraces]:
     """Capture into memory for this test, with deterministic ids and clock."""
-    from agentlens.capture import BatchExporter, InMemoryExporter, _state
-    from agentlens.capture._convert import run_to_trace
+    from agentlens.capture import InMemoryExporter, SimpleProcessor, configure, reset
 
     exporter = InMemoryExporter()
-    processor = BatchExporter(exporter, convert=run_to_trace)
-    saved = _state.swap(
-        _state.Pipeline(enabled=True, processor=processor),
+    processor = SimpleProcessor(exporter)
+    configure(
+        processor=processor,
         clock=deterministic_clock(),
-        run_ids=deterministic_run_ids(),
+        id_generator=deterministic_run_ids(),
+        enabled=True,
     )
     try:
         yield CapturedTraces(exporter, processor)
     finally:
-        _state.restore(saved)
-        processor.shutdown(10.0)
+        reset(10.0)
 
 
 @pytest.fixture

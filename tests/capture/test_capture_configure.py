@@ -11,7 +11,16 @@ import pytest
 
 import agentlens
 from agentlens import config
-from agentlens.capture import InMemoryExporter, StoreExporter, _state, is_enabled, stats
+from agentlens.capture import (
+    InMemoryExporter,
+    Processor,
+    SimpleProcessor,
+    StoreExporter,
+    _state,
+    is_enabled,
+    reset,
+    stats,
+)
 from agentlens.errors import ConfigError
 
 
@@ -94,7 +103,14 @@ def test_configure_without_db_uses_the_environment(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"db": "sqlite:///x.db", "exporter": InMemoryExporter()}, "either db or exporter"),
+        ({"db": "sqlite:///x.db", "exporter": InMemoryExporter()}, "one of db, exporter, processor and endpoint"),
+        (
+            {"exporter": InMemoryExporter(), "processor": SimpleProcessor(InMemoryExporter())},
+            r"not \['exporter', 'processor'\]",
+        ),
+        ({"processor": InMemoryExporter()}, r"no on_end\(\) method"),
+        ({"clock": 12}, "clock must be callable"),
+        ({"id_generator": "run-1"}, "id_generator must be callable"),
         ({"max_queue": 0}, "max_queue"),
         ({"batch_size": -1}, "batch_size"),
         ({"flush_interval": 0}, "flush_interval"),
@@ -182,3 +198,57 @@ def test_configure_enabled_false_is_a_no_op_and_leaves_the_store_url(fresh_captu
     with agentlens.run() as run:
         assert double(3) == 6
     assert run.steps == []
+
+
+def test_the_public_test_hooks_processor_clock_and_ids(fresh_capture: None) -> None:
+    ticks = iter(range(1_000_000, 10_000_000, 1_000))
+    ids = iter(["first", "second"])
+    ended: list[str] = []
+
+    class Recording(Processor):
+        def on_end(self, run: agentlens.capture.Run) -> None:
+            ended.append(run.to_trace().id)
+
+    agentlens.configure(
+        processor=Recording(), clock=lambda: next(ticks), id_generator=lambda: next(ids)
+    )
+    with agentlens.run() as run:
+        double(1)
+    assert ended == ["first"]  # on_end ran as the block ended, with the run's final state
+    trace = run.to_trace()
+    assert (trace.started_at, trace.steps[0].started_at, trace.ended_at) == (
+        agentlens.model.from_epoch_us(1_000),
+        agentlens.model.from_epoch_us(1_001),
+        agentlens.model.from_epoch_us(1_003),
+    )
+    with agentlens.run(run_id="given"):
+        pass
+    with agentlens.run():
+        pass
+    assert ended == ["first", "given", "second"]
+    assert stats() == agentlens.capture.CaptureStats()  # a processor that keeps no counters
+
+
+def test_a_run_keeps_the_configuration_it_started_with(fresh_capture: None) -> None:
+    old, new = InMemoryExporter(), InMemoryExporter()
+    agentlens.configure(processor=SimpleProcessor(old), id_generator=lambda: "old-id")
+    with agentlens.run() as run:
+        agentlens.configure(processor=SimpleProcessor(new), id_generator=lambda: "new-id")
+        double(2)
+    # the old processor was shut down by the second configure(): the run is dropped, counted
+    assert old.traces == [] and new.traces == [] and run.id == "old-id"
+
+
+def test_reset_returns_to_the_unconfigured_state(
+    fresh_capture: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    exporter = InMemoryExporter()
+    agentlens.configure(exporter=exporter, flush_interval=60)
+    with agentlens.run(run_id="queued"):
+        pass
+    reset()
+    assert [t.id for t in exporter.traces] == ["queued"]  # what was queued went out first
+    assert stats() == agentlens.capture.CaptureStats()
+    assert config._configured_db is None
+    monkeypatch.setenv("AGENTLENS_DB", f"sqlite:///{tmp_path}/after-reset.db")
+    assert is_enabled() is True  # the environment is read again

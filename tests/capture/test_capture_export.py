@@ -1,4 +1,5 @@
-"""The bounded background exporter: batching, flush, drops when full, failures, shutdown."""
+"""The processors: the bounded background one (batching, flush, drops when full, failures,
+shutdown) and the synchronous one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from agentlens.capture import BatchExporter, Exporter, ExportResult, InMemoryExporter
+from agentlens.capture import (
+    BatchProcessor,
+    CaptureStats,
+    Exporter,
+    ExportResult,
+    InMemoryExporter,
+    SimpleProcessor,
+)
 from agentlens.model import Trace
 
 
@@ -49,7 +57,7 @@ def _trace(i: int) -> Trace:
 
 def test_batches_are_exported_in_order_and_flush_waits_for_them() -> None:
     exporter = InMemoryExporter()
-    batcher = BatchExporter(exporter, batch_size=3, flush_interval=60)
+    batcher = BatchProcessor(exporter, batch_size=3, flush_interval=60)
     try:
         for i in range(7):
             assert batcher.submit(_trace(i))
@@ -64,7 +72,7 @@ def test_batches_are_exported_in_order_and_flush_waits_for_them() -> None:
 def test_batch_size_bounds_each_export_call() -> None:
     exporter = GatedExporter()
     exporter.release.set()
-    batcher = BatchExporter(exporter, batch_size=2, flush_interval=60)
+    batcher = BatchProcessor(exporter, batch_size=2, flush_interval=60)
     try:
         for i in range(5):
             batcher.submit(_trace(i))
@@ -79,7 +87,7 @@ def test_a_full_queue_drops_counts_and_logs_without_blocking(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     exporter = GatedExporter()
-    batcher = BatchExporter(exporter, max_queue=3, batch_size=1, flush_interval=60)
+    batcher = BatchProcessor(exporter, max_queue=3, batch_size=1, flush_interval=60)
     try:
         batcher.submit(_trace(0))
         assert exporter.entered.wait(10)  # the worker holds run-0 and is stuck in export()
@@ -103,7 +111,7 @@ def test_exporter_failures_are_counted_and_logged(
     mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     exporter = FailingExporter(mode)
-    batcher = BatchExporter(exporter, batch_size=2, flush_interval=60)
+    batcher = BatchProcessor(exporter, batch_size=2, flush_interval=60)
     try:
         for i in range(4):
             assert batcher.submit(_trace(i))
@@ -119,24 +127,27 @@ def test_exporter_failures_are_counted_and_logged(
 
 def test_flush_times_out_when_the_exporter_is_stuck() -> None:
     exporter = GatedExporter()
-    batcher = BatchExporter(exporter, batch_size=1, flush_interval=60)
+    batcher = BatchProcessor(exporter, batch_size=1, flush_interval=60)
     try:
         batcher.submit(_trace(0))
         assert exporter.entered.wait(10)
         assert batcher.flush(0.05) is False
+        batcher.submit(_trace(1))
+        assert batcher.shutdown(0.05) is False  # still stuck: says so, as a value
         exporter.release.set()
-        assert batcher.flush(10) is True
+        assert batcher.shutdown(10) is True  # waits for the thread this time
     finally:
         exporter.release.set()
         batcher.shutdown(10)
+    assert exporter.batches == [["run-0"], ["run-1"]]
 
 
 def test_shutdown_exports_what_is_queued_then_drops() -> None:
     exporter = InMemoryExporter()
-    batcher = BatchExporter(exporter, batch_size=100, flush_interval=60)
+    batcher = BatchProcessor(exporter, batch_size=100, flush_interval=60)
     for i in range(3):
         batcher.submit(_trace(i))
-    batcher.shutdown(10)
+    assert batcher.shutdown(10) is True
     assert len(exporter.traces) == 3
     assert batcher.submit(_trace(9)) is False
     assert batcher.stats().dropped == 1
@@ -145,7 +156,7 @@ def test_shutdown_exports_what_is_queued_then_drops() -> None:
 
 
 def test_flush_with_nothing_submitted_does_not_start_a_thread() -> None:
-    batcher = BatchExporter(InMemoryExporter())
+    batcher = BatchProcessor(InMemoryExporter())
     assert batcher.flush(1)
     assert not any(
         t.name == "agentlens-export" and t is batcher._thread for t in threading.enumerate()
@@ -153,28 +164,85 @@ def test_flush_with_nothing_submitted_does_not_start_a_thread() -> None:
     batcher.shutdown(1)
 
 
-def test_a_conversion_failure_is_counted_as_failed(caplog: pytest.LogCaptureFixture) -> None:
-    def convert(item: object) -> Trace:
-        if item == "bad":
-            raise ValueError("cannot convert")
-        return _trace(int(str(item)))
+class Convertible:
+    """Stands for a finished Run: the processors only call ``to_trace()`` on what they get."""
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def to_trace(self) -> Trace:
+        if self.text == "bad":
+            raise ValueError("cannot convert")
+        return _trace(int(self.text))
+
+
+def test_a_conversion_failure_is_counted_as_failed(caplog: pytest.LogCaptureFixture) -> None:
     exporter = InMemoryExporter()
-    batcher = BatchExporter(exporter, convert=convert, flush_interval=60)
+    batcher = BatchProcessor(exporter, flush_interval=60)
     try:
-        for item in ("1", "bad", "2"):
-            batcher.submit(item)
+        for text in ("1", "bad", "2"):
+            batcher.on_end(Convertible(text))  # type: ignore[arg-type]
         assert batcher.flush(10)
         assert [t.id for t in exporter.traces] == ["run-1", "run-2"]
         assert (batcher.stats().exported, batcher.stats().failed) == (2, 1)
         assert "cannot convert" in caplog.text
     finally:
-        batcher.shutdown(10)
+        assert batcher.shutdown(10) is True
+
+
+def test_the_simple_processor_exports_in_the_callers_thread_and_counts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    exporter = InMemoryExporter()
+    processor = SimpleProcessor(exporter)
+    processor.on_end(Convertible("1"))  # type: ignore[arg-type]
+    assert [t.id for t in exporter.traces] == ["run-1"]  # no flush needed: already exported
+    processor.on_end(Convertible("bad"))  # type: ignore[arg-type]
+    assert "cannot convert" in caplog.text
+    failing = SimpleProcessor(FailingExporter("raise"))
+    failing.on_end(_trace(2))
+    assert (failing.stats().exported, failing.stats().failed) == (0, 1)
+    assert "disk full" in caplog.text
+    assert processor.shutdown(1) is True
+    processor.on_end(_trace(3))  # after shutdown: dropped, not exported, not raised
+    assert processor.stats() == CaptureStats(exported=1, dropped=1, failed=1)
+    assert [t.id for t in exporter.traces] == ["run-1"]
+    assert not any(t.name == "agentlens-export" for t in threading.enumerate() if t.is_alive())
+
+
+def test_the_simple_processor_serialises_exports_from_many_threads() -> None:
+    class Counting(Exporter):
+        def __init__(self) -> None:
+            self.inside = 0
+            self.most = 0
+            self.ids: list[str] = []
+
+        def export(self, traces: Sequence[Trace]) -> ExportResult:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+            self.ids.extend(t.id for t in traces)
+            self.inside -= 1
+            return ExportResult.success(len(traces))
+
+    exporter = Counting()
+    processor = SimpleProcessor(exporter)
+
+    def worker(n: int) -> None:
+        for i in range(200):
+            processor.on_end(_trace(n * 1000 + i))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(exporter.ids)) == 800 and exporter.most == 1
+    assert processor.stats().exported == 800
 
 
 def test_many_threads_submitting_lose_nothing() -> None:
     exporter = InMemoryExporter()
-    batcher = BatchExporter(exporter, max_queue=100_000, batch_size=50, flush_interval=60)
+    batcher = BatchProcessor(exporter, max_queue=100_000, batch_size=50, flush_interval=60)
     try:
 
         def worker(n: int) -> None:

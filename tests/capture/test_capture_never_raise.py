@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -127,13 +128,16 @@ def test_a_store_that_cannot_be_opened_counts_failures(
     assert "cannot open store" in caplog.text
 
 
-def test_a_broken_clock_does_not_break_the_agent(
-    captured_traces: CapturedTraces, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from agentlens.capture import _state
+def test_a_broken_clock_does_not_break_the_agent(fresh_capture: None) -> None:
+    broken = threading.Event()
 
-    def broken() -> int:
-        raise OSError("clock")
+    def clock() -> int:
+        if broken.is_set():
+            raise OSError("clock")
+        return 1_000_000
+
+    exporter = agentlens.capture.InMemoryExporter()
+    agentlens.configure(processor=agentlens.capture.SimpleProcessor(exporter), clock=clock)
 
     @agentlens.tool
     def f(x: int) -> int:
@@ -144,26 +148,48 @@ def test_a_broken_clock_does_not_break_the_agent(
         return x
 
     with agentlens.run() as run:
-        monkeypatch.setattr(_state, "now_ns", broken)
+        broken.set()
         assert f(1) == 1
         assert asyncio.run(g(2)) == 2
         with run.step("agent", "x"):
             assert f(3) == 3
-        monkeypatch.undo()
-    assert captured_traces.one().status == "ok"
+        broken.clear()
+    assert [t.status for t in exporter.traces] == ["ok"]
 
 
-def test_run_in_a_broken_configuration_still_runs(
-    fresh_capture: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from agentlens.capture import _state
-
+def test_run_in_a_broken_configuration_still_runs(fresh_capture: None) -> None:
     def broken() -> str:
         raise RuntimeError("no ids today")
 
-    monkeypatch.setattr(_state, "new_run_id", broken)
-    agentlens.configure(exporter=agentlens.capture.InMemoryExporter())
+    agentlens.configure(exporter=agentlens.capture.InMemoryExporter(), id_generator=broken)
     with agentlens.run() as run:
         run.output = 1
     assert run.recording is False
     assert run.output == 1
+
+
+def test_a_processor_that_raises_everywhere_never_reaches_the_agent(
+    fresh_capture: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    class RaisingProcessor(agentlens.capture.Processor):
+        def on_end(self, run: agentlens.capture.Run) -> None:
+            raise RuntimeError("on_end blew up")
+
+        def flush(self, timeout: float | None = 30.0) -> bool:
+            raise RuntimeError("flush blew up")
+
+        def shutdown(self, timeout: float | None = 30.0) -> bool:
+            raise RuntimeError("shutdown blew up")
+
+        def stats(self) -> agentlens.capture.CaptureStats:
+            raise RuntimeError("stats blew up")
+
+    agentlens.configure(processor=RaisingProcessor())
+    with agentlens.run() as run:
+        run.output = "answered"
+    assert run.status == "ok" and run.output == "answered"
+    assert "on_end blew up" in caplog.text
+    assert agentlens.flush(1) is False and "flush blew up" in caplog.text
+    assert stats() == agentlens.capture.CaptureStats()
+    assert agentlens.shutdown(1) is False and "shutdown blew up" in caplog.text
+    agentlens.capture.reset()  # shuts it down again: logged, not raised

@@ -125,7 +125,6 @@ def test_bad_endpoint() -> None:
 
 def test_configure_endpoint_from_environment(server: _Server, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     import agentlens
-    from agentlens.capture import _state
 
     monkeypatch.setenv("AGENTLENS_ENDPOINT", url(server))
     monkeypatch.setenv("AGENTLENS_API_KEY", "al_env")
@@ -137,7 +136,7 @@ def test_configure_endpoint_from_environment(server: _Server, monkeypatch) -> No
         assert agentlens.capture.stats().exported == 1
     finally:
         agentlens.shutdown(5)
-        _state.swap(None)
+        agentlens.capture.reset()
     assert server.seen[0]["headers"]["Authorization"] == "Bearer al_env"
     assert server.seen[0]["docs"][0]["agent"] == "env"
     with pytest.raises(ConfigError):

@@ -35,12 +35,8 @@ def cli(db_url: str) -> Invoke:
 
 @pytest.fixture
 def restore_capture() -> Iterator[None]:
-    """Undo what ``agentlens demo`` configures (capture pipeline, configured store URL)."""
-    from agentlens import config
-    from agentlens.capture import _state
+    """Undo what ``agentlens demo`` configures: capture is reset after the test."""
+    from agentlens.capture import reset
 
-    pipeline, db = _state._pipeline, config._configured_db
     yield
-    _state.shutdown(5.0)
-    _state.swap(pipeline)
-    config.set_configured_db(db)
+    reset(5.0)

@@ -87,7 +87,6 @@ def test_opentelemetry_sdk_protobuf_exporter(server: ServerProcess) -> None:
 
 def test_agentlens_sdk_http_exporter(server: ServerProcess) -> None:
     import agentlens
-    from agentlens.capture import _state
 
     agentlens.configure(endpoint=server.url)
     try:
@@ -105,7 +104,7 @@ def test_agentlens_sdk_http_exporter(server: ServerProcess) -> None:
         assert stats.exported == 5 and stats.failed == 0 and stats.dropped == 0
     finally:
         agentlens.shutdown(10)
-        _state.swap(None)
+        agentlens.capture.reset()
     runs = wait_runs(server, 5, agent="shop")
     assert {r["agent"] for r in runs} == {"shop"}
     detail = httpx.get(f"{server.url}/api/runs/{runs[0]['id']}", timeout=5).json()["run"]

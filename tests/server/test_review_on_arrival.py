@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from _otlp_fixtures import GENAI_TRACE, OI_TRACE, genai_spans, openinference_spans, request
 from _server_api import Api, wait_until
 
+from _otlp_fixtures import GENAI_TRACE, OI_TRACE, genai_spans, openinference_spans, request
 from agentlens.server._keys import create_key
 
 

@@ -14,38 +14,42 @@
         run.output = answer
 
 Capture never raises into the agent and never blocks it: finished runs go through a bounded
-queue to a background thread (:class:`BatchExporter`); what cannot be written is counted
+queue to a background thread (:class:`BatchProcessor`); what cannot be written is counted
 (:func:`stats`) and logged through ``logging.getLogger("agentlens")``.
+
+The pipeline is the OpenTelemetry SDK's: when a run's block ends, a :class:`Processor` receives
+the :class:`Run` (``on_end``); the default :class:`BatchProcessor` queues it, converts it with
+:meth:`Run.to_trace` on its thread and hands batches to an :class:`Exporter`
+(:class:`StoreExporter`, :class:`InMemoryExporter`, or your own). ``configure(processor=...,
+clock=..., id_generator=...)`` installs another processor and the hooks tests need;
+:func:`reset` goes back to the unconfigured state.
 """
 
 from agentlens.capture._decorators import llm, retrieval, tool
-from agentlens.capture._export import (
-    BatchExporter,
-    CaptureStats,
-    Exporter,
-    ExportResult,
-    InMemoryExporter,
-    StoreExporter,
-)
+from agentlens.capture._export import Exporter, ExportResult, InMemoryExporter, StoreExporter
 from agentlens.capture._http import HttpExporter
+from agentlens.capture._processor import BatchProcessor, CaptureStats, Processor, SimpleProcessor
 from agentlens.capture._run import ActiveStep, Run, current_run, run
-from agentlens.capture._state import configure, flush, is_enabled, shutdown, stats
+from agentlens.capture._state import configure, flush, is_enabled, reset, shutdown, stats
 
 __all__ = [
     "ActiveStep",
-    "BatchExporter",
+    "BatchProcessor",
     "CaptureStats",
     "ExportResult",
     "Exporter",
     "HttpExporter",
     "InMemoryExporter",
+    "Processor",
     "Run",
+    "SimpleProcessor",
     "StoreExporter",
     "configure",
     "current_run",
     "flush",
     "is_enabled",
     "llm",
+    "reset",
     "retrieval",
     "run",
     "shutdown",

@@ -14,7 +14,6 @@ import inspect
 from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any, TypeVar, overload
 
-from agentlens.capture import _state
 from agentlens.capture._run import (
     _CTX,
     ActiveStep,
@@ -108,7 +107,7 @@ def _begin(
         run = ctx[0]
         if not run._recording or run._closed:
             return None
-        step = ActiveStep(run, kind, name, ctx[1], _state.now_ns())
+        step = ActiveStep(run, kind, name, ctx[1], run._clock())
         try:
             step._input = jsonable(binder(args, kwargs))
         except Exception:
@@ -125,7 +124,7 @@ def _end(step: ActiveStep, result: Any) -> None:
         if step._run._closed:  # finished after its run was exported: keep the export as it was
             return
         step._output = jsonable(result)
-        step._ended_ns = _state.now_ns()
+        step._ended_ns = step._run._clock()
         if step.kind is StepKind.LLM:
             _llm_attributes(step, result)
     except Exception as exc:
@@ -139,7 +138,7 @@ def _fail(step: ActiveStep, exc: BaseException, output: Any = None) -> None:
         step._error = describe_error(exc)
         if output is not None:
             step._output = output
-        step._ended_ns = _state.now_ns()
+        step._ended_ns = step._run._clock()
     except Exception as err:  # pragma: no cover - describe_error never raises
         _internal_error(err)
 
@@ -320,7 +319,7 @@ def _closed_early(step: ActiveStep, items: list[Any]) -> None:
         if step._run._closed:
             return
         step._output = items
-        step._ended_ns = _state.now_ns()
+        step._ended_ns = step._run._clock()
         step.attributes["closed_early"] = True
     except Exception as exc:  # pragma: no cover - defensive
         _internal_error(exc)

@@ -96,10 +96,11 @@ class HttpExporter(Exporter):
         except Exception as exc:  # never into the agent's thread (or capture's)
             return ExportResult.failure(f"{self.endpoint}: {type(exc).__name__}: {exc}")
 
-    def shutdown(self, timeout: float | None = None) -> None:
+    def shutdown(self, timeout: float | None = None) -> bool:
         """Stop retrying (a batch being retried fails at once) and close the connection."""
         self._stopping.set()
         self._close()
+        return True
 
     # -- sending ------------------------------------------------------------------------------
 

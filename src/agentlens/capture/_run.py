@@ -13,13 +13,24 @@ import contextlib
 import itertools
 import logging
 import math
+import time
+from collections.abc import Callable
 from contextvars import ContextVar, Token
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 from agentlens.capture import _state
 from agentlens.capture._state import Pipeline
-from agentlens.model import MAX_INT_DIGITS, StepKind, json_str, to_jsonable
+from agentlens.model import (
+    MAX_INT_DIGITS,
+    Step,
+    StepKind,
+    Trace,
+    from_epoch_us,
+    json_str,
+    to_jsonable,
+)
 
 __all__ = ["ActiveStep", "Run", "current_run", "run"]
 
@@ -171,7 +182,7 @@ class ActiveStep:
     def __enter__(self) -> ActiveStep:
         try:
             if self._run._recording:
-                self._started_ns = _state.now_ns()
+                self._started_ns = self._run._clock()
                 self._ended_ns = None
                 self._token = _CTX.set((self._run, self.id))
         except Exception as exc:  # pragma: no cover - defensive
@@ -189,11 +200,31 @@ class ActiveStep:
                 _reset(self._token)
                 self._token = None
             if self._run._recording and not self._run._closed:
-                self._ended_ns = _state.now_ns()
+                self._ended_ns = self._run._clock()
                 if exc is not None and self._error is None:
                     self._error = describe_error(exc)
         except Exception as err:  # pragma: no cover - defensive
             _internal_error(err)
+
+    def to_step(self) -> Step:
+        """The :class:`~agentlens.model.Step` recorded so far. A step not ended yet is marked
+        ``attributes.incomplete = true``."""
+        # Attributes were copied into JSON form when the run ended (Run._finish).
+        attributes: dict[str, Any] = dict(self._attributes) if self._attributes else {}
+        if self._ended_ns is None:
+            attributes["incomplete"] = True
+        return Step.model_construct(
+            id=json_str(self.id),
+            parent_id=self.parent_id,
+            kind=self.kind,
+            name=_text(self.name),
+            input=self._input,
+            output=self._output,
+            error=self._error,
+            started_at=_time(self._started_ns),
+            ended_at=_time(self._ended_ns),
+            attributes=attributes,
+        )
 
     def __repr__(self) -> str:
         return f"<ActiveStep {self.id} {self.kind.value} {self.name!r}>"
@@ -210,6 +241,7 @@ class Run:
     """
 
     __slots__ = (
+        "_clock",
         "_closed",
         "_entered",
         "_output",
@@ -242,6 +274,7 @@ class Run:
         run_id: str | None = None,
     ) -> None:
         self._pipeline: Pipeline | None = None
+        self._clock: Callable[[], int] = time.time_ns
         self._recording = False
         self._seq = itertools.count(1)
         self._token: Token[Context | None] | None = None
@@ -262,9 +295,10 @@ class Run:
         try:
             pipeline = _state.current()
             self._pipeline = pipeline
+            self._clock = pipeline.clock
             self._recording = pipeline.enabled
             if not self.id:
-                self.id = _state.new_run_id()
+                self.id = pipeline.id_generator()
             if project is None:
                 self.project = pipeline.project or "default"
             self.input = jsonable(input)
@@ -303,7 +337,7 @@ class Run:
             outer = _CTX.get()
             if outer is not None and outer[0]._recording and self._recording:
                 self.metadata.setdefault("parent_run_id", outer[0].id)
-            self.started_ns = _state.now_ns()
+            self.started_ns = self._clock()
             self._token = _CTX.set((self, None))
         except Exception as exc:  # pragma: no cover - defensive
             _internal_error(exc)
@@ -338,7 +372,7 @@ class Run:
         self.__exit__(exc_type, exc, tb)
 
     def _finish(self, exc: BaseException | None) -> None:
-        self.ended_ns = _state.now_ns()
+        self.ended_ns = self._clock()
         if exc is not None:
             self.status = "error"
             self.metadata["error"] = describe_error(exc)
@@ -354,7 +388,35 @@ class Run:
         self.links = {str(k): _link(v) for k, v in self.links.items()}
         pipeline = self._pipeline
         if pipeline is not None and pipeline.processor is not None:
-            pipeline.processor.submit(self)
+            pipeline.processor.on_end(self)
+
+    def to_trace(self) -> Trace:
+        """The :class:`~agentlens.model.Trace` of this run, as recorded so far.
+
+        What a processor exports once the run has ended. Steps still open when the run ended
+        are marked ``attributes.incomplete = true``; steps are in the order they started.
+        Every value was copied into JSON form when it was recorded, so this reads nothing the
+        agent may still be changing (and may run on another thread).
+        """
+        metadata = self.metadata
+        links = self.links
+        return Trace.model_construct(
+            schema_version=1,
+            id=json_str(self.id),
+            project=_text(self.project) or "default",
+            agent=_text(self.agent),
+            name=_text(self.name),
+            status=self.status,
+            started_at=_time(self.started_ns),
+            ended_at=_time(self.ended_ns),
+            input=self.input,
+            output=self._output,
+            metadata=metadata if isinstance(metadata, dict) else {"metadata": metadata},
+            links={json_str(k): json_str(v) for k, v in links.items()}
+            if isinstance(links, dict)
+            else {},
+            steps=[step.to_step() for step in list(self.steps)],
+        )
 
     # -- steps by hand ------------------------------------------------------------------------
 
@@ -388,7 +450,7 @@ class Run:
             step_kind = _kind(kind)
             if not self._recording:
                 return ActiveStep(self, step_kind, name, None, 0)
-            now = _state.now_ns()
+            now = self._clock()
             parent: str | None = None
             ctx = _CTX.get()
             if ctx is not None and ctx[0] is self:
@@ -466,6 +528,17 @@ def _kind(kind: StepKind | str) -> StepKind:
         return StepKind.AGENT
 
 
+def _time(ns: int | None) -> datetime | None:
+    return None if ns is None else from_epoch_us(ns // 1000)
+
+
+def _text(value: Any) -> str | None:
+    """A name or id as text a store can hold (a lone surrogate becomes U+FFFD)."""
+    if value is None:
+        return None
+    return json_str(value if isinstance(value, str) else str(value))
+
+
 def _link(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -491,4 +564,5 @@ def _internal_error(exc: BaseException) -> None:
 
 _NOOP_RUN = Run.__new__(Run)
 _NOOP_RUN._recording = False
+_NOOP_RUN._clock = time.time_ns
 _NOOP_RUN._seq = itertools.count(1)

@@ -3,6 +3,10 @@
 Resolution follows the house rule: an argument to :func:`configure`, then the environment
 (``AGENTLENS_DB``, ``AGENTLENS_DISABLED``), then nothing: with no ``configure()`` call and no
 ``AGENTLENS_DB``, capture is a no-op (like OpenTelemetry's no-op tracer provider).
+
+The resolved configuration is one immutable :class:`Pipeline`; a :class:`~agentlens.capture.Run`
+keeps the one that was current when it was created, so its clock, ids and processor do not
+change under it when :func:`configure` is called again.
 """
 
 from __future__ import annotations
@@ -14,45 +18,43 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentlens._ids import new_id
-from agentlens.capture._export import (
+from agentlens.capture._export import Exporter, StoreExporter
+from agentlens.capture._processor import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_INTERVAL,
     DEFAULT_MAX_QUEUE,
-    BatchExporter,
+    BatchProcessor,
     CaptureStats,
-    Exporter,
-    StoreExporter,
+    Processor,
 )
 from agentlens.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.store import TraceStore
 
-__all__ = ["configure", "flush", "is_enabled", "shutdown", "stats"]
+__all__ = ["configure", "flush", "is_enabled", "reset", "shutdown", "stats"]
 
 logger = logging.getLogger("agentlens")
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Pipeline:
     """The resolved capture configuration (internal)."""
 
     enabled: bool
-    processor: BatchExporter | None = None
+    processor: Processor | None = None
     project: str | None = None
+    clock: Callable[[], int] = field(default=time.time_ns)
+    """The wall clock, in nanoseconds since the epoch."""
+    id_generator: Callable[[], str] = field(default=new_id)
+    """Makes a run id when the caller gave none."""
 
-
-# Hooks replaced by agentlens.testing for deterministic ids and clocks.
-now_ns: Callable[[], int] = time.time_ns
-"""The wall clock, in nanoseconds since the epoch."""
-new_run_id: Callable[[], str] = new_id
-"""Makes a run id when the caller gave none."""
 
 _pipeline: Pipeline | None = None  # None: not resolved yet (resolved at the first run)
 _lock = threading.Lock()
@@ -78,7 +80,7 @@ def _resolve_default() -> Pipeline:
             if disabled or not url:
                 pipeline = Pipeline(enabled=False)
             else:
-                pipeline = Pipeline(enabled=True, processor=_processor(StoreExporter(url)))
+                pipeline = Pipeline(enabled=True, processor=_batch(StoreExporter(url)))
         except Exception as exc:  # never raise into the agent
             logger.warning("agentlens: capture disabled, bad environment: %s", exc)
             pipeline = Pipeline(enabled=False)
@@ -86,21 +88,14 @@ def _resolve_default() -> Pipeline:
         return pipeline
 
 
-def _processor(
+def _batch(
     exporter: Exporter,
     max_queue: int = DEFAULT_MAX_QUEUE,
     batch_size: int = DEFAULT_BATCH_SIZE,
     flush_interval: float = DEFAULT_FLUSH_INTERVAL,
-) -> BatchExporter:
-    from agentlens.capture._convert import run_to_trace
-
-    _register_atexit()
-    return BatchExporter(
-        exporter,
-        convert=run_to_trace,
-        max_queue=max_queue,
-        batch_size=batch_size,
-        flush_interval=flush_interval,
+) -> BatchProcessor:
+    return BatchProcessor(
+        exporter, max_queue=max_queue, batch_size=batch_size, flush_interval=flush_interval
     )
 
 
@@ -110,15 +105,19 @@ def configure(
     exporter: Exporter | None = None,
     endpoint: str | None = None,
     api_key: str | None = None,
+    processor: Processor | None = None,
     project: str | None = None,
     enabled: bool | None = None,
     max_queue: int = DEFAULT_MAX_QUEUE,
     batch_size: int = DEFAULT_BATCH_SIZE,
     flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+    clock: Callable[[], int] | None = None,
+    id_generator: Callable[[], str] | None = None,
 ) -> None:
-    """Say where captured runs go. Call it once, at start-up.
+    """Say where captured runs go. Call it once, at start-up (or in a test, see below).
 
-    The destination is ``exporter`` if given, else the store ``db`` (a URL such as
+    The destination is ``processor`` if given, else ``exporter`` (behind a
+    :class:`~agentlens.capture.BatchProcessor`), else the store ``db`` (a URL such as
     ``sqlite:///agentlens.db``, a bare SQLite path, or an open store), else the server at
     ``endpoint`` (or ``AGENTLENS_ENDPOINT``; see :class:`~agentlens.capture.HttpExporter`),
     else ``AGENTLENS_DB``, else the configuration file's ``db`` (default
@@ -126,30 +125,52 @@ def configure(
     opened lazily on the background thread: a store that cannot be opened does not raise here;
     its runs are counted as failed (:func:`stats`) and logged.
 
-    Runs queued for an earlier destination are exported there first (up to 5 seconds).
+    The previous processor is shut down (its queued runs exported, up to 5 seconds).
+
+    ``processor``, ``clock`` and ``id_generator`` are the test hooks (``agentlens.testing``
+    uses them): a :class:`~agentlens.capture.SimpleProcessor` over an
+    :class:`~agentlens.capture.InMemoryExporter` keeps runs in memory as they end, and a fixed
+    clock and id generator make them reproducible. :func:`reset` undoes it.
 
     Args:
         db: the store URL or an open store.
         exporter: a custom :class:`~agentlens.capture.Exporter` instead of a store.
         endpoint: an agentlens server (``http://host:6660``) to send runs to, batched and
-            gzip-compressed, instead of a local store.
+            gzip-compressed (an :class:`~agentlens.capture.HttpExporter` behind the batching
+            processor), instead of a local store.
         api_key: the server's API key (default ``AGENTLENS_API_KEY``).
+        processor: a :class:`~agentlens.capture.Processor` that receives each run as it ends,
+            instead of the default batching one (``max_queue``, ``batch_size`` and
+            ``flush_interval`` then do not apply).
         project: the project of runs that do not name one (default ``"default"``).
         enabled: force capture on or off; ``None`` reads ``AGENTLENS_DISABLED``.
         max_queue: finished runs that may wait for export before new ones are dropped.
         batch_size: runs per export call (one store transaction).
         flush_interval: seconds before a partial batch is exported.
+        clock: the wall clock, nanoseconds since the epoch (default :func:`time.time_ns`).
+        id_generator: makes the id of a run that was given none (default: time-sortable ids).
 
     Raises:
-        ConfigError: an argument is invalid (both ``db`` and ``exporter``, a non-positive size,
-            an unknown URL scheme, an unreadable configuration file).
+        ConfigError: an argument is invalid (more than one of ``db``, ``exporter`` and
+            ``processor``, a non-positive size, an unknown URL scheme, an unreadable
+            configuration file, a hook that is not callable).
     """
     global _pipeline
-    if db is not None and exporter is not None:
-        raise ConfigError("configure(): give either db or exporter, not both")
-    if endpoint is not None and (db is not None or exporter is not None):
-        raise ConfigError("configure(): give one of db, exporter or endpoint")
-    if endpoint is None and db is None and exporter is None:
+    given = [
+        name
+        for name, value in (
+            ("db", db),
+            ("exporter", exporter),
+            ("processor", processor),
+            ("endpoint", endpoint),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise ConfigError(
+            f"configure(): give one of db, exporter, processor and endpoint, not {given}"
+        )
+    if not given:
         endpoint = os.environ.get("AGENTLENS_ENDPOINT", "").strip() or None
     if endpoint is not None:
         from agentlens.capture._http import HttpExporter
@@ -167,13 +188,18 @@ def configure(
         )
     if exporter is not None and not callable(getattr(exporter, "export", None)):
         raise ConfigError(f"configure(): exporter {exporter!r} has no export() method")
+    if processor is not None and not callable(getattr(processor, "on_end", None)):
+        raise ConfigError(f"configure(): processor {processor!r} has no on_end() method")
+    for name, hook in (("clock", clock), ("id_generator", id_generator)):
+        if hook is not None and not callable(hook):
+            raise ConfigError(f"configure(): {name} must be callable, got {hook!r}")
 
     if enabled is None:
         enabled = os.environ.get("AGENTLENS_DISABLED", "").strip().lower() not in _TRUE
 
     from agentlens.config import set_configured_db
 
-    if exporter is None and (enabled or db is not None):
+    if processor is None and exporter is None and (enabled or db is not None):
         if db is None or isinstance(db, str):
             url = _resolve_url(db)
             set_configured_db(url)
@@ -182,18 +208,41 @@ def configure(
             set_configured_db(getattr(db, "url", None))
             exporter = StoreExporter(db)
 
-    processor = (
-        _processor(exporter, max_queue, batch_size, flush_interval)
-        if enabled and exporter is not None
-        else None
+    if not enabled:
+        processor = None
+    elif processor is None and exporter is not None:
+        processor = _batch(exporter, max_queue, batch_size, flush_interval)
+    pipeline = Pipeline(
+        enabled=bool(enabled) and processor is not None,
+        processor=processor,
+        project=project,
+        clock=clock if clock is not None else time.time_ns,
+        id_generator=id_generator if id_generator is not None else new_id,
     )
+    _install(pipeline)
+
+
+def reset(timeout: float | None = 5.0) -> None:
+    """Forget the configuration: shut the processor down (exporting what is queued, up to
+    ``timeout`` seconds) and go back to the unconfigured state, resolved from the environment
+    again at the next run. What a test calls to leave capture as it found it."""
+    from agentlens.config import set_configured_db
+
+    _install(None, timeout)
+    set_configured_db(None)
+
+
+def _install(pipeline: Pipeline | None, timeout: float | None = 5.0) -> None:
+    global _pipeline
+    if pipeline is not None and pipeline.processor is not None:
+        _register_atexit()
     with _lock:
-        previous, _pipeline = (
-            _pipeline,
-            Pipeline(enabled=bool(enabled), processor=processor, project=project),
-        )
+        previous, _pipeline = _pipeline, pipeline
     if previous is not None and previous.processor is not None:
-        previous.processor.shutdown(5.0)
+        try:
+            previous.processor.shutdown(timeout)
+        except Exception as exc:  # a processor of the user's: never raise from here
+            logger.warning("agentlens: processor shutdown failed: %s", exc)
 
 
 def _resolve_url(db: str | None) -> str:
@@ -226,17 +275,29 @@ def flush(timeout: float | None = 30.0) -> bool:
     pipeline = _pipeline
     if pipeline is None or pipeline.processor is None:
         return True
-    return pipeline.processor.flush(timeout)
+    try:
+        return bool(pipeline.processor.flush(timeout))
+    except Exception as exc:  # a processor of the user's: never raise from here
+        logger.warning("agentlens: processor flush failed: %s", exc)
+        return False
 
 
-def shutdown(timeout: float | None = 30.0) -> None:
+def shutdown(timeout: float | None = 30.0) -> bool:
     """Export what is queued and stop the background thread. Runs after this are dropped.
 
     Registered with :mod:`atexit`, so a normal interpreter exit loses nothing.
+
+    Returns:
+        True when everything queued was exported (or failed) within ``timeout`` seconds.
     """
     pipeline = _pipeline
-    if pipeline is not None and pipeline.processor is not None:
-        pipeline.processor.shutdown(timeout)
+    if pipeline is None or pipeline.processor is None:
+        return True
+    try:
+        return bool(pipeline.processor.shutdown(timeout))
+    except Exception as exc:  # a processor of the user's: never raise from here
+        logger.warning("agentlens: processor shutdown failed: %s", exc)
+        return False
 
 
 def stats() -> CaptureStats:
@@ -244,29 +305,10 @@ def stats() -> CaptureStats:
     pipeline = _pipeline
     if pipeline is None or pipeline.processor is None:
         return CaptureStats()
-    return pipeline.processor.stats()
-
-
-def swap(
-    pipeline: Pipeline | None,
-    clock: Callable[[], int] | None = None,
-    run_ids: Callable[[], str] | None = None,
-) -> tuple[Pipeline | None, Callable[[], int], Callable[[], str]]:
-    """Install a pipeline and hooks; return the previous ones (for :mod:`agentlens.testing`)."""
-    global _pipeline, now_ns, new_run_id
-    with _lock:
-        previous = (_pipeline, now_ns, new_run_id)
-        _pipeline = pipeline
-        now_ns = clock if clock is not None else time.time_ns
-        new_run_id = run_ids if run_ids is not None else new_id
-    return previous
-
-
-def restore(state: tuple[Pipeline | None, Callable[[], int], Callable[[], str]]) -> None:
-    """Undo :func:`swap`."""
-    global _pipeline, now_ns, new_run_id
-    with _lock:
-        _pipeline, now_ns, new_run_id = state
+    try:
+        return pipeline.processor.stats()
+    except Exception:  # a processor of the user's that keeps no counters
+        return CaptureStats()
 
 
 def _register_atexit() -> None:

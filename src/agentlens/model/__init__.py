@@ -4,10 +4,20 @@ This package is the leaf of agentlens: it imports nothing else of the package bu
 """
 
 from agentlens.model._score import FailureMode, Finding, Score, ScoreResult, Verdict
-from agentlens.model._trace import SCHEMA_VERSION, Step, StepKind, Trace, utc
+from agentlens.model._trace import (
+    EPOCH,
+    SCHEMA_VERSION,
+    Step,
+    StepKind,
+    Trace,
+    from_epoch_us,
+    to_epoch_us,
+    utc,
+)
 from agentlens.model._values import MAX_INT_DIGITS, json_int, json_str, to_jsonable
 
 __all__ = [
+    "EPOCH",
     "MAX_INT_DIGITS",
     "SCHEMA_VERSION",
     "FailureMode",
@@ -18,8 +28,10 @@ __all__ = [
     "StepKind",
     "Trace",
     "Verdict",
+    "from_epoch_us",
     "json_int",
     "json_str",
+    "to_epoch_us",
     "to_jsonable",
     "utc",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Self, TypeVar
 
@@ -11,7 +11,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentlens._ids import new_id
 
-__all__ = ["SCHEMA_VERSION", "Step", "StepKind", "Trace", "utc"]
+__all__ = [
+    "EPOCH",
+    "SCHEMA_VERSION",
+    "Step",
+    "StepKind",
+    "Trace",
+    "from_epoch_us",
+    "to_epoch_us",
+    "utc",
+]
 
 _S = TypeVar("_S", bound="Step")
 _T = TypeVar("_T", bound="Trace")
@@ -25,6 +34,32 @@ def utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+"""The Unix epoch, in UTC."""
+_US = timedelta(microseconds=1)
+
+
+def to_epoch_us(value: datetime | None) -> int | None:
+    """Microseconds since the Unix epoch of ``value``; a naive time is taken to be UTC.
+
+    The one conversion between times and integers: the store's columns and the capture clock
+    (nanoseconds, divided by 1000) go through it and :func:`from_epoch_us`.
+    """
+    if value is None:
+        return None
+    if value.tzinfo is not UTC:
+        value = utc(value)
+    return (value - EPOCH) // _US
+
+
+def from_epoch_us(value: int | None) -> datetime | None:
+    """The UTC datetime ``value`` microseconds after the Unix epoch (inverse of
+    :func:`to_epoch_us`)."""
+    if value is None:
+        return None
+    return EPOCH + timedelta(microseconds=value)
 
 
 class StepKind(StrEnum):

@@ -80,7 +80,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -94,7 +93,7 @@ from agentlens.errors import (
     StoreError,
     UnreadableRunError,
 )
-from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, utc
+from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._server import ServerTablesMixin
@@ -108,8 +107,6 @@ NO_TIME = -(2**63)
 """``runs.sort_at`` of a run without ``started_at``: before every real time."""
 
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 _WRITE_CHUNK = 256
 """Runs prepared and inserted per ``executemany`` round inside a write transaction."""
 _FIRST_PAGE = 32
@@ -126,20 +123,10 @@ _PAGE_SIZE = 16384
 pages; measured about 20 % less ingest CPU than 4 KiB, for a file about 8 % larger."""
 
 
-def to_us(value: datetime | None) -> int | None:
-    """Microseconds since the Unix epoch (UTC) of ``value``; a naive time is taken as UTC."""
-    if value is None:
-        return None
-    if value.tzinfo is not UTC:
-        value = utc(value)
-    return (value - _EPOCH) // _US
-
-
-def from_us(value: int | None) -> datetime | None:
-    """The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
-    if value is None:
-        return None
-    return _EPOCH + timedelta(microseconds=value)
+to_us = to_epoch_us
+"""Microseconds since the Unix epoch (UTC) of a time: the encoding of every time column."""
+from_us = from_epoch_us
+"""The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
 
 
 def parse_sqlite_url(url: str) -> Path | None:
