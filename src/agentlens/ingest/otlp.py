@@ -275,8 +275,8 @@ def spans_from_json(document: Any, rejected: list[FormatError] | None = None) ->
     if not isinstance(document, Mapping):
         raise _bad("an OTLP/JSON request must be an object with resourceSpans", "$")
     resource_spans = _get(document, "resourceSpans", "resource_spans")
-    if resource_spans is None:
-        raise _bad("missing resourceSpans", "resourceSpans")
+    if resource_spans is None:  # an empty request (protobuf's JSON mapping leaves it out)
+        return []
     if not isinstance(resource_spans, list):
         raise _bad("resourceSpans must be a list", "resourceSpans")
     out: list[OtlpSpan] = []
