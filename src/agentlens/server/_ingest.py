@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import threading
 import time
@@ -26,6 +25,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from pydantic_core import from_json, to_json
 
 from agentlens.errors import RunNotFoundError, StoreError
 from agentlens.ingest.otlp import OtlpSpan, build_trace
@@ -175,7 +176,7 @@ class Ingestor:
                 trace_id=s.trace_id,
                 span_id=s.span_id,
                 root_ended=s.parent_span_id is None and s.end_ns is not None,
-                doc=json.dumps(s.to_dict(), separators=(",", ":"), ensure_ascii=False),
+                doc=to_json(s.to_dict()).decode(),
             )
             for s in spans
         ]
@@ -295,7 +296,7 @@ class Ingestor:
             docs, upto = self.store.staged_spans(item.project, item.trace_id)
             run: Trace | None = None
             if docs:
-                spans = [OtlpSpan.from_dict(json.loads(doc)) for doc in docs]
+                spans = [OtlpSpan.from_dict(from_json(doc)) for doc in docs]
                 try:
                     run = build_trace(spans, project=item.project, complete=item.complete)
                     if item.purged:
