@@ -182,7 +182,7 @@ def _baseline(spans: int) -> float:
     store: Any = open_store(f"sqlite:///{folder / 'base.db'}")
     rng = random.Random(1)
     template = _template()
-    body, n = _request(template, max(1, spans // 4), rng)
+    body, _ = _request(template, max(1, spans // 4), rng)
     decoded = spans_from_protobuf(body)
     rows = [
         StagedSpan("default", s.trace_id, s.span_id, s.parent_span_id is None,
