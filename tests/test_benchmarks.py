@@ -72,3 +72,12 @@ def test_bench_server_runs_end_to_end() -> None:
     assert int(acked.group(1)) > 0
     assert int(committed.group(1)) >= int(acked.group(1))  # nothing acknowledged is missing
     assert "baseline:" in out and "server RSS:" in out
+
+
+def test_bench_review_measures_exit_throughput_and_lag() -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_review.py"), "--runs", "40", "--exits", "20", "--rounds", "1"
+    )
+    assert re.search(r"on / off: median \d+\.\d\dx, p99 \d+\.\d\dx", out)
+    assert re.search(r"throughput: reviewed 40 runs \(20 flagged\) at [\d,]+ runs/s", out)
+    assert re.search(r"lag: 40 runs captured in .* all reviewed \d+\.\d\d s after", out)

@@ -9,6 +9,7 @@ from agentlens.cli import (  # noqa: F401  (each registers its commands)
     _demo,
     _io,
     _rate,
+    _review,
     _runs,
     _schema,
     _score,
