@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 ROOT = BENCHMARKS.parent
 
@@ -80,6 +82,21 @@ def test_bench_postgres_runs_on_a_small_store() -> None:
     assert found["sqlite"]["flagged"] == found["postgres"]["flagged"] == 4
     assert found["postgres_big"]["runs"] == 3000
     assert found["postgres_big"]["flagged"] == 90
+
+
+@pytest.mark.e2e
+def test_bench_server_runs_end_to_end() -> None:
+    """A few seconds of the server benchmark (its figures are in docs/server.md)."""
+    out = _run(
+        str(BENCHMARKS / "bench_server.py"), "--seconds", "3", "--clients", "1", "--sample", "1",
+        "--runs-per-request", "5",
+    )  # fmt: skip
+    acked = re.search(r"^acknowledged: (\d+) spans", out, re.M)
+    committed = re.search(r"^committed:\s+(\d+) spans", out, re.M)
+    assert acked is not None and committed is not None
+    assert int(acked.group(1)) > 0
+    assert int(committed.group(1)) >= int(acked.group(1))  # nothing acknowledged is missing
+    assert "baseline:" in out and "server RSS:" in out
 
 
 def test_bench_review_measures_exit_throughput_and_lag() -> None:

@@ -335,7 +335,54 @@ _REVIEW = Migration(
     ),
 )
 
-# -- migration 4: review claims ----------------------------------------------------------------
+
+_SERVER_TABLES = Migration(
+    4,
+    "server: api_keys, otlp_spans, otlp_traces",
+    (
+        """
+        CREATE TABLE api_keys (
+            id         TEXT    PRIMARY KEY,
+            project    TEXT    NOT NULL,
+            name       TEXT,
+            salt       BLOB    NOT NULL,
+            hash       BLOB    NOT NULL,
+            created_at INTEGER NOT NULL,
+            revoked_at INTEGER
+        )
+        """,
+        """
+        CREATE TABLE otlp_spans (
+            seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+            project     TEXT    NOT NULL,
+            trace_id    TEXT    NOT NULL,
+            span_id     TEXT    NOT NULL,
+            received_at INTEGER NOT NULL,
+            doc         TEXT    NOT NULL,
+            UNIQUE (project, trace_id, span_id)
+        )
+        """,
+        """
+        CREATE TABLE otlp_traces (
+            project    TEXT    NOT NULL,
+            trace_id   TEXT    NOT NULL,
+            first_seen INTEGER NOT NULL,
+            last_seen  INTEGER NOT NULL,
+            root_ended INTEGER NOT NULL,
+            max_seq    INTEGER NOT NULL,
+            built_seq  INTEGER NOT NULL,
+            built_at   INTEGER,
+            purged     INTEGER NOT NULL,
+            PRIMARY KEY (project, trace_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX otlp_traces_ready ON otlp_traces (last_seen) WHERE max_seq > built_seq",
+    ),
+)
+"""The server's tables: see :mod:`agentlens.store._server`."""
+
+
+# -- migration 5: review claims ----------------------------------------------------------------
 #
 # ``claimed_by`` / ``lease_until`` (µs) of ``run_review``: a review worker claims pending runs for
 # a lease (:meth:`SQLiteStore.claim_review`), so several workers (processes) share the queue and
@@ -343,7 +390,7 @@ _REVIEW = Migration(
 # new version of the run resets both (the new version is unclaimed).
 
 _CLAIMS = Migration(
-    4,
+    5,
     "review claims: run_review.claimed_by, run_review.lease_until",
     (
         "ALTER TABLE run_review ADD COLUMN claimed_by TEXT",
@@ -351,7 +398,7 @@ _CLAIMS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _CLAIMS)
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES, _CLAIMS)
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 
