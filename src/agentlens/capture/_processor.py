@@ -141,7 +141,9 @@ class _Exporting:
         self._exported = 0
         self._dropped = 0
         self._failed = 0
-        self._count_lock = threading.Lock()  # counted from many agent threads
+        self._count_lock = (
+            threading.RLock()
+        )  # counted from many agent threads (re-entrant: SIGTERM)
         self._log = _RateLimitedLog()
 
     def _count_drop(self) -> None:
@@ -318,7 +320,9 @@ class BatchProcessor(_Exporting, Processor):
         self._resent = 0
         self._queue: collections.deque[Any] = collections.deque()
         self._wake = threading.Event()
-        self._lock = threading.Lock()  # guards thread start/stop, not the queue
+        # Re-entrant: the SIGTERM handler (capture._signals) may run shutdown() in the main
+        # thread while that thread is inside one of these locks.
+        self._lock = threading.RLock()  # guards thread start/stop, not the queue
         self._thread: threading.Thread | None = None
         self._stopped = False
         _instances.add(self)
@@ -457,8 +461,8 @@ class BatchProcessor(_Exporting, Processor):
     def _after_fork(self) -> None:
         # In a forked child the parent's thread does not exist and its locks may be held;
         # the runs still queued belong to the parent, which exports them itself.
-        self._lock = threading.Lock()
-        self._count_lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._count_lock = threading.RLock()
         self._wake = threading.Event()
         self._spill_wake = threading.Event()
         self._thread = None
@@ -592,16 +596,21 @@ class BatchProcessor(_Exporting, Processor):
     def _drain(self) -> None:
         queue = self._queue
         if not self._retry_held():
-            # The destination still fails. Keep waiting while the queue has room; when it is
-            # half full, or a flush waits, move what cannot be written to the spill directory.
-            if len(queue) >= max(1, self._max_queue // 2):
-                self._spill_pending()
-            else:
-                request = self._first_flush_request()
-                if request is not None:
+            # The destination still fails (or its retry is not due). A waiting flush gets a
+            # retry now; otherwise keep waiting while the queue has room. When it is half full,
+            # or a flush waits and the retry failed, move what cannot be written to the spill
+            # directory.
+            request = self._first_flush_request()
+            if request is None or not self._retry_held(now=True):
+                if len(queue) >= max(1, self._max_queue // 2):
+                    self._spill_pending()
+                elif request is not None:
                     self._spill_pending(until=request)
-            return
+                return
+        # The batch being built is visible as _inflight, so that a shutdown past its deadline
+        # can spill it (the runs were taken off the queue already).
         batch: list[Trace] = []
+        self._inflight = batch
         while True:
             try:
                 item = queue.popleft()
@@ -613,7 +622,10 @@ class BatchProcessor(_Exporting, Processor):
                 batch = []
                 if self._held and not self._retry_held(now=True):
                     item.ok = self._spill_pending(take_queue=False)
+                elif self._spill is not None and self._spill.has_files():
+                    self._resend()  # the destination takes runs: what was spilled goes first
                 item.done.set()
+                self._inflight = batch
                 continue
             trace = self._to_trace(item)
             if trace is not None:
@@ -623,9 +635,11 @@ class BatchProcessor(_Exporting, Processor):
                     self._hold(batch)
                     return
                 batch = []
+                self._inflight = batch
         if batch and not self._attempt(batch):
             self._hold(batch)
             return
+        self._inflight = None
         if self._spill is not None and self._resend_due():
             self._resend()
 
@@ -706,6 +720,7 @@ class BatchProcessor(_Exporting, Processor):
         ok = self._retry_held(now=True) if self._held else True
         while ok:
             batch: list[Trace] = []
+            self._inflight = batch
             while len(batch) < self._batch_size:
                 try:
                     item = self._queue.popleft()
@@ -718,6 +733,7 @@ class BatchProcessor(_Exporting, Processor):
                 if trace is not None:
                     batch.append(trace)
             if not batch:
+                self._inflight = None
                 return
             if not self._attempt(batch):
                 self._hold(batch)
