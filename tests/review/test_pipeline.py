@@ -169,3 +169,20 @@ def test_review_settings_come_from_the_environment_too(monkeypatch: pytest.Monke
     monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK", "mailto:x@example.com")
     with pytest.raises(ConfigError, match=r"^AGENTLENS_REVIEW_WEBHOOK must be an http"):
         review_settings(load_settings(use_file=False))
+
+
+def test_an_unreadable_run_does_not_block_the_queue(
+    store: TraceStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    store.put_traces([fabricated("r1"), fabricated("r2")])
+    conn = sqlite3.connect(tmp_path / "agentlens.db")
+    conn.execute("UPDATE runs SET doc = '{broken' WHERE id = 'r1'")
+    conn.commit()
+    conn.close()
+    assert review_pending(store, settings=Settings()) == 2
+    assert store.pending_review() == []
+    flags = store.get_flags("r2")
+    assert flags is not None and flags.hallucination_detected
+    assert "unreadable" in caplog.text
