@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -23,6 +25,7 @@ from agentlens.cli._util import (
     preview,
     time_window,
     user_errors,
+    visible,
 )
 from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc
 from agentlens.store import RunFilter, RunSummary, TraceStore
@@ -51,6 +54,10 @@ _STYLE = {
     Verdict.ERROR: "magenta",
 }
 _HIGHLIGHT = "bold red reverse"
+ANSWER_SHOWN = 20_000
+"""Characters of the answer ``show`` prints unless ``--full``."""
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw that a terminal may act on."""
 
 
 def latest_scores(scores: Iterable[Score]) -> list[Score]:
@@ -101,7 +108,7 @@ def runs(
     with user_errors():
         lower, upper = time_window(since, start, end)
         where = RunFilter(start=lower, end=upper, agent=agent)
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             rows = store.list_runs(where, limit=limit or None, newest_first=True)
             if as_json:
@@ -152,13 +159,16 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
         count += 1
         verdict, text = verdict_summary(latest_scores(store.get_scores(summary.id)))
         table.add_row(
-            Text(summary.id),
-            Text(summary.agent or ""),
+            Text(visible(summary.id, lines=False)),
+            Text(visible(summary.agent or "", lines=False)),
             Text(preview(summary.name, 40)),
             Text(format_time(summary.started_at)),
             Text(str(summary.step_count)),
-            Text(summary.status, style="red" if summary.status == "error" else ""),
-            Text(text, style=_STYLE.get(verdict, "") if verdict else "dim"),
+            Text(
+                visible(summary.status, lines=False),
+                style="red" if summary.status == "error" else "",
+            ),
+            Text(visible(text, lines=False), style=_STYLE.get(verdict, "") if verdict else "dim"),
         )
     if count == 0:
         out_console.print("no runs match", markup=False)
@@ -177,29 +187,45 @@ def show(
     as_json: Annotated[
         bool, typer.Option("--json", help="The run in the trace format, plus a 'scores' list.")
     ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help=f"Print the whole answer (default: its first {ANSWER_SHOWN:,} characters).",
+        ),
+    ] = False,
 ) -> None:
-    """Show one run: its steps as a tree, the answer, and each scorer's findings in place."""
+    """Show one run: its steps as a tree, the answer, and each scorer's findings in place.
+
+    Control characters from the trace (terminal escape sequences, carriage returns...) are
+    printed as visible escapes (``\\x1b``), never sent to the terminal.
+    """
     with user_errors():
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             trace = store.get_trace(run_id)
             scores = store.get_scores(run_id)
         finally:
             store.close()
-    if as_json:
-        doc = trace.to_dict()
-        doc["scores"] = [s.to_json_line() for s in scores]
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-        return
-    render_run(trace, latest_scores(scores))
+        if as_json:
+            doc = trace.to_dict()
+            doc["scores"] = [s.to_json_line() for s in scores]
+            text = json.dumps(doc, indent=2, ensure_ascii=False)
+            sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+            sys.stdout.flush()
+            return
+        render_run(trace, latest_scores(scores), full=full)
 
 
-def render_run(trace: Trace, scores: Sequence[Score]) -> None:
-    """Print a run for a human: header, step tree, answer with findings marked, scores."""
+def render_run(trace: Trace, scores: Sequence[Score], *, full: bool = False) -> None:
+    """Print a run for a human: header, step tree, answer with findings marked, scores.
+
+    The answer is cut after :data:`ANSWER_SHOWN` characters (with a note saying how to see it
+    all) unless ``full``.
+    """
     console = out_console
     header = Text("run ", style="bold")
-    header.append(trace.id, style="bold cyan")
+    header.append(visible(trace.id, lines=False), style="bold cyan")
     console.print(header)
     facts = [
         ("agent", trace.agent),
@@ -215,7 +241,7 @@ def render_run(trace: Trace, scores: Sequence[Score]) -> None:
     for key, value in facts:
         if value:
             line = Text(f"  {key}: ", style="dim")
-            line.append(str(value))
+            line.append(visible(str(value), lines=False))
             console.print(line)
 
     console.print(Text(f"steps ({len(trace.steps)})", style="bold"))
@@ -226,8 +252,16 @@ def render_run(trace: Trace, scores: Sequence[Score]) -> None:
 
     texts = _turn_texts(trace)
     console.print(Text("answer", style="bold"))
-    answer = render_answer(trace, scores, texts)
+    limit = None if full else ANSWER_SHOWN
+    answer = render_answer(trace, scores, texts, limit=limit)
     console.print(_indent(answer, "  ") if answer.plain else Text("  (no answer)", style="dim"))
+    whole = len(texts.get("output", ""))
+    if limit is not None and whole > limit:
+        note = (
+            f"  (the answer is cut here: {limit:,} of {whole:,} characters shown; "
+            f"`agentlens show {trace.id} --full` prints it all, `--json` as data)"
+        )
+        console.print(Text(visible(note, lines=False), style="yellow"))
 
     console.print(Text("scores", style="bold"))
     if not scores:
@@ -237,14 +271,22 @@ def render_run(trace: Trace, scores: Sequence[Score]) -> None:
 
 
 def render_answer(
-    trace: Trace, scores: Sequence[Score], texts: dict[str, str] | None = None
+    trace: Trace,
+    scores: Sequence[Score],
+    texts: dict[str, str] | None = None,
+    *,
+    limit: int | None = None,
 ) -> Text:
-    """The run's final answer with every finding's token in it highlighted."""
+    """The run's final answer with every finding's token in it highlighted (its first ``limit``
+    characters when given); control characters are made visible."""
     texts = texts if texts is not None else _turn_texts(trace)
     answer = texts.get("output", "")
     # A finding in a model reply that is the answer itself is marked in the answer too.
     same = {loc for loc, text in texts.items() if text == answer}
     spans = [_span(f, answer) for s in scores for f in s.findings if f.location in same]
+    if limit is not None and len(answer) > limit:
+        answer = answer[:limit]
+        spans = [(a, min(b, limit)) for a, b in (sp for sp in spans if sp) if a < limit]
     return _highlighted(answer, [sp for sp in spans if sp])
 
 
@@ -278,10 +320,10 @@ def _tree(steps: Sequence[Step]) -> list[tuple[str, Step]]:
 
 def _step_line(prefix: str, step: Step) -> Text:
     line = Text(prefix, style="dim")
-    line.append(step.id, style="cyan")
+    line.append(visible(step.id, lines=False), style="cyan")
     line.append(f" {step.kind}", style="bold")
     if step.name:
-        line.append(f" {step.name}")
+        line.append(" " + visible(step.name, lines=False))
     shows_input = step.kind in ("tool", "retrieval", "llm", "agent")
     if shows_input and step.input is not None:
         line.append("  in: ", style="dim")
@@ -334,9 +376,15 @@ def _span(finding: Finding, text: str) -> tuple[int, int] | None:
 
 
 def _highlighted(text: str, spans: Sequence[tuple[int, int]]) -> Text:
-    out = Text(text)
-    for start, end in spans:
-        out.stylize(_HIGHLIGHT, start, end)
+    """``text`` with its control characters made visible and ``spans`` (offsets into the raw
+    text) highlighted: each piece between span boundaries is made visible on its own, so the
+    highlights stay on the tokens they mark."""
+    marks = sorted({0, len(text), *(p for sp in spans for p in sp if 0 <= p <= len(text))})
+    out = Text()
+    for start, end in itertools.pairwise(marks):
+        piece = visible(text[start:end])
+        lit = any(a <= start and end <= b for a, b in spans)
+        out.append(piece, style=_HIGHLIGHT if lit else "")
     return out
 
 
@@ -360,11 +408,11 @@ def print_score(
         texts = _turn_texts(trace)
     verdict = score.verdict or Verdict.ERROR
     line = Text(f"{indent}{_MARK[verdict]} ", style=_STYLE[verdict])
-    line.append(score.scorer, style="bold")
-    line.append(f" v{score.version}: ", style="dim")
+    line.append(visible(score.scorer, lines=False), style="bold")
+    line.append(visible(f" v{score.version}: ", lines=False), style="dim")
     line.append(str(verdict), style=_STYLE[verdict])
     if score.detail:
-        line.append(f" — {score.detail}")
+        line.append(visible(f" — {score.detail}", lines=False))
     out_console.print(line)
     # The same token found in several turns (a model reply and the final answer that repeats
     # it) is shown once, in the answer when it is there, naming the other places.
@@ -380,7 +428,7 @@ def print_score(
             out_console.print(where)
         others = sorted({f.location for f in group if f is not shown and f.location != "output"})
         if others:
-            also = Text(f"{indent}      also in step {', '.join(others)}", style="dim")
+            also = Text(visible(f"{indent}      also in step {', '.join(others)}"), style="dim")
             out_console.print(also)
 
 
@@ -389,7 +437,7 @@ def _finding_line(finding: Finding, trace: Trace, indent: str) -> Text:
     line = Text(f"{indent}{mark} ", style="yellow" if finding.unverifiable else "red")
     if finding.failure_mode is not None:
         line.append(f"{finding.failure_mode}: ", style="bold")
-    line.append(describe_finding(finding, trace))
+    line.append(visible(describe_finding(finding, trace), lines=False))
     return line
 
 
@@ -445,10 +493,10 @@ def _context(
             where += f" ({step.kind}{' ' + step.name if step.name else ''})"
         except KeyError:
             pass
-    line = Text(f"{indent}in {where}, chars {start}-{end}: ", style="dim")
-    line.append(("…" if start > width else "") + before.replace("\n", " "))
+    line = Text(visible(f"{indent}in {where}, chars {start}-{end}: ", lines=False), style="dim")
+    line.append(visible(("…" if start > width else "") + before, lines=False))
     line.append("»")
-    line.append(text[start:end].replace("\n", " "), style=_HIGHLIGHT)
+    line.append(visible(text[start:end], lines=False), style=_HIGHLIGHT)
     line.append("«")
-    line.append(after.replace("\n", " ") + ("…" if end + width < len(text) else ""))
+    line.append(visible(after + ("…" if end + width < len(text) else ""), lines=False))
     return line

@@ -145,6 +145,9 @@ def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
     """Write runs to ``path`` as JSON Lines, atomically: into a temporary file in the same
     folder, renamed over ``path`` only once every run is written. Returns the count.
 
+    The file keeps the mode of the file it replaces; a new file gets the mode the umask gives
+    (as ``open()`` would), not the private mode of a temporary file.
+
     Raises:
         FormatError: the folder cannot be written to.
     """
@@ -155,6 +158,7 @@ def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
     except OSError as exc:
         raise FormatError(f"cannot write: {exc.strerror or exc}", source=str(target)) from None
     try:
+        os.chmod(tmp, _mode_for(target))
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
             count = write(traces, fp)
             fp.flush()
@@ -165,6 +169,17 @@ def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
             os.unlink(tmp)
         raise
     return count
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits a written file gets: those of the file it replaces, else what the
+    umask leaves of 0o666."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 # -- opening -------------------------------------------------------------------------------

@@ -43,8 +43,11 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def open_store(url: str | None = None) -> TraceStore:
+def open_store(url: str | None = None, *, read_only: bool = False) -> TraceStore:
     """Open the store at ``url`` (default: configuration, then ``sqlite:///agentlens.db``).
+
+    ``read_only=True`` opens an existing store for reading: nothing is created or written (a
+    missing file is a :class:`StoreError`), and a store on read-only media can be read.
 
     Raises:
         ConfigError: the URL's scheme is unknown.
@@ -58,7 +61,7 @@ def open_store(url: str | None = None) -> TraceStore:
     url = normalize_url(url)
     scheme = url.split("://", 1)[0].lower()
     if scheme == "sqlite":
-        return SQLiteStore(url)
+        return SQLiteStore(url, read_only=read_only)
     if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         raise ConfigError(
             f"{url.split('@')[-1]!r}: the PostgreSQL backend is not available yet; "
