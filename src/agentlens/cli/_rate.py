@@ -177,11 +177,10 @@ def rate(
     rate = flagged / (flagged + passed).
     """
     from agentlens.analytics import hallucination_rate, rate_breakdown
-    from agentlens.config import load_settings
 
     with user_errors():
         lower, upper = _window(since, start, end)
-        settings = load_settings(db=state.db)
+        settings = state.settings()
         store = state.open_store(read_only=True)
         try:
             common: dict[str, Any] = {
@@ -397,7 +396,6 @@ def gate(
     with --since 7d --baseline-since 14d it is the 14 days that end 7 days ago.
     """
     from agentlens.analytics import evaluate_gate, hallucination_rate
-    from agentlens.config import load_settings
 
     with user_errors():
         limit = parse_fraction(max_rate, "--max-rate")
@@ -419,7 +417,7 @@ def gate(
                     f"bad --baseline-since {baseline_since!r}: the baseline would start before "
                     "the year 1; use a shorter duration"
                 ) from None
-        settings = load_settings(db=state.db)
+        settings = state.settings()
         store = state.open_store(read_only=True)
         try:
             common: dict[str, Any] = {
