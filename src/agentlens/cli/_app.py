@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -137,6 +139,10 @@ def main(argv: list[str] | None = None) -> None:
     from agentlens import cli as _cli  # noqa: F401  (registers the commands)
 
     try:
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C as KeyboardInterrupt from here on (agentlens.__main__ exits at once while
+            # the command line loads); set inside the try, so no window is left uncovered.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         app(args=argv, standalone_mode=True)
     except AgentlensError as exc:
         err_console.print(f"error: {exc}", markup=False)
