@@ -39,6 +39,7 @@ Everything else an event carries is kept in the step's ``attributes``; the outpu
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -84,12 +85,12 @@ def read(path: Path) -> Iterator[Trace]:
         if first is None:
             raise FormatError("empty file", source=name)
         try:
-            data = decode_json(first[1], name, first[0])
-        except FormatError as exc:
-            if not exc.reason.startswith("invalid JSON:") or "nested" in exc.reason:
-                raise
-            data = _PRETTY
-        if data is _PRETTY:  # one pretty-printed output object
+            json.loads(first[1])  # is the first line a document of its own (JSON Lines)?
+        except RecursionError:
+            raise FormatError(
+                "invalid JSON: nested too deeply", source=name, line=first[0]
+            ) from None
+        except ValueError:  # one pretty-printed output object
             raw = read_record(handle, name, first[1])
             data = decode_json(raw, name, None)
             if not isinstance(data, dict):
@@ -98,13 +99,10 @@ def read(path: Path) -> Iterator[Trace]:
                 ) from None
             yield _output(data, name, 1, raw)
             return
-        yield _line(data, name, first[0], first[1])
+        # Decoded again with the checks every other line gets (a lone surrogate, too deep).
+        yield _line(decode_json(first[1], name, first[0]), name, first[0], first[1])
         for number, line in lines:
             yield _line(decode_json(line, name, number), name, number, line)
-
-
-_PRETTY: Any = object()
-"""The first line is not a whole JSON value: the file is one pretty-printed document."""
 
 
 def _line(data: Any, source: str, number: int, raw: bytes) -> Trace:
