@@ -20,7 +20,15 @@ from agentlens.analytics._gate import (
     render_markdown,
 )
 from agentlens.analytics._interval import Z_95, wilson_interval
-from agentlens.analytics._outcome import Outcome, ScoreFacts, classify_run, facts_of, tally
+from agentlens.analytics._outcome import (
+    OUTCOME_PRECEDENCE,
+    Outcome,
+    ScoreFacts,
+    classify_run,
+    facts_of,
+    tally,
+    worst_outcome,
+)
 from agentlens.analytics._rate import (
     BREAKDOWNS,
     hallucination_rate,
@@ -34,6 +42,7 @@ from agentlens.analytics._window import Window, parse_time, resolve_window
 
 __all__ = [
     "BREAKDOWNS",
+    "OUTCOME_PRECEDENCE",
     "Z_95",
     "Breakdown",
     "FlaggedRun",
@@ -61,4 +70,5 @@ __all__ = [
     "trend",
     "two_proportion_test",
     "wilson_interval",
+    "worst_outcome",
 ]

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 from agentlens.config import Settings
 from agentlens.errors import ScorerError
 from agentlens.eval._evidence import Evidence
-from agentlens.model import Score, ScoreResult, Trace, Verdict
+from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
 
 __all__ = [
     "Report",
@@ -250,11 +250,7 @@ class Report:
     @property
     def verdict(self) -> Verdict:
         """``flagged`` if any scorer flagged; else ``error``, then ``unverifiable``; else ``passed``."""
-        verdicts = {s.verdict for s in self.results.values()}
-        for v in (Verdict.FLAGGED, Verdict.ERROR, Verdict.UNVERIFIABLE):
-            if v in verdicts:
-                return v
-        return Verdict.PASSED
+        return worst_verdict(s.verdict for s in self.results.values()) or Verdict.PASSED
 
     def __iter__(self) -> Any:
         return iter(self.results.values())
