@@ -1,18 +1,11 @@
-"""Settings: argument, then environment (``AGENTLENS_*``), then ``agentlens.toml`` or
-``[tool.agentlens]`` in ``pyproject.toml``, then defaults.
+"""Settings: one table of every setting, resolved argument, then environment, then file, then
+default.
 
-Environment variables (the one place they are listed):
-
-``AGENTLENS_DB``
-    The store URL (``sqlite:///path``); a bare path is a SQLite file.
-``AGENTLENS_CONFIG``
-    The configuration file to read instead of looking for ``agentlens.toml`` / ``pyproject.toml``.
-``AGENTLENS_DISABLED``
-    ``1`` turns capture into a no-op even when a store is configured.
-``AGENTLENS_DEBUG``
-    ``1`` lets the CLI show the traceback of an internal error instead of one line.
-``AGENTLENS_DATA``
-    Where the public evaluation data sets are (benchmarks and data tests); default ``../shared/data``.
+:data:`SETTINGS` is the one place a setting is declared: its name, the argument that sets it,
+its environment variable, its key in the configuration file (``agentlens.toml``, or
+``[tool.agentlens]`` in ``pyproject.toml``), its type and its default. :func:`load_settings`
+resolves every row in that order (first one wins) and records where each value came from
+(:attr:`Settings.origins`). A command loads its settings once and passes them down.
 
 A configuration file looks like this (in ``pyproject.toml`` every table goes under
 ``[tool.agentlens]``)::
@@ -31,13 +24,20 @@ A configuration file looks like this (in ``pyproject.toml`` every table goes und
 
     [judge]
     backend = "offline"
+
+What a file cannot do: name the environment variable a judge's key is read from
+(``judge.api_key_env``), or send a judge's requests to another endpoint (``judge.base_url``)
+unless the user opted in with ``AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL=1``: a file found by
+searching upwards from the working directory may come from a repository someone else wrote.
+
+This module is a leaf: it imports nothing of agentlens but :mod:`agentlens.errors`.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,23 +45,24 @@ from typing import Any
 from agentlens.errors import ConfigError
 
 __all__ = [
+    "DEFAULT_DB_URL",
     "DEFAULT_EVIDENCE",
     "DEFAULT_SCORERS",
+    "SETTINGS",
+    "STORE_SCHEMES",
     "AgentSettings",
+    "Setting",
     "Settings",
+    "StoreURL",
+    "env_flag",
     "find_config_file",
     "load_settings",
-    "set_configured_db",
+    "parse_bool",
+    "parse_store_url",
 ]
 
-_configured_db: str | None = None
-
-
-def set_configured_db(url: str | None) -> None:
-    """Record the store URL given to :func:`agentlens.configure`; it wins over the environment."""
-    global _configured_db
-    _configured_db = url
-
+DEFAULT_DB_URL = "sqlite:///agentlens.db"
+"""The embedded default store: ``agentlens.db`` in the current directory."""
 
 DEFAULT_EVIDENCE: tuple[str, ...] = ("input", "user", "system", "tool", "retrieval")
 """What counts as evidence by default: the run's input and these step kinds' outputs."""
@@ -79,6 +80,356 @@ DEFAULT_SCORERS: tuple[str, ...] = (
 )
 """The scorers ``agentlens score`` runs when none is named."""
 
+# --------------------------------------------------------------------------- value parsers
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+def parse_bool(value: Any, where: str) -> bool:
+    """A boolean setting, parsed one way everywhere: ``1 true yes on`` are on, ``0 false no off``
+    and the empty string are off (any case); anything else is an error naming ``where``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+    raise ConfigError(
+        f"{where}: expected a boolean (1/0, true/false, yes/no, on/off), got {value!r}"
+    )
+
+
+def env_flag(name: str) -> bool:
+    """The boolean environment setting ``name`` (a row of :data:`SETTINGS`), for code that must
+    not read the configuration file (e.g. the CLI's last-resort error handler): a bad value is
+    off."""
+    row = _BY_ENV[name]
+    try:
+        return bool(row.parse(os.environ.get(name, ""), name))
+    except ConfigError:
+        return bool(row.default)
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _number(kind: type) -> Callable[[Any, str], Any]:
+    def parse(value: Any, where: str) -> Any:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}")
+        try:
+            if kind is int and isinstance(value, float) and not value.is_integer():
+                raise ValueError
+            return kind(value.strip() if isinstance(value, str) else value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}") from None
+
+    return parse
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v for v in (p.strip() for p in value.split(",")) if v]
+    if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
+        raise ConfigError(f"{where} must be a list of scorer names")
+    return tuple(value)
+
+
+def _evidence(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where} must be a list of evidence sources")
+    bad = [v for v in value if v not in EVIDENCE_CHOICES]
+    if bad:
+        raise ConfigError(
+            f"{where}: unknown evidence source {bad[0]!r}; choose from {sorted(EVIDENCE_CHOICES)}"
+        )
+    return tuple(value)
+
+
+def _table(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} must be a table")
+    return dict(value)
+
+
+def _path(value: Any, where: str) -> Path:
+    return Path(_str(value, where)).expanduser()
+
+
+# --------------------------------------------------------------------------- store URLs
+
+STORE_SCHEMES: Mapping[str, str] = {
+    "sqlite": "sqlite",
+    "postgresql": "postgresql",
+    "postgres": "postgresql",
+    "postgresql+psycopg": "postgresql",
+}
+"""The URL schemes the store accepts, and the backend each names."""
+
+
+class StoreURL(str):
+    """A store URL parsed once: the normalised URL (a ``str``) and the backend it names.
+
+    Build with :func:`parse_store_url`. Whether the backend's driver is installed and its server
+    reachable is for the store to say when it opens.
+    """
+
+    backend: str
+    """``sqlite`` or ``postgresql``."""
+
+    def __new__(cls, url: str, backend: str) -> StoreURL:
+        self = super().__new__(cls, url)
+        self.backend = backend
+        return self
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        return (str(self), self.backend)
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The file a ``sqlite`` URL names (``~`` expanded), ``None`` for an in-memory store.
+
+        Raises:
+            ConfigError: this is not a SQLite URL.
+        """
+        if self.backend != "sqlite":
+            raise ConfigError(f"{self!r} is not a SQLite URL; expected sqlite:///PATH")
+        rest = self.partition("://")[2]
+        return None if rest in ("", "/:memory:") else Path(rest[1:]).expanduser()
+
+
+def parse_store_url(value: str | StoreURL, where: str = "store URL") -> StoreURL:
+    """Check and normalise a store URL: a bare path is a SQLite file (``sqlite:///path``).
+
+    ``sqlite:///a/b.db`` is the relative path ``a/b.db``; ``sqlite:////a/b.db`` is ``/a/b.db``;
+    ``sqlite:///:memory:`` and ``sqlite://`` are in memory.
+
+    Raises:
+        ConfigError: an empty value, a scheme the store does not accept, or a malformed SQLite
+            URL (the message names ``where``).
+    """
+    if isinstance(value, StoreURL):
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where} must be a string (a store URL), got {value!r}")
+    url = value.strip()
+    if not url:
+        raise ConfigError(f"{where}: the store URL is empty")
+    if "://" not in url:
+        url = "sqlite:///" + url
+    scheme, _, rest = url.partition("://")
+    backend = STORE_SCHEMES.get(scheme.lower())
+    if backend is None:
+        raise ConfigError(
+            f"{where}: unknown store URL scheme {scheme!r} in {_redact(url)!r}; "
+            "expected sqlite:///PATH or postgresql://HOST/DB"
+        )
+    if backend == "sqlite" and rest not in ("", "/:memory:"):
+        if not rest.startswith("/"):
+            raise ConfigError(
+                f"{where}: {url!r}: a SQLite URL has no host; "
+                "use sqlite:///relative.db or sqlite:////abs.db"
+            )
+        if "?" in rest:
+            raise ConfigError(
+                f"{where}: {url!r}: query parameters are not supported in a SQLite URL"
+            )
+        if not rest[1:]:
+            raise ConfigError(f"{where}: {url!r}: the SQLite URL names no file")
+    return StoreURL(url, backend)
+
+
+def _redact(url: str) -> str:
+    """The URL without a password (``user:secret@host`` -> ``user:***@host``)."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{scheme}{sep}{creds.split(':', 1)[0]}:***@{host}"
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One row of the settings table."""
+
+    name: str
+    """The setting's name (and :class:`Settings` attribute, or ``judge.KEY``)."""
+    type: str
+    """Its type, as the docs say it."""
+    default: Any
+    """The value when nothing sets it (``None``: unset, the consumer decides)."""
+    doc: str
+    """What it does."""
+    env: str | None = None
+    """The environment variable that sets it, if any."""
+    key: str | None = None
+    """Its key in the configuration file (dotted: ``judge.model``); ``None``: a file cannot set it."""
+    argument: str | None = None
+    """The argument that sets it, if any (the CLI option or the function parameter)."""
+    parse: Callable[[Any, str], Any] = _str
+    """Checks and converts a raw value; ``parse(value, where)`` raises :class:`ConfigError`."""
+
+
+def _judge(name: str, kind: str, parse: Callable[[Any, str], Any], doc: str, **kw: Any) -> Setting:
+    env = kw.pop("env", f"AGENTLENS_JUDGE_{name.upper()}")
+    key = kw.pop("key", f"judge.{name}")
+    return Setting(f"judge.{name}", kind, None, doc, env=env, key=key, parse=parse, **kw)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "db",
+        "store URL",
+        DEFAULT_DB_URL,
+        "The store: sqlite:///relative.db, sqlite:////absolute.db, postgresql://..., or a bare "
+        "SQLite file path.",
+        env="AGENTLENS_DB",
+        key="db",
+        argument="--db, configure(db=...), load_settings(db=...)",
+        parse=parse_store_url,
+    ),
+    Setting(
+        "config",
+        "path",
+        None,
+        "The configuration file to read (it must exist) instead of searching upwards for "
+        "agentlens.toml / pyproject.toml.",
+        env="AGENTLENS_CONFIG",
+        argument="load_settings(config_file=...)",
+        parse=_path,
+    ),
+    Setting(
+        "default_scorers",
+        "list of scorer names",
+        DEFAULT_SCORERS,
+        "The scorers `agentlens score` runs when no --scorer is given.",
+        key="default_scorers",
+        argument="--scorer",
+        parse=_names,
+    ),
+    Setting(
+        "evidence",
+        "list of evidence sources",
+        DEFAULT_EVIDENCE,
+        "What counts as evidence: `input` and step kinds (per agent role under [agents.ROLE]).",
+        key="evidence",
+        parse=_evidence,
+    ),
+    Setting(
+        "disabled",
+        "bool",
+        False,
+        "Capture records nothing, even when a store is configured.",
+        env="AGENTLENS_DISABLED",
+        argument="configure(enabled=...)",
+        parse=parse_bool,
+    ),
+    Setting(
+        "debug",
+        "bool",
+        False,
+        "The CLI shows the traceback of an internal error instead of one line.",
+        env="AGENTLENS_DEBUG",
+        parse=parse_bool,
+    ),
+    Setting(
+        "data",
+        "path",
+        None,
+        "Where the public evaluation data sets are (benchmarks and data tests); "
+        "default ../shared/data beside the repository.",
+        env="AGENTLENS_DATA",
+        parse=_path,
+    ),
+    _judge(
+        "backend",
+        "str",
+        _str,
+        "The judge: offline (default), openai or anthropic.",
+        argument="--judge, get_judge(backend)",
+    ),
+    _judge("model", "str", _str, "The judge's model (network judges).", argument="--model"),
+    _judge(
+        "base_url",
+        "URL",
+        _str,
+        "The judge's endpoint. Plain http only to a loopback host. From a file only with "
+        "AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL=1.",
+        argument="get_judge(base_url=...)",
+    ),
+    _judge(
+        "api_key",
+        "str",
+        _str,
+        "The judge's key (default: the backend's own variable, OPENAI_API_KEY or "
+        "ANTHROPIC_API_KEY). Not settable in a file.",
+        key=None,
+        argument="get_judge(api_key=...)",
+    ),
+    _judge(
+        "api_key_env",
+        "str",
+        _str,
+        "The environment variable the judge's key is read from (default: OPENAI_API_KEY or "
+        "ANTHROPIC_API_KEY). Not settable in a file.",
+        key=None,
+        argument="get_judge(api_key_env=...)",
+    ),
+    _judge("timeout", "float", _number(float), "Seconds allowed per judge call."),
+    _judge("max_concurrency", "int", _number(int), "Judge calls in flight at once."),
+    _judge("max_retries", "int", _number(int), "Retries per judge call."),
+    _judge("budget_usd", "float", _number(float), "The most one batch of claims may spend."),
+    _judge("batch_size", "int", _number(int), "Claims per judge request."),
+    _judge("cache", "str", _str, "The verdict cache: a SQLite path, default, memory or off."),
+    _judge("mode", "str", _str, "The offline judge's mode: balanced, strict or lenient."),
+    _judge("min_coverage", "float", _number(float), "The offline judge's coverage threshold."),
+    _judge("max_tokens", "int", _number(int), "The judge reply's token limit."),
+    _judge(
+        "prices",
+        "table",
+        _table,
+        "USD per million (input, output) tokens per model prefix, over the built-in table.",
+        env=None,
+    ),
+    Setting(
+        "judge_allow_file_base_url",
+        "bool",
+        False,
+        "Let the configuration file's [judge] base_url be used (an explicit opt-in: a file "
+        "found by searching upwards may come from someone else's repository).",
+        env="AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL",
+        parse=parse_bool,
+    ),
+)
+"""Every setting: argument, environment variable, file key, type and default in one place."""
+
+_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+_BY_ENV: dict[str, Setting] = {s.env: s for s in SETTINGS if s.env}
+_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS if s.key}
+JUDGE_KEYS: tuple[str, ...] = tuple(
+    s.name.removeprefix("judge.") for s in SETTINGS if s.name.startswith("judge.")
+)
+"""The keys of a judge's configuration (the ``[judge]`` table and ``AGENTLENS_JUDGE_*``)."""
+
+_REFUSED_IN_FILE = {
+    "judge.api_key": "a configuration file cannot hold a judge's key; set the backend's "
+    "variable (OPENAI_API_KEY, ANTHROPIC_API_KEY) or AGENTLENS_JUDGE_API_KEY",
+    "judge.api_key_env": "a configuration file cannot choose which environment variable a "
+    "judge's key is read from; set AGENTLENS_JUDGE_API_KEY_ENV or pass api_key_env= instead",
+}
+
+
+# --------------------------------------------------------------------------- resolved settings
+
 
 @dataclass(frozen=True, slots=True)
 class AgentSettings:
@@ -91,31 +442,59 @@ class AgentSettings:
     review: Mapping[str, Any] = field(default_factory=dict)
     """The role's ``[agents.NAME.review]`` table, as written (checked by
     :func:`agentlens.review.review_settings`)."""
+    keys: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """Where each scorer option was set: ``{scorer: {option: "FILE: agents.R.scorers.S.OPT"}}``."""
 
     def scorer_options(self, name: str) -> dict[str, Any]:
         """The options configured for scorer ``name`` (empty when none)."""
         return dict(self.scorers.get(name, {}))
+
+    def option_key(self, scorer: str, option: str) -> str:
+        """Where ``scorer``'s ``option`` was set (the file and key), for error messages."""
+        return self.keys.get(scorer, {}).get(option, f"scorers.{scorer}.{option}")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Resolved settings. Build with :func:`load_settings`."""
 
-    db: str = "sqlite:///agentlens.db"
+    db: str = DEFAULT_DB_URL
+    """The store URL (a :class:`StoreURL` when loaded)."""
     default_scorers: tuple[str, ...] = DEFAULT_SCORERS
     default: AgentSettings = field(default_factory=AgentSettings)
     agents: Mapping[str, AgentSettings] = field(default_factory=dict)
     judge: Mapping[str, Any] = field(default_factory=dict)
+    """The judge configuration that was set (environment over ``[judge]``), without defaults."""
     review: Mapping[str, Any] = field(default_factory=dict)
     """The ``[review]`` table, as written (checked by :func:`agentlens.review.review_settings`)."""
     source: Path | None = None
     """The file the settings were read from, if any."""
+    disabled: bool = False
+    debug: bool = False
+    judge_allow_file_base_url: bool = False
+    origins: Mapping[str, str] = field(default_factory=dict)
+    """Where each value that was set came from: ``argument``, the environment variable's name,
+    or ``FILE: key``. Settings at their default are absent."""
 
     def for_agent(self, agent: str | None) -> AgentSettings:
         """The settings of an agent role; roles without a section get the defaults."""
         if agent is not None and agent in self.agents:
             return self.agents[agent]
         return self.default
+
+    @property
+    def store_url(self) -> StoreURL:
+        """:attr:`db` parsed (it already is when the settings were loaded)."""
+        return parse_store_url(self.db, self.origins.get("db", "db"))
+
+    def origin(self, name: str) -> str:
+        """Where setting ``name`` came from (``default`` when nothing set it)."""
+        return self.origins.get(name, "default")
+
+    def judge_from_file(self, key: str) -> bool:
+        """True when the judge setting ``key`` came from the configuration file."""
+        origin = self.origins.get(f"judge.{key}", "")
+        return self.source is not None and origin.startswith(f"{self.source}:")
 
 
 def find_config_file(start: Path | None = None) -> Path | None:
@@ -147,27 +526,68 @@ def _has_tool_table(path: Path) -> bool:
 
 
 def load_settings(
-    *, db: str | None = None, config_file: Path | None = None, use_file: bool = True
+    *,
+    db: str | None = None,
+    config_file: Path | None = None,
+    use_file: bool = True,
+    arguments: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Resolve settings: argument, then environment, then configuration file, then defaults.
+    """Resolve every setting of :data:`SETTINGS`: argument, then environment, then the
+    configuration file, then the default.
+
+    Args:
+        db: the store URL argument (``--db``).
+        config_file: the file to read instead of looking for one.
+        use_file: ``False`` reads no file at all.
+        arguments: other arguments by setting name, e.g. ``{"judge.backend": "openai"}``
+            (``None`` values are ignored).
 
     Raises:
-        ConfigError: the file cannot be parsed or holds a bad value (the message names both).
+        ConfigError: the file cannot be parsed, or a value is bad (the message names the file
+            and the key, or the environment variable).
     """
     path = config_file if config_file is not None else (find_config_file() if use_file else None)
-    table: dict[str, Any] = {}
-    if path is not None:
-        table = _read_table(path)
-    settings = _parse(table, path)
-    resolved_db = db or _configured_db or os.environ.get("AGENTLENS_DB") or settings.db
+    table = _read_table(path) if path is not None else {}
+    where = str(path) if path is not None else "settings"
+    given = {k: v for k, v in (arguments or {}).items() if v is not None}
+    unknown_args = set(given) - set(_BY_NAME)
+    if unknown_args:
+        raise ConfigError(f"load_settings(): unknown setting {sorted(unknown_args)[0]!r}")
+    if db is not None:
+        given["db"] = db
+    flat = _flatten(table, where)
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for row in SETTINGS:
+        if row.name in given:
+            values[row.name] = row.parse(given[row.name], row.argument or row.name)
+            origins[row.name] = "argument"
+        elif row.env and os.environ.get(row.env, "").strip():
+            values[row.name] = row.parse(os.environ[row.env], row.env)
+            origins[row.name] = row.env
+        elif row.key and row.key in flat:
+            label = f"{where}: {row.key}"
+            values[row.name] = row.parse(flat[row.key], label)
+            origins[row.name] = label
+        elif row.default is not None:
+            values[row.name] = row.parse(row.default, row.name) if row.name == "db" else row.default
+    default, agents = _parse_roles(table, where, values["evidence"])
     return Settings(
-        db=resolved_db,
-        default_scorers=settings.default_scorers,
-        default=settings.default,
-        agents=settings.agents,
-        judge=settings.judge,
-        review=settings.review,
+        db=values["db"],
+        default_scorers=values["default_scorers"],
+        default=default,
+        agents=agents,
+        judge={
+            name.removeprefix("judge."): value
+            for name, value in values.items()
+            if name.startswith("judge.")
+        },
+        review=_table(table.get("review", {}), f"{where}: 'review'"),
         source=path,
+        disabled=values["disabled"],
+        debug=values["debug"],
+        judge_allow_file_base_url=values["judge_allow_file_base_url"],
+        origins=origins,
     )
 
 
@@ -185,25 +605,39 @@ def _read_table(path: Path) -> dict[str, Any]:
     return data
 
 
-_TOP_KEYS = {"db", "default_scorers", "scorers", "evidence", "agents", "judge", "review"}
+_SECTIONS = {"scorers", "agents", "judge", "review"}
 
 
-def _parse(table: Mapping[str, Any], path: Path | None) -> Settings:
-    where = str(path) if path else "settings"
-    unknown = set(table) - _TOP_KEYS
-    if unknown:
-        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
-    db = table.get("db", "sqlite:///agentlens.db")
-    if not isinstance(db, str):
-        raise ConfigError(f"{where}: 'db' must be a string")
-    names = table.get("default_scorers", list(DEFAULT_SCORERS))
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{where}: 'default_scorers' must be a list of scorer names")
-    options = _parse_scorers(table.get("scorers", {}), f"{where}: 'scorers'")
-    default = AgentSettings(
-        evidence=_parse_evidence(table.get("evidence", DEFAULT_EVIDENCE), f"{where}: 'evidence'"),
-        scorers=options,
-    )
+def _flatten(table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The file's values by dotted key (``judge.model``), unknown and refused keys refused.
+    The ``scorers`` and ``agents`` sections are structured and parsed by :func:`_parse_roles`."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if key == "judge":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: 'judge' must be a table")
+            for sub, item in value.items():
+                dotted = f"judge.{sub}"
+                if dotted in _REFUSED_IN_FILE:
+                    raise ConfigError(f"{where}: [judge] {sub}: {_REFUSED_IN_FILE[dotted]}")
+                if dotted not in _BY_KEY:
+                    known = ", ".join(k for k in JUDGE_KEYS if f"judge.{k}" in _BY_KEY)
+                    raise ConfigError(f"{where}: [judge]: unknown key {sub!r}; known keys: {known}")
+                flat[dotted] = item
+        elif key in _SECTIONS:
+            continue
+        elif key in _BY_KEY:
+            flat[key] = value
+        else:
+            raise ConfigError(f"{where}: unknown key {key!r}")
+    return flat
+
+
+def _parse_roles(
+    table: Mapping[str, Any], where: str, evidence: tuple[str, ...]
+) -> tuple[AgentSettings, dict[str, AgentSettings]]:
+    options, keys = _parse_scorers(table.get("scorers", {}), where, "scorers")
+    default = AgentSettings(evidence=evidence, scorers=options, keys=keys)
     agents: dict[str, AgentSettings] = {}
     raw_agents = table.get("agents", {})
     if not isinstance(raw_agents, dict):
@@ -215,55 +649,39 @@ def _parse(table: Mapping[str, Any], path: Path | None) -> Settings:
         bad = set(section) - {"evidence", "scorers", "review"}
         if bad:
             raise ConfigError(f"{label}: unknown key {sorted(bad)[0]!r}")
-        role_options = _parse_scorers(section.get("scorers", {}), f"{label}.scorers")
+        role_options, role_keys = _parse_scorers(
+            section.get("scorers", {}), where, f"agents.{role}.scorers"
+        )
         merged = {k: dict(v) for k, v in options.items()}
+        merged_keys = {k: dict(v) for k, v in keys.items()}
         for name, opts in role_options.items():
             merged.setdefault(name, {}).update(opts)
-        agents[role] = AgentSettings(
-            evidence=_parse_evidence(
-                section.get("evidence", default.evidence), f"{label}.evidence"
-            ),
-            scorers=merged,
-            review=_raw_table(section.get("review", {}), f"{label}.review"),
+            merged_keys.setdefault(name, {}).update(role_keys[name])
+        role_evidence = (
+            _evidence(section["evidence"], f"{label}.evidence")
+            if "evidence" in section
+            else default.evidence
         )
-    judge = table.get("judge", {})
-    if not isinstance(judge, dict):
-        raise ConfigError(f"{where}: 'judge' must be a table")
-    review = _raw_table(table.get("review", {}), f"{where}: 'review'")
-    return Settings(
-        db=db,
-        default_scorers=tuple(names),
-        default=default,
-        agents=agents,
-        judge=judge,
-        review=review,
-    )
+        agents[role] = AgentSettings(
+            evidence=role_evidence,
+            scorers=merged,
+            review=_table(section.get("review", {}), f"{label}.review"),
+            keys=merged_keys,
+        )
+    return default, agents
 
 
-def _raw_table(value: Any, label: str) -> dict[str, Any]:
+def _parse_scorers(
+    value: Any, where: str, prefix: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, str]]]:
+    """``scorers`` is a table of scorer name -> table of options; also where each option is."""
     if not isinstance(value, dict):
-        raise ConfigError(f"{label} must be a table")
-    return dict(value)
-
-
-def _parse_scorers(value: Any, label: str) -> dict[str, dict[str, Any]]:
-    """``scorers`` is a table of scorer name -> table of options."""
-    if not isinstance(value, dict):
-        raise ConfigError(f"{label} must be a table of scorer name -> options")
+        raise ConfigError(f"{where}: '{prefix}' must be a table of scorer name -> options")
     options: dict[str, dict[str, Any]] = {}
+    keys: dict[str, dict[str, str]] = {}
     for name, opts in value.items():
         if not isinstance(opts, dict):
-            raise ConfigError(f"{label}.{name} must be a table of options")
+            raise ConfigError(f"{where}: '{prefix}'.{name} must be a table of options")
         options[name] = dict(opts)
-    return options
-
-
-def _parse_evidence(value: Any, label: str) -> tuple[str, ...]:
-    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{label} must be a list of evidence sources")
-    bad = [v for v in value if v not in EVIDENCE_CHOICES]
-    if bad:
-        raise ConfigError(
-            f"{label}: unknown evidence source {bad[0]!r}; choose from {sorted(EVIDENCE_CHOICES)}"
-        )
-    return tuple(value)
+        keys[name] = {opt: f"{where}: {prefix}.{name}.{opt}" for opt in opts}
+    return options, keys

@@ -23,6 +23,7 @@ from agentlens.cli import app
 from agentlens.errors import FormatError
 from agentlens.ingest import get_reader
 from agentlens.model import Trace
+from agentlens.store import SQLiteStore
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -69,6 +70,10 @@ _SCALARS = (
             "exitcode: 1",
             "1e400",
             "-5",
+            "\ud800",
+            "a\udfffb",
+            "9999-12-31T23:00:00-05:00",
+            "0001-01-01T00:00:00+01:00",
             "[",
             "{",
         ]
@@ -85,6 +90,10 @@ _REPARSED = st.sampled_from(
         "{'a': " + "(" * 300 + ")" * 300 + "}",
         "{'a': 1}",
         "{}",
+        '{"a": "\\ud800"}',
+        "{'a': '\\ud800'}",
+        "{'a': " + "1" * 5000 + "}",
+        '{"a": ' + "1" * 5000 + "}",
     ]
 )
 """Strings the importers parse again (tool arguments, SWE-agent ``state`` and ``tool_calls``)."""
@@ -271,6 +280,10 @@ def check(fmt: _Format, path: Path) -> None:
     for run in runs:
         assert isinstance(run, Trace)
         Trace.model_validate(run.model_dump())
+    # What an importer yields, a store holds and reads back (no error naming the database).
+    with SQLiteStore("sqlite:///:memory:") as store:
+        store.put_traces(runs)
+        assert [store.get_trace(r.id).id for r in runs] == [r.id for r in runs]
 
 
 def _fuzz(fmt: _Format, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -10,14 +10,15 @@ import pytest
 from store_factories import make_trace
 
 import agentlens
-from agentlens import config
 from agentlens.errors import ConfigError, RunNotFoundError
 from agentlens.store import (
     SQLiteStore,
+    _api,
     close_shared_stores,
     get_trace,
     open_store,
     query_traces,
+    set_default_url,
     shared_store,
 )
 
@@ -29,12 +30,12 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.delenv("AGENTLENS_DB", raising=False)
     monkeypatch.setenv("AGENTLENS_CONFIG", str(tmp_path / "agentlens.toml"))
     (tmp_path / "agentlens.toml").write_text("")
-    saved = config._configured_db
-    config.set_configured_db(None)
+    saved = _api._default
+    set_default_url(None)
     try:
         yield tmp_path
     finally:
-        config.set_configured_db(saved)
+        _api._default = saved
 
 
 def fill(url: str, *traces: object) -> None:
@@ -63,7 +64,7 @@ def test_environment_then_configure_choose_the_store(
     fill(f"sqlite:///{in_tmp}/configured.db", make_trace(2))
     monkeypatch.setenv("AGENTLENS_DB", "env.db")
     assert [t.id for t in query_traces()] == ["r00001"]
-    config.set_configured_db("sqlite:///configured.db")
+    set_default_url("sqlite:///configured.db")
     assert [t.id for t in query_traces()] == ["r00002"]
     with pytest.raises(RunNotFoundError):
         get_trace("r00001")

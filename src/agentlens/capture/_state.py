@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from agentlens.capture._processor import (
     CaptureStats,
     Processor,
 )
+from agentlens.config import parse_bool, parse_store_url
 from agentlens.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,7 +42,9 @@ __all__ = ["configure", "flush", "is_enabled", "reset", "shutdown", "stats"]
 
 logger = logging.getLogger("agentlens")
 
-_TRUE = frozenset({"1", "true", "yes", "on"})
+
+def _env_disabled() -> bool:
+    return parse_bool(os.environ.get("AGENTLENS_DISABLED", ""), "AGENTLENS_DISABLED")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +79,13 @@ def _resolve_default() -> Pipeline:
         if _pipeline is not None:
             return _pipeline
         try:
-            disabled = os.environ.get("AGENTLENS_DISABLED", "").strip().lower() in _TRUE
+            disabled = _env_disabled()
             url = os.environ.get("AGENTLENS_DB", "").strip()
             if disabled or not url:
                 pipeline = Pipeline(enabled=False)
             else:
-                pipeline = Pipeline(enabled=True, processor=_batch(StoreExporter(url)))
+                store_url = parse_store_url(url, "AGENTLENS_DB")
+                pipeline = Pipeline(enabled=True, processor=_batch(StoreExporter(store_url)))
         except Exception as exc:  # never raise into the agent
             logger.warning("agentlens: capture disabled, bad environment: %s", exc)
             pipeline = Pipeline(enabled=False)
@@ -172,18 +177,18 @@ def configure(
             raise ConfigError(f"configure(): {name} must be callable, got {hook!r}")
 
     if enabled is None:
-        enabled = os.environ.get("AGENTLENS_DISABLED", "").strip().lower() not in _TRUE
-
-    from agentlens.config import set_configured_db
+        enabled = not _env_disabled()
 
     if processor is None and exporter is None and (enabled or db is not None):
+        url: str | None = None
         if db is None or isinstance(db, str):
             url = _resolve_url(db)
-            set_configured_db(url)
             exporter = StoreExporter(url)
         else:
-            set_configured_db(getattr(db, "url", None))
             exporter = StoreExporter(db)
+        from agentlens.store import set_default_url
+
+        set_default_url(url or db)  # the reading API (get_trace, query_traces) reads there too
 
     if not enabled:
         processor = None
@@ -203,10 +208,11 @@ def reset(timeout: float | None = 5.0) -> None:
     """Forget the configuration: shut the processor down (exporting what is queued, up to
     ``timeout`` seconds) and go back to the unconfigured state, resolved from the environment
     again at the next run. What a test calls to leave capture as it found it."""
-    from agentlens.config import set_configured_db
-
     _install(None, timeout)
-    set_configured_db(None)
+    if "agentlens.store" in sys.modules:  # nothing to forget if the store was never imported
+        from agentlens.store import set_default_url
+
+        set_default_url(None)
 
 
 def _install(pipeline: Pipeline | None, timeout: float | None = 5.0) -> None:
@@ -223,19 +229,11 @@ def _install(pipeline: Pipeline | None, timeout: float | None = 5.0) -> None:
 
 
 def _resolve_url(db: str | None) -> str:
-    from agentlens.store import normalize_url
+    if db is not None:
+        return parse_store_url(db, "configure(db=...)")
+    from agentlens.config import load_settings
 
-    if db is None:
-        db = os.environ.get("AGENTLENS_DB", "").strip() or None
-    if db is None:
-        from agentlens.config import load_settings
-
-        db = load_settings().db
-    url = normalize_url(db)
-    scheme = url.split("://", 1)[0].lower()
-    if scheme not in ("sqlite", "postgresql", "postgres", "postgresql+psycopg"):
-        raise ConfigError(f"configure(): unknown store URL scheme {scheme!r} in {url!r}")
-    return url
+    return load_settings().store_url
 
 
 def is_enabled() -> bool:

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
+from agentlens.config import DEFAULT_DB_URL, env_flag
 from agentlens.errors import AgentlensError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.config import Settings
 
 __all__ = ["State", "app", "err_console", "fail", "main", "out_console", "state"]
 
@@ -32,13 +36,25 @@ class State:
     """Options given before the command, shared by every command."""
 
     db: str | None = None
+    _settings: Settings | None = None
+
+    def settings(self) -> Settings:
+        """The settings of this command, loaded once (``--db`` as the store argument).
+
+        Raises:
+            ConfigError: a bad value in the environment or the configuration file.
+        """
+        if self._settings is None:
+            from agentlens.config import load_settings
+
+            self._settings = load_settings(db=self.db)
+        return self._settings
 
     def open_store(self):  # type: ignore[no-untyped-def]
         """Open the store named by ``--db``, ``AGENTLENS_DB``, the config file, or the default."""
-        from agentlens.config import load_settings
         from agentlens.store import open_store
 
-        return open_store(load_settings(db=self.db).db)
+        return open_store(self.settings().store_url)
 
 
 state = State()
@@ -51,12 +67,13 @@ def _global(
         typer.Option(
             "--db",
             help="Store URL (sqlite:///path) or a SQLite file path. "
-            "Default: AGENTLENS_DB, then agentlens.toml, then sqlite:///agentlens.db.",
+            f"Default: AGENTLENS_DB, then agentlens.toml, then {DEFAULT_DB_URL}.",
             metavar="URL",
         ),
     ] = None,
 ) -> None:
     state.db = db
+    state._settings = None  # loaded once per command, on first use
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -85,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(0)
     except Exception as exc:
         # A bug of ours, not the user's: still one line, unless asked for the traceback.
-        if os.environ.get("AGENTLENS_DEBUG"):
+        if env_flag("AGENTLENS_DEBUG"):
             raise
         err_console.print(
             f"error: internal error: {type(exc).__name__}: {exc} "

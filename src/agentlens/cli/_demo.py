@@ -225,12 +225,10 @@ def demo() -> None:
     """Record a few realistic agent runs, check them against their evidence, show the rate."""
     import agentlens
     from agentlens.capture import configure, flush, stats
-    from agentlens.config import load_settings
-    from agentlens.store import normalize_url
 
     with user_errors():
-        settings = load_settings(db=state.db)
-        url = normalize_url(settings.db)
+        settings = state.settings()
+        url = settings.store_url
         store = state.open_store()  # fail early, with a clear message, on a bad --db
     before = stats()
     configure(db=url, enabled=True)  # the demo records even with AGENTLENS_DISABLED set

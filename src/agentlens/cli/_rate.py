@@ -177,11 +177,10 @@ def rate(
     rate = flagged / (flagged + passed).
     """
     from agentlens.analytics import hallucination_rate, rate_breakdown
-    from agentlens.config import load_settings
 
     with user_errors():
         lower, upper = _window(since, start, end)
-        settings = load_settings(db=state.db)
+        settings = state.settings()
         store = state.open_store()
         try:
             common: dict[str, Any] = {
@@ -396,7 +395,6 @@ def gate(
     with --since 7d --baseline-since 14d it is the 14 days that end 7 days ago.
     """
     from agentlens.analytics import evaluate_gate, hallucination_rate
-    from agentlens.config import load_settings
 
     with user_errors():
         limit = parse_fraction(max_rate, "--max-rate")
@@ -411,7 +409,14 @@ def gate(
             baseline_length = parse_duration(baseline_since)
             if lower is None:
                 raise ConfigError("--baseline-since needs a window with a start; not --since all")
-        settings = load_settings(db=state.db)
+            try:
+                lower - baseline_length
+            except OverflowError:
+                raise ConfigError(
+                    f"bad --baseline-since {baseline_since!r}: the baseline would start before "
+                    "the year 1; use a shorter duration"
+                ) from None
+        settings = state.settings()
         store = state.open_store()
         try:
             common: dict[str, Any] = {

@@ -81,14 +81,13 @@ def score(
     Exit status: 0 when scoring completed (flagged runs included), 1 when some stored runs could
     not be read (they are named; the others were scored), 2 on a usage or data error.
     """
-    from agentlens.config import load_settings
     from agentlens.eval import get_scorer
     from agentlens.eval._runner import ScoringInterrupted, score_runs
     from agentlens.store import RunFilter
 
     with user_errors():
         lower, upper = time_window(since, start, end)
-        settings = load_settings(db=state.db)
+        settings = state.settings()
         names = list(dict.fromkeys(scorer or settings.default_scorers))
         bases = [get_scorer(name) for name in names]
         if judge is not None or model is not None:

@@ -49,6 +49,9 @@ ToOpt = Annotated[
 ]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_MAX_SECONDS = 9999 * 366 * 86400.0
+"""No window is longer than the years 1 to 9999 (and no :class:`timedelta` longer than that
+overflows)."""
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
 
 
@@ -72,6 +75,9 @@ def parse_duration(text: str) -> timedelta:
         raise ConfigError(
             f"bad duration {text!r}: use a number and a unit, e.g. 30m, 36h, 7d, 2w or 1h30m"
         )
+    if seconds >= _MAX_SECONDS:
+        reason = "longer than the 9,999 years a window can span"
+        raise _OutOfRange(f"bad duration {text!r}: {reason}", reason)
     return timedelta(seconds=seconds)
 
 
@@ -85,12 +91,16 @@ def parse_time(text: str, option: str = "time") -> datetime:
     if cleaned.endswith(("z", "Z")):
         cleaned = cleaned[:-1] + "+00:00"
     try:
-        return utc(datetime.fromisoformat(cleaned))
+        parsed = datetime.fromisoformat(cleaned)
     except ValueError:
         raise ConfigError(
             f"bad {option} {text!r}: use an ISO 8601 date or time, "
             "e.g. 2026-11-29 or 2026-11-29T10:00:00Z"
         ) from None
+    try:
+        return utc(parsed)
+    except ValueError as exc:  # its offset takes it out of range
+        raise _OutOfRange(f"bad {option} {text!r}: {exc}", str(exc)) from None
 
 
 def time_window(
@@ -112,16 +122,7 @@ def time_window(
     lower: datetime | None = None
     upper: datetime | None = None
     if since is not None:
-        try:
-            lower = (now or datetime.now(UTC)) - parse_duration(since)
-        except ConfigError:
-            try:
-                lower = parse_time(since, "--since")
-            except ConfigError:
-                raise ConfigError(
-                    f"bad --since {since!r}: use a duration (30m, 36h, 7d, 2w) "
-                    "or an ISO date or time (2026-11-29, 2026-11-29T10:00:00Z)"
-                ) from None
+        lower = _since(since, now or datetime.now(UTC))
     if start is not None:
         lower = parse_time(start, "--from")
     if end is not None:
@@ -129,6 +130,38 @@ def time_window(
     if lower is not None and upper is not None and upper <= lower:
         raise ConfigError(f"empty time window: --to {end!r} is not after the start")
     return lower, upper
+
+
+def _since(since: str, now: datetime) -> datetime:
+    """The start of ``--since``: a duration back from ``now``, or an ISO date or time."""
+    try:
+        length = parse_duration(since)
+    except _OutOfRange as exc:
+        raise ConfigError(f"bad --since {since!r}: {exc.reason}") from None
+    except ConfigError:
+        try:
+            return parse_time(since, "--since")
+        except _OutOfRange:
+            raise
+        except ConfigError:
+            raise ConfigError(
+                f"bad --since {since!r}: use a duration (30m, 36h, 7d, 2w) "
+                "or an ISO date or time (2026-11-29, 2026-11-29T10:00:00Z)"
+            ) from None
+    try:
+        return now - length
+    except OverflowError:
+        raise ConfigError(
+            f"bad --since {since!r}: it reaches back before the year 1; use a shorter duration"
+        ) from None
+
+
+class _OutOfRange(ConfigError):
+    """A duration or time that is well-formed but outside what a window can hold."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def format_time(value: datetime | None) -> str:
@@ -164,6 +197,8 @@ def user_errors() -> Iterator[None]:
         raise fail(str(exc)) from None
     except sqlite3.Error as exc:  # a backend that let a driver error escape
         raise fail(f"database error: {exc}") from None
+    except OverflowError as exc:  # a time, duration or number beyond what Python can hold
+        raise fail(f"a value is out of range: {exc}") from None
     except BrokenPipeError:
         raise  # the reader went away (`agentlens runs | head`): main() exits quietly
     except OSError as exc:

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 
 from agentlens._ids import new_id
 from agentlens.errors import FormatError
+from agentlens.ingest._checks import MAX_NESTING, check_surrogates, deep_path, parse_nested_json
 
 __all__ = [
     "decode_json",
@@ -84,7 +85,16 @@ def parse_time(value: Any, *, source: str, line: int | None, field: str) -> date
             raise FormatError(
                 f"not an ISO 8601 time: {value!r}", source=source, line=line, field=field
             ) from None
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        try:
+            return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        except OverflowError:
+            raise FormatError(
+                f"time {value!r} is out of range in UTC: its offset takes it outside the years "
+                "1 to 9999",
+                source=source,
+                line=line,
+                field=field,
+            ) from None
     raise FormatError(f"not a time: {value!r}", source=source, line=line, field=field)
 
 
@@ -110,17 +120,35 @@ def decode_json(raw: bytes, source: str, line: int | None = None) -> Any:
             whose errors name the line inside it.
 
     Raises:
-        FormatError: not UTF-8, not JSON, or nested too deeply.
+        FormatError: not UTF-8, not JSON, nested more than 200 levels deep, or holding what no
+            store can hold (a lone surrogate, an integer of more than 4,300 digits).
     """
     try:
-        return json.loads(raw.decode("utf-8-sig"))
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise FormatError("not UTF-8 text", source=source, line=line) from None
+    try:
+        # pydantic's parser reads every document the standard one reads alike, and refuses
+        # what a store could not hold back; the standard parser then words the error.
+        return parse_nested_json(text)
+    except ValueError:
+        pass
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         at = line if line is not None else exc.lineno
         raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=at) from None
     except RecursionError:
         raise FormatError("invalid JSON: nested too deeply", source=source, line=line) from None
+    except ValueError as exc:  # an integer too long to read
+        raise FormatError(f"invalid JSON: {exc}", source=source, line=line) from None
+    check_surrogates(value, raw, source=source, line=line)
+    path = deep_path(value)
+    if path is not None:
+        raise FormatError(
+            f"nested more than {MAX_NESTING} levels deep", source=source, line=line, field=path
+        )
+    return value
 
 
 def load_json(path: Path) -> tuple[Any, bytes]:
@@ -140,7 +168,7 @@ def parse_json_text(value: Any) -> Any:
         text = value.strip()
         if text[:1] in ("{", "["):
             try:
-                return json.loads(text)
+                return parse_nested_json(text)
             except ValueError:
                 return value
     return value

@@ -35,6 +35,7 @@ from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
+from agentlens.ingest._checks import parse_nested_json
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["MAX_DOCUMENT_BYTES", "read"]
@@ -215,7 +216,7 @@ def _parse_json(value: Any) -> Any:
         text = value.strip()
         if text[:1] in ("{", "[", '"') or text in ("true", "false", "null") or _is_number(text):
             try:
-                return json.loads(text)
+                return parse_nested_json(text)
             except ValueError:
                 return value
     return value

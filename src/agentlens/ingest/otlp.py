@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError, MissingExtraError
+from agentlens.ingest._checks import parse_nested_json
 from agentlens.model import Step, StepKind, Trace, from_epoch_us
 
 __all__ = [
@@ -462,7 +463,7 @@ def _maybe_json(value: Any) -> Any:
         text = value.strip()
         if text[:1] in ("{", "[") and text[-1:] in ("}", "]"):
             try:
-                return json.loads(text)
+                return parse_nested_json(text)
             except ValueError:
                 return value
     return value

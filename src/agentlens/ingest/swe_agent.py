@@ -31,24 +31,22 @@ turn, which the steps already hold.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import hashlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import load_json, run_id, source_name
+from agentlens.ingest._checks import parse_nested_json
+from agentlens.ingest._pyliteral import parse_literal
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["command_name", "read"]
 
 _EDIT_REJECTED = "Your proposed edit has introduced new syntax error"
 """How SWE-agent's editor reports an edit it refused (the file is left unchanged)."""
-_LITERAL_ERRORS = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
-"""What ``ast.literal_eval`` raises on text that is not a (hashable where needed) literal."""
 _ENTRY_KEYS = {
     "action",
     "observation",
@@ -156,13 +154,15 @@ def _duration(value: Any) -> float | None:
 
 
 def _state(value: Any) -> Any:
+    """A state string read as JSON, else as the Python literal SWE-agent printed (a bounded
+    parse: see :mod:`agentlens.ingest._pyliteral`), else kept as text."""
     if isinstance(value, str) and value.strip().startswith("{"):
         try:
-            return json.loads(value)
-        except (ValueError, RecursionError):
+            return parse_nested_json(value)
+        except ValueError:
             try:
-                return ast.literal_eval(value.strip())
-            except _LITERAL_ERRORS:
+                return parse_literal(value.strip())
+            except ValueError:
                 return value
     return value
 
@@ -217,16 +217,16 @@ def _tool_call(message: dict[str, Any]) -> tuple[str | None, Any]:
     calls = message.get("tool_calls")
     if isinstance(calls, str):
         try:
-            calls = ast.literal_eval(calls)
-        except _LITERAL_ERRORS:
+            calls = parse_literal(calls)
+        except ValueError:
             return None, None
     if isinstance(calls, list) and calls and isinstance(calls[0], dict):
         function = calls[0].get("function")
         if isinstance(function, dict):
             args = function.get("arguments")
             if isinstance(args, str):
-                with contextlib.suppress(ValueError, RecursionError):
-                    args = json.loads(args)
+                with contextlib.suppress(ValueError):
+                    args = parse_nested_json(args)
             return function.get("name"), args
     return None, None
 

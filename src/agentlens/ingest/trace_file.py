@@ -40,6 +40,8 @@ from pydantic import ValidationError
 from pydantic_core import from_json as _fast_json
 
 from agentlens.errors import FormatError
+from agentlens.ingest._checks import MAX_NESTING, SURROGATE_REASON, deep_path, surrogate_path
+from agentlens.ingest._checks import SURROGATE_ESCAPE as _ESCAPE
 from agentlens.ingest._detect import foreign_keys
 from agentlens.model import Trace
 
@@ -283,7 +285,9 @@ def _scan_jsonl(
         except (ValueError, RecursionError) as exc:
             yield Record(lineno, None, _bad_json(exc, source, lineno), None, offset)
             continue
-        yield _validate(obj, source, lineno, offset)
+        # Only the standard decoder reads a lone surrogate escape (the fast parser refuses it).
+        escapes = _ESCAPE.search(body) is not None
+        yield _validate(obj, source, lineno, offset, escapes=escapes, deep=True)
 
 
 _PARTIAL_TOKEN = re.compile(
@@ -322,6 +326,10 @@ class _ArrayBuffer:
         self.line = line
         self.eof = False
         self.offset = 0
+        self.escapes = False
+        self.deep = False
+        """True when it may nest more than MAX_NESTING levels deep."""
+        """True when the last value decoded holds a ``\\uD800``-``\\uDFFF`` escape."""
         self._feed(prefix, final=False)
 
     def _feed(self, data: bytes, *, final: bool) -> None:
@@ -396,6 +404,9 @@ class _ArrayBuffer:
                 # A number or literal may go on in the next chunk: read on and decode again.
                 self.fill(len(self.buf) - self.pos)
                 continue
+            self.escapes = _ESCAPE.search(self.buf, self.pos, end) is not None
+            opened = self.buf.count("[", self.pos, end) + self.buf.count("{", self.pos, end)
+            self.deep = opened > MAX_NESTING
             self.advance(end)
             return obj
 
@@ -435,7 +446,7 @@ def _scan_array(
             continue
         line = buf.line
         obj = buf.decode()
-        yield _validate(obj, source, line, buf.offset)
+        yield _validate(obj, source, line, buf.offset, escapes=buf.escapes, deep=buf.deep)
         expect_value = False
         first = False
     if buf.skip_ws():
@@ -447,7 +458,16 @@ def _scan_array(
 # -- validation ----------------------------------------------------------------------------
 
 
-def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
+def _validate(
+    obj: Any, source: str, line: int, offset: int, *, escapes: bool = False, deep: bool = False
+) -> Record:
+    """The record of one decoded run.
+
+    ``escapes``: its text has a surrogate escape, so its strings are checked for a lone
+    surrogate; ``deep``: it may nest more than :data:`MAX_NESTING` levels, so that is checked.
+    Either would make the run one no store can hold (pydantic's parser, which the fast path
+    uses, refuses both, so only what the standard decoder read is checked).
+    """
     if not isinstance(obj, dict):
         err = FormatError(
             f"expected a JSON object (one run), found {_json_type(obj)}", source=source, line=line
@@ -455,6 +475,17 @@ def _validate(obj: Any, source: str, line: int, offset: int) -> Record:
         return Record(line, None, err, None, offset)
     raw_id = obj.get("id")
     run_id = raw_id if isinstance(raw_id, str) else None
+    if escapes:
+        path = surrogate_path(obj)
+        if path is not None:
+            err = FormatError(SURROGATE_REASON, source=source, line=line, field=path or None)
+            return Record(line, None, err, None if path == "id" else run_id, offset)
+    if deep:
+        path = deep_path(obj)
+        if path is not None:
+            reason = f"nested more than {MAX_NESTING} levels deep"
+            err = FormatError(reason, source=source, line=line, field=path or None)
+            return Record(line, None, err, run_id, offset)
     refused = _foreign(obj, source, line)
     if refused is not None:
         return Record(line, None, refused, run_id, offset)

@@ -31,7 +31,6 @@ nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
+from agentlens.ingest._checks import parse_nested_json
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["read"]
@@ -92,8 +92,8 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
 def _maybe_json(value: Any) -> Any:
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except (ValueError, RecursionError):
+            return parse_nested_json(value)
+        except ValueError:
             return value
     return value
 

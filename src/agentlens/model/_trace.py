@@ -30,10 +30,21 @@ SCHEMA_VERSION = 1
 
 
 def utc(value: datetime) -> datetime:
-    """Return ``value`` as an aware UTC datetime; a naive time is taken to be UTC."""
+    """Return ``value`` as an aware UTC datetime; a naive time is taken to be UTC.
+
+    Raises:
+        ValueError: the time is out of range once converted to UTC (its offset takes it before
+            the year 1 or past the year 9999, e.g. ``9999-12-31T23:00:00-05:00``).
+    """
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"time {value.isoformat()} is out of range in UTC: its offset takes it outside "
+            "the years 1 to 9999"
+        ) from None
 
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

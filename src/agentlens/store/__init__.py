@@ -10,8 +10,16 @@ concurrency model and its migrations are described in :mod:`agentlens.store._sql
 
 from __future__ import annotations
 
+from agentlens.config import DEFAULT_DB_URL, parse_store_url
 from agentlens.errors import ConfigError
-from agentlens.store._api import close_shared_stores, get_trace, query_traces, shared_store
+from agentlens.store._api import (
+    close_shared_stores,
+    default_url,
+    get_trace,
+    query_traces,
+    set_default_url,
+    shared_store,
+)
 from agentlens.store._protocol import RunFilter, RunSummary, TraceStore
 from agentlens.store._sqlite import SQLiteStore
 
@@ -22,46 +30,38 @@ __all__ = [
     "SQLiteStore",
     "TraceStore",
     "close_shared_stores",
+    "default_url",
     "get_trace",
     "normalize_url",
     "open_store",
     "query_traces",
+    "set_default_url",
     "shared_store",
 ]
 
-DEFAULT_DB_URL = "sqlite:///agentlens.db"
-"""The embedded default: ``agentlens.db`` in the current directory."""
-
 
 def normalize_url(url: str) -> str:
-    """Return a store URL; a bare file path becomes a ``sqlite:///`` URL."""
-    url = url.strip()
-    if not url:
-        raise ConfigError("the store URL is empty")
-    if "://" not in url:
-        return "sqlite:///" + url
-    return url
+    """Return a store URL; a bare file path becomes a ``sqlite:///`` URL.
+
+    Raises:
+        ConfigError: an empty URL or a scheme the store does not accept.
+    """
+    return parse_store_url(url)
 
 
 def open_store(url: str | None = None) -> TraceStore:
-    """Open the store at ``url`` (default: configuration, then ``sqlite:///agentlens.db``).
+    """Open the store at ``url`` (default: :func:`agentlens.configure`'s store, then the
+    settings: ``AGENTLENS_DB``, the configuration file, ``sqlite:///agentlens.db``).
 
     Raises:
         ConfigError: the URL's scheme is unknown.
         MissingExtraError: the backend's driver is not installed.
         StoreError: the store cannot be opened.
     """
-    if url is None:
-        from agentlens.config import load_settings
-
-        url = load_settings().db
-    url = normalize_url(url)
-    scheme = url.split("://", 1)[0].lower()
-    if scheme == "sqlite":
-        return SQLiteStore(url)
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        raise ConfigError(
-            f"{url.split('@')[-1]!r}: the PostgreSQL backend is not available yet; "
-            "use a sqlite:/// URL"
-        )
-    raise ConfigError(f"unknown store URL scheme {scheme!r} in {url!r}; expected sqlite:///PATH")
+    parsed = parse_store_url(url) if url is not None else default_url()
+    if parsed.backend == "sqlite":
+        return SQLiteStore(parsed)
+    raise ConfigError(
+        f"{parsed.split('@')[-1]!r}: the PostgreSQL backend is not available yet; "
+        "use a sqlite:/// URL"
+    )

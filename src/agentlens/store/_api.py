@@ -11,23 +11,54 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from agentlens.config import StoreURL, parse_store_url
 from agentlens.errors import ConfigError
 from agentlens.model import Trace
 from agentlens.store._protocol import RunFilter, TraceStore
 
-__all__ = ["close_shared_stores", "get_trace", "query_traces", "shared_store"]
+__all__ = [
+    "close_shared_stores",
+    "default_url",
+    "get_trace",
+    "query_traces",
+    "set_default_url",
+    "shared_store",
+]
 
 _stores: dict[str, TraceStore] = {}
 _lock = threading.Lock()
+_default: StoreURL | TraceStore | None = None  # set by agentlens.configure(db=...)
+
+
+def set_default_url(db: str | TraceStore | None) -> None:
+    """Make ``db`` (a URL or an open store) the store the reading API uses when given none
+    (:func:`agentlens.configure` calls this with its store); ``None`` goes back to the settings.
+
+    Raises:
+        ConfigError: the URL is invalid.
+    """
+    global _default
+    _default = (
+        db if db is None or not isinstance(db, str) else parse_store_url(db, "configure(db=...)")
+    )
+
+
+def default_url() -> StoreURL:
+    """The store URL used when none is named: :func:`set_default_url`'s, else the settings'
+    ``db`` (``AGENTLENS_DB``, the configuration file, ``sqlite:///agentlens.db``)."""
+    if isinstance(_default, StoreURL):
+        return _default
+    from agentlens.config import load_settings
+
+    return load_settings().store_url
 
 
 def _cache_key(url: str) -> str:
     """The same store under different spellings (relative or absolute path) has one key."""
-    if url.split("://", 1)[0].lower() != "sqlite":
-        return url
-    from agentlens.store._sqlite import parse_sqlite_url
-
-    path = parse_sqlite_url(url)
+    parsed = parse_store_url(url)
+    if parsed.backend != "sqlite":
+        return parsed
+    path = parsed.sqlite_path
     return "sqlite:///:memory:" if path is None else "sqlite:///" + str(Path(path).resolve())
 
 
@@ -43,15 +74,13 @@ def shared_store(db: str | TraceStore | None = None) -> TraceStore:
         ConfigError: the URL is invalid.
         StoreError: the store cannot be opened.
     """
+    if db is None and _default is not None and not isinstance(_default, str):
+        return _default
     if db is not None and not isinstance(db, str):
         return db
-    from agentlens.store import normalize_url, open_store
+    from agentlens.store import open_store
 
-    if db is None:
-        from agentlens.config import load_settings
-
-        db = load_settings().db
-    url = normalize_url(db)
+    url = default_url() if db is None else parse_store_url(db)
     key = _cache_key(url)
     with _lock:
         store = _stores.get(key)
@@ -109,13 +138,20 @@ def query_traces(
         db: the store (see :func:`shared_store`); default: the configured store.
 
     Raises:
-        ConfigError: ``since_hours`` is not positive, or is given together with ``start``.
+        ConfigError: ``since_hours`` is not positive, reaches back before the year 1, or is
+            given together with ``start``.
     """
     if since_hours is not None:
         if start is not None:
             raise ConfigError("give since_hours or start, not both")
         if isinstance(since_hours, bool) or not since_hours > 0:
             raise ConfigError(f"since_hours must be a positive number, got {since_hours!r}")
-        start = datetime.now(UTC) - timedelta(hours=since_hours)
+        try:
+            start = datetime.now(UTC) - timedelta(hours=since_hours)
+        except OverflowError:
+            raise ConfigError(
+                f"since_hours={since_hours!r} reaches back before the year 1; "
+                "give a shorter window, or no window"
+            ) from None
     where = RunFilter(start=start, end=end, agent=agent, project=project, has_output=has_output)
     return shared_store(db).query_traces(where, limit=limit, newest_first=newest_first)

@@ -86,6 +86,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, from_json
 
+from agentlens.config import parse_store_url
 from agentlens.errors import (
     ConfigError,
     RunNotFoundError,
@@ -132,26 +133,13 @@ def parse_sqlite_url(url: str) -> Path | None:
     """The file path a ``sqlite:`` URL names, or ``None`` for an in-memory store.
 
     ``sqlite:///a/b.db`` is the relative path ``a/b.db``; ``sqlite:////a/b.db`` is ``/a/b.db``;
-    ``sqlite:///:memory:`` and ``sqlite://`` are in memory; ``~`` is expanded.
+    ``sqlite:///:memory:`` and ``sqlite://`` are in memory; ``~`` is expanded. The URL is parsed
+    by :func:`agentlens.config.parse_store_url`, the one parser of store URLs.
 
     Raises:
         ConfigError: the URL is not a ``sqlite://`` URL, or has a host or query part.
     """
-    scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() != "sqlite":
-        raise ConfigError(f"{url!r} is not a SQLite URL; expected sqlite:///PATH")
-    if rest == "" or rest == "/:memory:":
-        return None
-    if not rest.startswith("/"):
-        raise ConfigError(
-            f"{url!r}: a SQLite URL has no host; use sqlite:///relative.db or sqlite:////abs.db"
-        )
-    if "?" in rest:
-        raise ConfigError(f"{url!r}: query parameters are not supported in a SQLite URL")
-    path = rest[1:]
-    if not path:
-        raise ConfigError(f"{url!r}: the SQLite URL names no file")
-    return Path(path).expanduser()
+    return parse_store_url(url).sqlite_path
 
 
 class _StoreFailure(StoreError):

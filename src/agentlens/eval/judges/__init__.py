@@ -17,8 +17,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from agentlens.config import JUDGE_KEYS, SETTINGS, Settings
 from agentlens.errors import ConfigError
 from agentlens.eval.judges._cache import VerdictCache, default_cache_path
+from agentlens.eval.judges._llm import DEFAULT_BASE_URLS
 from agentlens.eval.judges._offline import OfflineJudge, coverage_baseline, evidence_items
 from agentlens.eval.judges._protocol import (
     RULE,
@@ -42,6 +44,7 @@ __all__ = [
     "OfflineJudge",
     "VerdictCache",
     "as_claims",
+    "check_file_base_url",
     "coverage_baseline",
     "default_cache_path",
     "evidence_items",
@@ -54,22 +57,9 @@ __all__ = [
 BACKENDS = ("anthropic", "offline", "openai")
 """The judge backends :func:`get_judge` knows."""
 
-# Keys of the [judge] table (and AGENTLENS_JUDGE_<KEY> variables) and their types.
-_KEYS: dict[str, type] = {
-    "backend": str,
-    "model": str,
-    "base_url": str,
-    "api_key_env": str,
-    "timeout": float,
-    "max_concurrency": int,
-    "max_retries": int,
-    "budget_usd": float,
-    "batch_size": int,
-    "cache": str,
-    "mode": str,
-    "min_coverage": float,
-    "max_tokens": int,
-}
+_ROWS = {s.name.removeprefix("judge."): s for s in SETTINGS if s.name.startswith("judge.")}
+"""The judge's rows of the settings table: keys of ``[judge]`` and ``AGENTLENS_JUDGE_*``."""
+_KEYS = frozenset(JUDGE_KEYS)
 
 
 def get_judge(
@@ -127,42 +117,31 @@ def get_judge(
 
 
 def judge_options(table: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The judge settings: ``AGENTLENS_JUDGE_<KEY>`` environment variables over the
-    ``[judge]`` table. Unknown keys and values of the wrong type raise :class:`ConfigError`."""
+    """The judge settings: ``AGENTLENS_JUDGE_<KEY>`` environment variables over ``table`` (a
+    ``[judge]`` table given in code). Unknown keys and values of the wrong type raise
+    :class:`ConfigError`. (:func:`agentlens.config.load_settings` resolves the same rows.)"""
     merged: dict[str, Any] = {}
     for key, value in (table or {}).items():
-        if key == "prices":
-            merged[key] = value
-            continue
-        if key not in _KEYS:
+        row = _ROWS.get(key)
+        if row is None:
             raise ConfigError(
                 f"[judge]: unknown key {key!r}; known keys: {', '.join(sorted(_KEYS))}"
             )
-        merged[key] = _coerce(key, value, f"[judge] {key}")
-    for key in _KEYS:
-        raw = os.environ.get(f"AGENTLENS_JUDGE_{key.upper()}")
-        if raw not in (None, ""):
-            merged[key] = _coerce(key, raw, f"AGENTLENS_JUDGE_{key.upper()}")
+        merged[key] = row.parse(value, f"[judge] {key}")
+    for key, row in _ROWS.items():
+        raw = os.environ.get(row.env) if row.env else None
+        if raw is not None and raw.strip():
+            merged[key] = row.parse(raw, row.env or key)
     return merged
-
-
-def _coerce(key: str, value: Any, where: str) -> Any:
-    kind = _KEYS[key]
-    try:
-        if kind is str:
-            if not isinstance(value, str):
-                raise TypeError
-            return value
-        if isinstance(value, bool):
-            raise TypeError
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: expected {kind.__name__}, got {value!r}") from None
 
 
 def judge_from_settings(settings: Any = None, **overrides: Any) -> Judge:
     """The judge configured by ``settings.judge`` (the ``[judge]`` table), the environment, and
     ``overrides`` (e.g. from the CLI's ``--judge`` and ``--model``; ``None`` values are ignored).
+
+    Raises:
+        ConfigError: a bad setting, or a ``base_url`` that came from the configuration file
+            without the opt-in ``AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL=1``.
     """
     if settings is None:
         from agentlens.config import load_settings
@@ -171,4 +150,30 @@ def judge_from_settings(settings: Any = None, **overrides: Any) -> Judge:
     opts = judge_options(getattr(settings, "judge", None) or {})
     opts.update({k: v for k, v in overrides.items() if v is not None})
     backend = opts.pop("backend", "offline")
+    if "base_url" not in overrides or overrides["base_url"] is None:
+        check_file_base_url(settings, backend, opts.get("base_url"))
     return get_judge(backend, **opts)
+
+
+def check_file_base_url(settings: Any, backend: str | None, base_url: str | None) -> None:
+    """Refuse a judge endpoint that a configuration file chose, unless the user opted in.
+
+    A file found by searching upwards may come from someone else's repository: it must not send
+    the judge's key and the traces to a host of its choosing.
+
+    Raises:
+        ConfigError: the file set a non-default ``base_url`` and
+            ``AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL`` is not on.
+    """
+    if base_url is None or not isinstance(settings, Settings):
+        return
+    if not settings.judge_from_file("base_url") or settings.judge_allow_file_base_url:
+        return
+    default = DEFAULT_BASE_URLS.get((backend or "offline").strip().lower())
+    if default is None or base_url.rstrip("/") == default:
+        return  # the offline judge sends nothing; the default endpoint is no choice
+    raise ConfigError(
+        f"{settings.origin('judge.base_url')}: a judge endpoint set in a configuration file "
+        "is used only with AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL=1 (or set "
+        "AGENTLENS_JUDGE_BASE_URL yourself)"
+    )

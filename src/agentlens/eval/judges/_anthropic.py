@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentlens.eval.judges._llm import LLMJudge, Reply
+from agentlens.eval.judges._llm import DEFAULT_BASE_URLS, LLMJudge, Reply
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicJudge"]
 
@@ -24,7 +24,7 @@ class AnthropicJudge(LLMJudge):
 
     name = "anthropic"
     _key_env = ("ANTHROPIC_API_KEY",)
-    _default_base_url = "https://api.anthropic.com"
+    _default_base_url = DEFAULT_BASE_URLS["anthropic"]
 
     def _env_base_url(self) -> str | None:
         return os.environ.get("AGENTLENS_JUDGE_BASE_URL") or os.environ.get("ANTHROPIC_BASE_URL")

@@ -40,11 +40,63 @@ from agentlens.eval.judges._protocol import (
     unverifiable,
 )
 
-__all__ = ["PRICES", "SYSTEM_PROMPT", "LLMJudge", "Reply", "estimate_cost", "parse_verdicts"]
+__all__ = [
+    "DEFAULT_BASE_URLS",
+    "PRICES",
+    "SYSTEM_PROMPT",
+    "LLMJudge",
+    "Reply",
+    "check_endpoint",
+    "estimate_cost",
+    "parse_verdicts",
+]
 
 logger = logging.getLogger("agentlens")
 
 PROMPT_VERSION = "llm-1"
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+}
+"""Each network backend's endpoint when none is set."""
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def check_endpoint(base_url: str, judge: str) -> str:
+    """``base_url`` if a key and traces may be sent there: ``https``, or plain ``http`` only to
+    a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``), where nothing crosses a network.
+
+    Raises:
+        ConfigError: another scheme, a URL without a host, or plain http to another host.
+    """
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(base_url)
+        host = parts.hostname or ""
+    except ValueError:
+        raise ConfigError(f"judge {judge!r}: bad base_url {base_url!r}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not host:
+        raise ConfigError(
+            f"judge {judge!r}: base_url {base_url!r} must be an https:// URL "
+            "(or http:// to a loopback host)"
+        )
+    if scheme == "http":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = host.lower().rstrip(".") in _LOOPBACK_NAMES
+        if not loopback:
+            raise ConfigError(
+                f"judge {judge!r}: plain http to {host!r} would send the key and the traces "
+                "unencrypted; use https://, or http:// only to localhost / 127.0.0.1 / ::1"
+            )
+    return base_url
+
 
 SYSTEM_PROMPT = f"""You check claims against evidence, one claim at a time.
 
@@ -324,7 +376,9 @@ class LLMJudge:
                 "max_retries >= 0 and timeout > 0"
             )
         self.model = model
-        self.base_url = (base_url or self._env_base_url() or self._default_base_url).rstrip("/")
+        self.base_url = check_endpoint(
+            (base_url or self._env_base_url() or self._default_base_url).rstrip("/"), self.name
+        )
         self.api_key = _resolve_key(api_key, api_key_env, self._key_env)
         self.timeout = float(timeout)
         self.max_concurrency = int(max_concurrency)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentlens.eval.judges._llm import VERDICT_SCHEMA, LLMJudge, Reply
+from agentlens.eval.judges._llm import DEFAULT_BASE_URLS, VERDICT_SCHEMA, LLMJudge, Reply
 
 __all__ = ["OpenAIJudge"]
 
@@ -24,7 +24,7 @@ class OpenAIJudge(LLMJudge):
 
     name = "openai"
     _key_env = ("OPENAI_API_KEY",)
-    _default_base_url = "https://api.openai.com/v1"
+    _default_base_url = DEFAULT_BASE_URLS["openai"]
 
     def _env_base_url(self) -> str | None:
         return os.environ.get("AGENTLENS_JUDGE_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
