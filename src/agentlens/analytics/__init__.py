@@ -31,9 +31,13 @@ from agentlens.analytics._outcome import (
 )
 from agentlens.analytics._rate import (
     BREAKDOWNS,
+    PythonRateSource,
+    RateOptions,
+    RateSelection,
     hallucination_rate,
     python_rate_counts,
     rate_breakdown,
+    rate_source,
     resolve_selection,
 )
 from agentlens.analytics._report import Breakdown, RateGroup, RateReport, RateStats
@@ -49,8 +53,11 @@ __all__ = [
     "GateCheck",
     "GateResult",
     "Outcome",
+    "PythonRateSource",
     "RateGroup",
+    "RateOptions",
     "RateReport",
+    "RateSelection",
     "RateStats",
     "ScoreFacts",
     "Trend",
@@ -62,6 +69,7 @@ __all__ = [
     "parse_time",
     "python_rate_counts",
     "rate_breakdown",
+    "rate_source",
     "render_junit",
     "render_markdown",
     "resolve_selection",

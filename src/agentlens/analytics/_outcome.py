@@ -1,8 +1,8 @@
 """How one run's scores become one outcome, in plain Python.
 
-This is the reference implementation of the counting rules; the SQL in
-:mod:`agentlens.store._rates` computes the same thing inside the database, and the tests hold the
-two to agreement. The pytest fixture and small in-memory evaluations use it directly.
+This is the reference implementation of the counting rules; the SQL of each store's
+:class:`~agentlens.store.RateSource` computes the same thing inside the database, and the tests
+hold them to agreement. The pytest fixture and small in-memory evaluations use it directly.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import NamedTuple
 
 from agentlens.model import VERDICT_PRECEDENCE, FailureMode, Score, Verdict, worst_verdict
-from agentlens.store._rates import RateCounts
+from agentlens.store import RateCounts
 
 __all__ = [
     "OUTCOME_PRECEDENCE",

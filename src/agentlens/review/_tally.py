@@ -21,8 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.config import Settings
     from agentlens.eval import Scorer
     from agentlens.model import FailureMode, Score, Trace
-    from agentlens.store import TraceStore
-    from agentlens.store._rates import RateCounts
+    from agentlens.store import RateCounts, TraceStore
 
 __all__ = ["ScoredRun", "Tally", "score_finished"]
 

@@ -67,7 +67,7 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
     modes of all of one run's scores); ``rate_runs`` one row per scored run with its start time,
     UTC day, agent, release and signature; ``rate_rollup`` a count of runs per (day, agent,
     release, signature). Triggers on ``scores`` and ``score_modes`` keep them exact under every
-    write (see :mod:`agentlens.store._migrations` and :mod:`agentlens.store._rates`).
+    write (see :mod:`agentlens.store._sqlite_rates`).
 
 ``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
 """
@@ -95,8 +95,10 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
+from agentlens.store import _sqlite_rates
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
+from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, ReviewMixin, summary_of
 
 __all__ = ["NO_TIME", "SQLiteStore", "from_us", "parse_sqlite_url", "to_us"]
@@ -251,8 +253,29 @@ class SQLiteStore(ReviewMixin):
     def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work(connection)`` in one read transaction: a consistent snapshot, on a pooled
         read-only connection, never blocked by a writer. SQLite-specific (not part of
-        :class:`TraceStore`): the rate queries of :mod:`agentlens.store._rates` use it."""
+        :class:`TraceStore`), for tests and benchmarks that query the tables directly."""
         return self._read(work)
+
+    # -- RateSource (the SQL is agentlens.store._sqlite_rates's) --------------------------------
+
+    def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+        """Count runs by outcome over ``query``'s window (see :class:`RateSource`), from the
+        rate rollup, in one read snapshot."""
+        check_breakdown(by)
+        return self._read(lambda conn: _sqlite_rates.rate_counts(conn, query, by))
+
+    def stored_scorers(self) -> list[str]:
+        """Every scorer name with at least one stored score (an index skip-scan)."""
+        return self._read(_sqlite_rates.stored_scorers)
+
+    def stored_versions(
+        self, scorer: str, start_us: int | None = None, end_us: int | None = None
+    ) -> list[tuple[str, int]]:
+        """The versions of ``scorer`` with scores of runs in the window, each with its latest
+        ``scored_at`` (µs), newest first."""
+        return self._read(
+            lambda conn: _sqlite_rates.stored_versions(conn, scorer, start_us, end_us)
+        )
 
     def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` in one read transaction (a consistent snapshot)."""
