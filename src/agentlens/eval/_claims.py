@@ -17,6 +17,7 @@ Spans are offsets into the original text: ``text[claim.start:claim.end] == claim
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -131,7 +132,10 @@ _BULLET = re.compile(r"[ \t]*(?:[-*+•]|\d{1,3}[.)]|[a-z]\))[ \t]+")
 _HEADING = re.compile(r"[ \t]*#{1,6}[ \t]")
 _TABLE_RULE = re.compile(r"[ \t]*\|?[ \t:]*-{3,}")
 # A candidate sentence end: terminal punctuation, optional closing quotes/brackets, then space.
-_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s)")
+# Only from the first mark of a run, and possessively (giving a mark or a closer back can only
+# put another mark or closer before the space): "[.!?…]+" tried from every mark of a long run of
+# them, each time reading to the run's end, was quadratic ("." repeated). The same matches.
+_END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+(?=\s)")
 _EDGE_MARKUP = "*_`>\"'“”‘’ \t"
 
 _NON_CLAIM_START = re.compile(
@@ -226,7 +230,13 @@ _FINITE = frozenset(
         "'d",
     ]
 )
-_CLAUSE_SPLIT = re.compile(r";\s+|,\s+(?:and|but|yet|whereas|while|so)\s+|\s+(?:and|but)\s+")
+# The white space before a bare "and"/"but" is taken from the start of its run, possessively: a
+# start inside a run of white space reads to the same end as the run's start did (and fails
+# where it failed), and a match never ends inside such a run. The same matches, in time linear
+# in the run (from every space of a long run, it was quadratic).
+_CLAUSE_SPLIT = re.compile(
+    r";\s+|,\s++(?:and|but|yet|whereas|while|so)\s+|(?<!\s)\s++(?:and|but)\s+"
+)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d[\d,.:/-]*")
 
 
@@ -347,15 +357,20 @@ def _trim(text: str, start: int, end: int) -> tuple[int, int] | None:
 
 
 def _is_claim(sentence: str, line: str) -> bool:
+    """``sentence``, on ``line``, is a claim: not a question, lead-in, heading, table rule or
+    one of the sentences that claim nothing."""
+    return not _line_blocks_claims(line) and _is_sentence_claim(sentence)
+
+
+def _line_blocks_claims(line: str) -> bool:
+    """No sentence of ``line`` is a claim: a heading or a table rule."""
+    return bool(_HEADING.match(line) or set(line.strip()) <= set("|-: ") or _TABLE_RULE.match(line))
+
+
+def _is_sentence_claim(sentence: str) -> bool:
     s = sentence.strip()
-    if s.endswith("?"):
-        return False
-    if _HEADING.match(line):
-        return False
-    if s.endswith(":"):
-        return False  # a lead-in
-    if set(line.strip()) <= set("|-: ") or _TABLE_RULE.match(line):
-        return False
+    if s.endswith("?") or s.endswith(":"):
+        return False  # a question, a lead-in
     return not _NON_CLAIM_START.match(s)
 
 
@@ -393,22 +408,52 @@ def _looks_like_clause(words: list[str], *, needs_subject: bool) -> bool:
 
 
 def _split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """Split the sentence ``text[start:end]`` into independent clauses, conservatively."""
+    """Split the sentence ``text[start:end]`` into independent clauses, conservatively.
+
+    At each candidate separator the text since the last cut is judged (brackets and quotes left
+    open, its words: whether one is a finite verb, whether there are two) and the words after it
+    (the first six are all the tests read). What is known of the text since the last cut is kept
+    and extended from one candidate to the next rather than read again, so a sentence of many
+    candidates that are not cuts (``and`` or ``;`` repeated) costs its length, not its square. A
+    word never spans the position of a candidate (``;``, ``,`` or white space), so the words read
+    piece by piece are the words of the whole.
+    """
     pieces: list[tuple[int, int]] = []
     seg_start = start
-    depth = 0
-    quote = False
     cuts: list[tuple[int, int]] = []
+    # What is known of text[seg_start:scanned]:
+    scanned = start
+    depth = straight_quotes = open_quotes = close_quotes = 0
+    left_verb = False
+    left_words = 0  # counted up to 2, all the tests need
+    # The sentence's words, found once when first needed: the words after a candidate are those
+    # that start after it (a candidate ends with white space, which no word spans).
+    sentence_words: list[str] | None = None
+    sentence_starts: list[int] = []
     for m in _CLAUSE_SPLIT.finditer(text, start, end):
+        here = m.start()
+        chunk = text[scanned:here]
+        depth += chunk.count("(") - chunk.count(")") + chunk.count("[") - chunk.count("]")
+        straight_quotes += chunk.count('"')
+        open_quotes += chunk.count("“")
+        close_quotes += chunk.count("”")
+        if not left_verb or left_words < 2:
+            for word in _WORD.finditer(text, scanned, here):
+                left_words = min(left_words + 1, 2)
+                if not left_verb and _has_finite_verb([word.group()]):
+                    left_verb = True
+                if left_verb and left_words >= 2:
+                    break
+        scanned = here
         # never split inside brackets or quotes
-        before = text[seg_start : m.start()]
-        depth = before.count("(") - before.count(")") + before.count("[") - before.count("]")
-        quote = (before.count('"') % 2 == 1) or (before.count("“") > before.count("”"))
-        if depth > 0 or quote:
+        if depth > 0 or straight_quotes % 2 == 1 or open_quotes > close_quotes:
             continue
         sep = m.group(0)
-        left = _WORD.findall(text[seg_start : m.start()])
-        right = _WORD.findall(text[m.end() : end])
+        if sentence_words is None:
+            sentence_words = [w.group() for w in _WORD.finditer(text, start, end)]
+            sentence_starts = [w.start() for w in _WORD.finditer(text, start, end)]
+        first = bisect_left(sentence_starts, m.end())
+        right = sentence_words[first : first + 6]
         bare_and = not sep.strip(" ").startswith((";", ","))
         if bare_and:
             # "X and he did Y": only when a pronoun or determiner opens a new clause
@@ -416,15 +461,19 @@ def _split_clauses(text: str, start: int, end: int) -> list[tuple[int, int]]:
                 right[:1]
                 and right[0].lower() in {"i", "he", "she", "it", "we", "they", "this", "there"}
                 and _looks_like_clause(right, needs_subject=True)
-                and _has_finite_verb(left)
+                and left_verb
             )
         elif sep.startswith(";"):
-            ok = len(left) >= 2 and len(right) >= 2
+            ok = left_words >= 2 and len(right) >= 2
         else:
-            ok = _has_finite_verb(left) and _looks_like_clause(right, needs_subject=True)
+            ok = left_verb and _looks_like_clause(right, needs_subject=True)
         if ok:
             cuts.append((m.start(), m.end()))
             seg_start = m.end()
+            scanned = seg_start
+            depth = straight_quotes = open_quotes = close_quotes = 0
+            left_verb = False
+            left_words = 0
     seg_start = start
     for cut_start, cut_end in cuts:
         pieces.append((seg_start, cut_start))
@@ -453,11 +502,19 @@ def extract_claims(text: str, *, clauses: bool = True) -> list[Claim]:
         The claims in order; ``text[c.start:c.end] == c.text`` for each.
     """
     claims: list[Claim] = []
+    # _is_claim(sentence, line), with the line's tests made once per line (and its start found
+    # from the last sentence's): many sentences on one long line cost its length once, not once
+    # per sentence.
+    line_start = 0
+    line_end = -1
+    line_blocks = False
     for index, (start, end) in enumerate(split_sentences(text)):
-        line_start = text.rfind("\n", 0, start) + 1
-        line_end = text.find("\n", start)
-        line = text[line_start : line_end if line_end >= 0 else len(text)]
-        if not _is_claim(text[start:end], line):
+        if start > line_end or start < line_start:
+            line_start = text.rfind("\n", 0, start) + 1
+            found = text.find("\n", start)
+            line_end = found if found >= 0 else len(text)
+            line_blocks = _line_blocks_claims(text[line_start:line_end])
+        if line_blocks or not _is_sentence_claim(text[start:end]):
             continue
         spans = _split_clauses(text, start, end) if clauses else [(start, end)]
         for s, e in spans:

@@ -341,6 +341,9 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         tolerance = _tolerance_of(digits, scale, text, start)
         facts.append(_fact("number", raw, start, end, number_key(value), value, tolerance))
 
+    line_start = _LineStart(text)
+    headings: dict[int, bool] = {}
+    lower_use: _LowerCaseUse | None = None
     for m in _NAME.finditer(text):
         parts = _name_parts(m.group(0))
         if parts is None:
@@ -348,15 +351,24 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         start, end = m.span()
         if _overlaps(starts, ends, ordered, start, end):
             continue
-        if _in_heading(text, start) or _before_colon(text, end):
+        if _before_colon(text, end):
+            continue
+        # _in_heading(text, start), with the line's start found from the last name's and the
+        # answer kept per line: the same, without searching back from every name of a line.
+        heading_line = line_start(start)
+        heading = headings.get(heading_line)
+        if heading is None:
+            heading = headings[heading_line] = _HEADING.match(text, heading_line) is not None
+        if heading:
             continue
         single, first, last, low, key = parts
-        if (
-            single
-            and _at_sentence_start(text, start)
-            and (low.endswith(_NON_NAME_SUFFIXES) or _used_in_lower_case(lowered, text, low))
-        ):
-            continue  # one common word opening a sentence
+        if single and _at_sentence_start(text, start):
+            if low.endswith(_NON_NAME_SUFFIXES):
+                continue  # one common word opening a sentence
+            if lower_use is None:
+                lower_use = _LowerCaseUse(lowered, text)
+            if lower_use(low):
+                continue
         first += start
         last += start
         facts.append(_fact("name", text[first:last], first, last, key, None, 0.0))
@@ -514,11 +526,43 @@ def _scale_value(scale: str) -> float:
 
 
 def _is_list_number(text: str, start: int, end: int) -> bool:
-    """``1.`` or ``2)`` opening a line (Markdown or plain numbered lists)."""
-    line_start = text.rfind("\n", 0, start) + 1
-    if text[line_start:start].strip(" \t*_#>") != "":
+    """``1.`` or ``2)`` opening a line (Markdown or plain numbered lists).
+
+    What is before the number on its line must be only `` \t*_#>``: found by stepping back over
+    those characters (never over more than lies between this number and the text before it),
+    rather than by searching back to the line's start from every number of a long line.
+    """
+    if text[end : end + 1] not in (".", ")", ":"):
         return False
-    return text[end : end + 1] in (".", ")", ":")
+    i = start
+    while i > 0 and text[i - 1] in _LIST_LEAD:
+        i -= 1
+    return i == 0 or text[i - 1] == "\n"
+
+
+_LIST_LEAD = frozenset(" \t*_#>")
+
+
+class _LineStart:
+    """The offset of the start of the line holding an offset, for offsets asked in increasing
+    order (as a scan meets them): each call searches only what lies after the last offset asked,
+    so a whole scan reads the text once. An earlier offset starts the search again from 0."""
+
+    __slots__ = ("_last", "_start", "_text")
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._last = 0
+        self._start = 0
+
+    def __call__(self, offset: int) -> int:
+        if offset < self._last:
+            self._last = self._start = 0
+        newline = self._text.rfind("\n", self._last, offset)
+        if newline >= 0:
+            self._start = newline + 1
+        self._last = offset
+        return self._start
 
 
 def _at_sentence_start(text: str, start: int) -> bool:
@@ -587,6 +631,97 @@ def _common(word: str) -> bool:
     if word.endswith("es") and word[:-2] in COMMON_WORDS:
         return True
     return word.endswith("s") and word[:-1] in COMMON_WORDS
+
+
+class _LowerCaseUse:
+    """:func:`_used_in_lower_case` for one text, asked about many words: linear in the text.
+
+    Searching the text once per word (as :func:`_used_in_lower_case` does) is quadratic when
+    many sentences open with a capitalised word ("Zed. Zed. ..." or distinct ones). Here the
+    text's runs of letters and digits are indexed once: a word without ``'``, ``’`` or ``-`` is
+    used in lower case when one whole run equals it (compared as the search compares: on the
+    lower-cased text, or case-insensitively when lower-casing changes the text's length) and
+    starts with a lower-case character. A word with such separators (``o'brien``, ``jean-luc``)
+    is looked for as consecutive runs joined by exactly those single characters, from the
+    occurrences of its rarest part. Answers are kept per word.
+    """
+
+    __slots__ = ("_answers", "_keys", "_lower_starts", "_spans", "_text", "_where")
+
+    def __init__(self, lowered: str, text: str) -> None:
+        self._text = text
+        self._answers: dict[str, bool] = {}
+        if len(lowered) == len(text):
+            runs = [(m.start(), m.end(), m.group()) for m in _RUNS.finditer(lowered)]
+        else:
+            runs = [(m.start(), m.end(), _fold(m.group())) for m in _RUNS.finditer(text)]
+        self._spans = [(start, end) for start, end, _ in runs]
+        self._keys = [key for _, _, key in runs]
+        self._lower_starts = {key for start, _, key in runs if key and text[start].islower()}
+        self._where: dict[str, list[int]] | None = None
+
+    def __call__(self, word: str) -> bool:
+        answer = self._answers.get(word)
+        if answer is None:
+            answer = self._answers[word] = self._find(word)
+        return answer
+
+    def _find(self, word: str) -> bool:
+        pieces = _SEPARATED.split(word)
+        if len(pieces) == 1:
+            return word in self._lower_starts
+        if any(not piece for piece in pieces[::2]):
+            return False  # an empty part: no run of letters can match it
+        parts, separators = pieces[::2], pieces[1::2]
+        where = self._where
+        if where is None:
+            where = self._where = {}
+            for i, key in enumerate(self._keys):
+                where.setdefault(key, []).append(i)
+        rarest = min(range(len(parts)), key=lambda j: len(where.get(parts[j], ())))
+        text, keys, spans = self._text, self._keys, self._spans
+        for i in where.get(parts[rarest], ()):
+            first = i - rarest
+            if first < 0 or first + len(parts) > len(keys):
+                continue
+            if not text[spans[first][0]].islower():
+                continue
+            if all(
+                keys[first + j] == parts[j]
+                and (
+                    j == 0
+                    or (
+                        spans[first + j][0] == spans[first + j - 1][1] + 1
+                        and text[spans[first + j - 1][1]] == separators[j - 1]
+                    )
+                )
+                for j in range(len(parts))
+            ):
+                return True
+        return False
+
+
+_RUNS = re.compile(r"[^\W_]+")
+_SEPARATED = re.compile(r"(['’-])")
+_ASCII_LETTER = re.compile(r"[a-z]", re.IGNORECASE)
+
+
+@lru_cache(maxsize=4096)
+def _fold_char(char: str) -> str:
+    """The ASCII letter ``char`` matches case-insensitively (as ``re.IGNORECASE`` compares), or
+    ``char`` itself (which then matches no letter of a name word)."""
+    if char.isascii():
+        return char.lower()
+    if _ASCII_LETTER.fullmatch(char) is None:
+        return char
+    for letter in "abcdefghijklmnopqrstuvwxyz":
+        if re.fullmatch(letter, char, re.IGNORECASE):
+            return letter
+    return char  # pragma: no cover - matched [a-z], so matches one of them
+
+
+def _fold(run: str) -> str:
+    return "".join(_fold_char(c) for c in run)
 
 
 def _used_in_lower_case(lowered: str, text: str, word: str) -> bool:

@@ -259,12 +259,45 @@ _MONTH = (
 _CURRENCY_CODE = r"(?:USD|EUR|GBP|CAD|AUD|NZD|JPY|CHF|CNY|INR|SEK|NOK|DKK|US\$|A\$|C\$)"
 _CURRENCY_WORD = r"(?:dollars?|euros?|pounds?|yen|USD|EUR|GBP|CAD|AUD|JPY|CHF)"
 
+# An id: a word of letters and digits, then "_" or "-" parts, the last ones (at least one) of 3
+# or more characters with a digit, the earlier ones starting with a letter; the whole run of
+# such parts, not followed by more of a word. Written as "[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z]
+# [A-Za-z0-9]*)*(?:[_-](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,})+" it tries every split of the parts
+# between the two groups, and every later end, before failing: quadratic in the number of parts
+# ("a-b1c" repeated took 90 s for 100 KB). Each part is a whole run of letters and digits (a
+# match can only end where the run of parts ends), so the parts after the first are classified
+# as they come, possessively: L, starting with a letter but not qualifying for the last group;
+# A, starting with a letter and qualifying; D, starting with a digit and qualifying. The
+# original accepts the sequences {L,A}* {A,D}+, which is "(L* A)+" (ending with an A) or
+# "(L* A)* L* D (A|D)*" (the first D, then only qualifying parts), matched here without any
+# choice to undo (tests/eval/test_linear_extractors.py holds it to the original).
+_ID_QUALIFIES = r"(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,}+"
+_ID_L = rf"[_-](?=[A-Za-z])(?!{_ID_QUALIFIES})[A-Za-z0-9]++"
+_ID_A = rf"[_-](?=[A-Za-z]){_ID_QUALIFIES}"
+_ID_D = rf"[_-](?=\d){_ID_QUALIFIES}"
+_ID = (
+    r"(?<![\w-])[A-Za-z][A-Za-z0-9]*+"
+    rf"(?>(?:(?:{_ID_L})*+{_ID_A})++(?:(?:{_ID_L})*+{_ID_D}(?:[_-]{_ID_QUALIFIES})*+)?"
+    rf"|(?:{_ID_L})*+{_ID_D}(?:[_-]{_ID_QUALIFIES})*+)"
+    r"(?![\w]|-\w)"
+)
+
 # Order matters: at one position the first alternative that matches wins, so the longer and
 # more specific shapes (a URL, an e-mail address, a UUID, a date) come before the shapes they
 # contain (an id, a code, a number).
 _BUILTIN = {
     "url": r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'`\\]+",
-    "email": r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
+    # The local part starts where "(?<![\w.+-])" lets it, and is taken possessively ("@" is not
+    # in its class). From the start of a run of local-part characters it is read whole, once; but
+    # a "%" is a local-part character that the look-behind does not exclude, so the position
+    # after each "%" of a run may start one too, and reading the rest of the run from each of
+    # them was quadratic ("5%" repeated). From there the local part is read for at most 64
+    # characters (RFC 5321's limit): the one difference with the unbounded form is that a local
+    # part over 64 characters that starts right after a "%" is not an e-mail address.
+    "email": (
+        r"(?:(?<![\w.+%-])[A-Za-z0-9._%+-]++|(?<=%)[A-Za-z0-9._%+-]{1,64}+)@"
+        r"[A-Za-z0-9-]++(?:\.[A-Za-z0-9-]++)*\.[A-Za-z]{2,}\b"
+    ),
     "uuid": r"(?<![\w-])[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?![\w-])",
     "isodate": (
         r"(?<![\w-])\d{4}-\d{2}-\d{2}"
@@ -277,11 +310,10 @@ _BUILTIN = {
         rf"|(?<![\w.,]){_NUM}(?:\s?(?:thousand|million|billion|[kKmM]))?\s?{_CURRENCY_WORD}\b)"
     ),
     "percent": rf"(?<![\w.,]){_NUM}\s?(?:%|percent\b|per\s?cent\b)",
-    "citation": r"\[(?:\d{1,3}|[A-Za-z][A-Za-z0-9_:.-]*\d[A-Za-z0-9_:.-]*)\](?!\()",
-    "id": (
-        r"(?<![\w-])[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z][A-Za-z0-9]*)*"
-        r"(?:[_-](?=[A-Za-z0-9]*\d)[A-Za-z0-9]{3,})+(?![\w]|-\w)"
-    ),
+    # "a key with a digit somewhere" as a look-ahead and one possessive run ("]" is not in the
+    # class), not as "[...]*\d[...]*", which tries every digit of a long key as the split.
+    "citation": (r"\[(?:\d{1,3}|[A-Za-z](?=[A-Za-z0-9_:.-]*?\d)[A-Za-z0-9_:.-]*+)\](?!\()"),
+    "id": _ID,
     "code": r"(?<![\w-])(?=[A-Z0-9]*[A-Z])(?=[A-Z0-9]*\d)[A-Z0-9]{5,12}(?![\w]|-\w)",
 }
 _GROUP_KIND = {"isodate": "date", "mdy": "date", "dmy": "date"}
@@ -302,20 +334,35 @@ _TRAILING_URL = ".,;:!?'\"*_"
 _ID_SEP = re.compile(r"[_-]")
 
 
+_CLOSERS = {")": "(", "]": "[", "}": "{"}
+
+
 def _trim_url(text: str) -> str:
-    """Drop what ends the sentence or the Markdown construct around a URL."""
-    while text:
-        last = text[-1]
-        if (
-            last in _TRAILING_URL
-            or (last == ")" and text.count("(") < text.count(")"))
-            or (last == "]" and text.count("[") < text.count("]"))
-            or (last == "}" and text.count("{") < text.count("}"))
-        ):
-            text = text[:-1]
+    """Drop what ends the sentence or the Markdown construct around a URL: trailing punctuation,
+    and a closing bracket that has no opening partner in the URL.
+
+    The brackets are counted once and the counts kept as characters are dropped (only a closing
+    bracket is ever dropped, and only from the end), so a URL followed by many ``]`` or ``.)``
+    costs its length, not its length times the number dropped.
+    """
+    end = len(text)
+    counts: dict[str, int] = {}
+    while end:
+        last = text[end - 1]
+        if last in _TRAILING_URL:
+            end -= 1
+            continue
+        opener = _CLOSERS.get(last)
+        if opener is None:
+            break
+        if not counts:
+            counts = {c: text.count(c, 0, end) for c in "()[]{}"}
+        if counts[opener] < counts[last]:
+            counts[last] -= 1
+            end -= 1
         else:
             break
-    return text
+    return text[:end]
 
 
 # Every built-in shape holds a digit, "@", "://" or "www.", except a UUID written only with the
@@ -333,8 +380,15 @@ _TRIGGER = re.compile(r"\d|@|://|www\.|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
 # only a ":" or "-" that starts none ("Note:", "one-way") makes it look further, lazily; the
 # second branch first checks the one character every "www.", month, code or sign starts with.
 _TRIGGER_AT = r"(?:[\d@]|://|-[0-9a-fA-F])"
+# Both scans are bounded (_GUARD_SPAN characters): where the word goes on further without a
+# trigger in reach, the guard lets the position through (the alternatives decide there, as they
+# would without the guard). Unbounded, it read the rest of a long word from each position not
+# after a word character ("a." repeated, then "@": quadratic); bounded, it reads a fixed number
+# of characters at most, and answers as before for every shorter word.
+_GUARD_SPAN = 32
 _GUARD = (
-    rf"(?=[^\s\d@:-]*+(?:{_TRIGGER_AT}|[:-]\S*?{_TRIGGER_AT})"
+    rf"(?=[^\s\d@:-]{{0,{_GUARD_SPAN}}}+(?:{_TRIGGER_AT}|[:-]\S{{0,{_GUARD_SPAN}}}?{_TRIGGER_AT}"
+    rf"|[:-]\S{{{_GUARD_SPAN}}}|[^\s\d@:-])"
     rf"|(?=[wJFMASONDUEGCI$€£¥-])(?:www\.|{_MONTH}\.?\s|-?(?:{_CURRENCY_CODE}|[$€£¥])\s))"
 )
 # The word-start test of the extractor's expression: "not after a word character, or at a [".

@@ -44,11 +44,96 @@ from agentlens.model import Step, StepKind, Trace
 __all__ = ["read"]
 
 _TERMINALS = {"Computer_terminal"}
-_CODE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _EXIT = re.compile(r"exitcode:\s*(-?\d+)")
-_TO = re.compile(r"^(?P<who>.+?)\s*\(->\s*(?P<to>[^)]+)\)$")
-_THOUGHT = re.compile(r"^(?P<who>.+?)\s*\(thought\)$")
-_QUALIFIED = re.compile(r"^(?P<who>.+?)\s*\((?P<what>[^)]*)\)$")
+# The speaker forms, as regular expressions (the definitions; tests/ingest hold the functions
+# below to them). Run by the engine they try every "(" against every later character: quadratic
+# in a name of many " (" (15 s for 50 KB). _qualified() and _code_blocks() find the same
+# matches in one pass.
+_TO = r"^(?P<who>.+?)\s*\(->\s*(?P<to>[^)]+)\)$"
+_THOUGHT = r"^(?P<who>.+?)\s*\(thought\)$"
+_QUALIFIED = r"^(?P<who>.+?)\s*\((?P<what>[^)]*)\)$"
+_CODE = r"```[^\n`]*\n(.*?)```"  # with re.DOTALL: findall gives each code block's body
+
+
+def _qualified(speaker: str, opener: str, *, whole: bool = False) -> tuple[str, str] | None:
+    """``(who, what)`` of ``who (OPENERwhat)`` at the end of ``speaker``, as the expression
+    ``^(?P<who>.+?)\\s*\\(OPENER(?P<what>[^)]*)\\)$`` matches it; ``None`` when it does not.
+
+    The closing ")" is the last character (or the one before a final newline, where ``$`` also
+    matches). The "(" must come after every other ")" (``what`` holds none): the first such
+    ``(OPENER`` whose white space before it starts after the first character, and ``who`` (the
+    text before that white space) holds no newline (``.`` matches none). ``who`` being as short
+    as it can, that first one is the one the expression takes. With ``whole``, ``what`` must be
+    empty (``\\(thought\\)$``): the only candidate is the ``(OPENER`` just before the ")".
+    """
+    if speaker.endswith(")"):
+        close = len(speaker) - 1
+    elif speaker.endswith(")\n"):
+        close = len(speaker) - 2
+    else:
+        return None
+    after = speaker.rfind(")", 0, close) + 1
+    newline = speaker.find("\n")
+    while True:
+        if whole:
+            paren = close - 1 - len(opener)
+            if paren < after or not speaker.startswith("(" + opener, paren):
+                return None
+        else:
+            paren = speaker.find("(" + opener, after, close)
+            if paren < 0:
+                return None
+        who_end = paren
+        while who_end > 0 and speaker[who_end - 1].isspace():
+            who_end -= 1
+        who_end = max(who_end, 1)
+        if who_end <= paren:
+            if 0 <= newline < who_end:
+                return None  # every later "(" leaves a longer who, with the newline in it
+            return speaker[:who_end], speaker[paren + 1 + len(opener) : close]
+        if whole:
+            return None
+        after = paren + 1  # "(" first: who cannot be empty
+
+
+def _to_whom(speaker: str) -> tuple[str, str] | None:
+    """``(who, to)`` of ``Orchestrator (-> WebSurfer)``, as ``_TO`` matches it."""
+    found = _qualified(speaker, "->")
+    if found is None:
+        return None
+    who, rest = found
+    if not rest:
+        return None  # "[^)]+" needs a character
+    to = rest.lstrip()
+    # "\s*" gives back the last white space when nothing else is left for "[^)]+"
+    return who, to if to else rest[-1]
+
+
+def _code_blocks(content: str) -> list[str]:
+    """The bodies of the fenced code blocks in ``content``, as ``re.findall(_CODE, content,
+    re.DOTALL)`` gives them, in one pass.
+
+    At each "```" the fence's info string (up to a newline or a backquote) must end with a
+    newline, then the body runs to the next "```". When there is no "```" after the newline,
+    no later fence has one either: the search stops.
+    """
+    blocks: list[str] = []
+    pos = 0
+    while True:
+        fence = content.find("```", pos)
+        if fence < 0:
+            return blocks
+        info_end = fence + 3
+        while info_end < len(content) and content[info_end] not in "\n`":
+            info_end += 1
+        if info_end >= len(content) or content[info_end] != "\n":
+            pos = fence + 1
+            continue
+        close = content.find("```", info_end + 1)
+        if close < 0:
+            return blocks
+        blocks.append(content[info_end + 1 : close])
+        pos = close + 3
 
 
 def read(path: Path) -> Iterator[Trace]:
@@ -124,11 +209,11 @@ def _steps(history: list[Any], source: str) -> list[Step]:
             last_content = content
             continue
 
-        to = _TO.match(speaker)
+        to = _to_whom(speaker)
         if to is not None:
-            target = to.group("to").strip()
+            target = to[1].strip()
             step = add(StepKind.TOOL, name=target, input=content, attributes=attributes)
-            step.attributes["caller"] = to.group("who").strip()
+            step.attributes["caller"] = to[0].strip()
             if target in waiting:
                 waiting[target].attributes["unpaired"] = True
             waiting[target] = step
@@ -142,19 +227,19 @@ def _steps(history: list[Any], source: str) -> list[Step]:
             last_content = content
             continue
 
-        thought = _THOUGHT.match(speaker)
+        thought = _qualified(speaker, "thought", whole=True)
         if thought is not None:
             add(
                 StepKind.THINKING,
-                name=thought.group("who").strip(),
+                name=thought[0].strip(),
                 output=content,
                 attributes=attributes,
             )
         elif speaker == "human":
             add(StepKind.USER, output=content, attributes=attributes)
         else:
-            qualified = _QUALIFIED.match(speaker)
-            who = qualified.group("who").strip() if qualified is not None else speaker
+            qualified = _qualified(speaker, "")
+            who = qualified[0].strip() if qualified is not None else speaker
             add(StepKind.TEXT, name=who, output=content, attributes=attributes)
         last_content = content
     for step in waiting.values():
@@ -165,6 +250,6 @@ def _steps(history: list[Any], source: str) -> list[Step]:
 def _code_of(content: Any) -> str | None:
     if not isinstance(content, str):
         return None
-    blocks = [b.strip() for b in _CODE.findall(content)]
+    blocks = [b.strip() for b in _code_blocks(content)]
     blocks = [b for b in blocks if b]
     return "\n\n".join(blocks) if blocks else None
