@@ -80,6 +80,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -129,6 +130,24 @@ to_us = to_epoch_us
 """Microseconds since the Unix epoch (UTC) of a time: the encoding of every time column."""
 from_us = from_epoch_us
 """The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
+
+
+def _in_chunks(items: Iterable[_T], put: Callable[[list[_T], int], None]) -> int:
+    """Hand ``items`` to ``put(chunk, offset)`` :data:`_WRITE_CHUNK` at a time (``offset``: the
+    position of the chunk's first item, for error messages); return how many there were. The
+    one batching loop of ``put_traces`` and ``put_scores``."""
+    written = 0
+    chunk: list[_T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= _WRITE_CHUNK:
+            put(chunk, written)
+            written += len(chunk)
+            chunk = []
+    if chunk:
+        put(chunk, written)
+        written += len(chunk)
+    return written
 
 
 def parse_sqlite_url(url: str) -> Path | None:
@@ -374,21 +393,7 @@ class SQLiteStore(ReviewMixin):
                 value cannot be serialised, or the database failed. Nothing of the call is kept.
         """
 
-        def work(conn: sqlite3.Connection) -> int:
-            written = 0
-            chunk: list[Trace] = []
-            for trace in traces:
-                chunk.append(trace)
-                if len(chunk) >= _WRITE_CHUNK:
-                    self._put_chunk(conn, chunk, written)
-                    written += len(chunk)
-                    chunk = []
-            if chunk:
-                self._put_chunk(conn, chunk, written)
-                written += len(chunk)
-            return written
-
-        return self._write(work)
+        return self._write(lambda conn: _in_chunks(traces, partial(self._put_chunk, conn)))
 
     def _put_chunk(self, conn: sqlite3.Connection, chunk: list[Trace], offset: int) -> None:
         prepared: dict[str, _Prepared] = {}
@@ -666,21 +671,7 @@ class SQLiteStore(ReviewMixin):
             StoreError: an item is not a :class:`Score`, or the database failed.
         """
 
-        def work(conn: sqlite3.Connection) -> int:
-            written = 0
-            chunk: list[Score] = []
-            for score in scores:
-                chunk.append(score)
-                if len(chunk) >= _WRITE_CHUNK:
-                    self._put_score_chunk(conn, chunk, written)
-                    written += len(chunk)
-                    chunk = []
-            if chunk:
-                self._put_score_chunk(conn, chunk, written)
-                written += len(chunk)
-            return written
-
-        return self._write(work)
+        return self._write(lambda conn: _in_chunks(scores, partial(self._put_score_chunk, conn)))
 
     def _put_score_chunk(self, conn: sqlite3.Connection, chunk: list[Score], offset: int) -> None:
         for index, score in enumerate(chunk, offset):
