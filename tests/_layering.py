@@ -30,6 +30,8 @@ ALLOWED: dict[str, set[str]] = {
     "analytics": _BASE | {"model", "store", "eval"},
     "review": _BASE | {"model", "store", "eval", "analytics"},
     "testing": _BASE | {"__init__", "model", "capture", "store", "eval", "analytics", "review"},
+    # agentlens.configure: capture's configuration joined with review on completion, above both
+    "_oncomplete": _BASE | {"model", "capture", "store", "eval", "analytics", "review"},
     "server": _BASE
     | {"__init__", "model", "capture", "ingest", "store", "eval", "analytics", "review"},
     "cli": _BASE

@@ -55,3 +55,12 @@ def test_ab_grounding_compares_two_trees_on_every_pass(tmp_path: Path) -> None:
     assert out.count(f"{ROOT}\n") == 2
     assert len(re.findall(r"^\s+naive_both: +[\d,]+ runs/s", out, re.M)) == 2
     assert len(re.findall(r"grounding / naive_both time: \d+\.\d\dx", out)) == 2
+
+
+def test_bench_review_measures_exit_throughput_and_lag() -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_review.py"), "--runs", "40", "--exits", "20", "--rounds", "1"
+    )
+    assert re.search(r"on / off: median \d+\.\d\dx, p99 \d+\.\d\dx", out)
+    assert re.search(r"throughput: reviewed 40 runs \(20 flagged\) at [\d,]+ runs/s", out)
+    assert re.search(r"lag: 40 runs captured in .* all reviewed \d+\.\d\d s after", out)

@@ -36,7 +36,7 @@ _EXPORTS: dict[str, str] = {
     "StepKind": "agentlens.model",
     "Trace": "agentlens.model",
     "Verdict": "agentlens.model",
-    "configure": "agentlens.capture",
+    "configure": "agentlens._oncomplete",
     "current_run": "agentlens.capture",
     "define_scorer": "agentlens.eval",
     "flush": "agentlens.capture",
@@ -87,8 +87,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from agentlens._oncomplete import configure
     from agentlens.analytics import hallucination_rate, trend
-    from agentlens.capture import configure, current_run, flush, llm, retrieval, run, shutdown, tool
+    from agentlens.capture import current_run, flush, llm, retrieval, run, shutdown, tool
     from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
     from agentlens.eval import define_scorer, run_scorers, scorer
     from agentlens.model import (

@@ -126,6 +126,8 @@ def test_runs_table(cli: Invoke) -> None:
         "status",
         "┃",
         "verdict",
+        "┃",
+        "reason",
     ]
     assert lines[2].split("│")[0].strip() == "run-other"  # newest first
     assert "passed (1)" in lines[2]
@@ -153,6 +155,12 @@ def test_runs_json_lines(cli: Invoke) -> None:
         "metadata": {},
         "verdict": "flagged",
         "scores": {"no_fabricated_refs": "flagged", "repeated_tool_calls": "passed"},
+        "hallucination_detected": True,
+        "hallucination_reason": "fabricated_grounding: 'CUST-48231'",
+        "failure_modes": ["fabricated_grounding"],
+        "flag_state": "flagged",
+        "review_pending": True,
+        "reviewed_at": None,
     }
 
 
@@ -198,7 +206,9 @@ def test_show_tree_answer_and_findings_in_place(cli: Invoke) -> None:
     result = cli("show", "run-show")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
-    assert lines[0] == "run run-show"
+    assert lines[0] == "HALLUCINATION DETECTED: fabricated_grounding: 'CUST-48231'"  # reason first
+    assert lines[1].strip().startswith("1. [fabricated_grounding]")
+    assert lines[2] == "run run-show"
     steps = lines[lines.index("steps (5)") + 1 : lines.index("answer")]
     assert [line.split(" ", 1)[0] for line in (s.strip(" │├└─") for s in steps)] == [
         "a1",
@@ -232,6 +242,9 @@ def test_show_json(cli: Invoke) -> None:
     result = cli("show", "run-show", "--json")
     doc = json.loads(result.stdout)
     scores = doc.pop("scores")
+    review = doc.pop("review")
+    assert review["hallucination_detected"] is True
+    assert [f["text"] for f in review["findings"]] == ["CUST-48231"]
     assert Trace.model_validate(doc) == support_run()
     assert {s["scorer"]: s["verdict"] for s in scores} == {
         "no_fabricated_refs": "flagged",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from review_factories import Receiver
 
 from agentlens.config import Settings, load_settings
 from agentlens.review import clear_flagged_callbacks
@@ -44,23 +43,6 @@ def _no_callbacks() -> Iterator[None]:
     clear_flagged_callbacks()
     yield
     clear_flagged_callbacks()
-
-
-@dataclass
-class Receiver:
-    """A webhook receiver on a loopback socket: fails ``fail_first`` requests with 500, then
-    accepts; records every request (headers and raw body)."""
-
-    url: str
-    fail_first: int = 0
-    hang_s: float = 0.0
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    accepted: list[dict[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def bodies(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [json.loads(r["body"]) for r in self.accepted]
 
 
 @pytest.fixture

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
 from agentlens.model import Step, Trace
 
 
@@ -31,3 +36,20 @@ def fabricated(
             ),
         ],
     )
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver on a loopback socket: fails ``fail_first`` requests with 500, then
+    accepts; records every request (headers and raw body)."""
+
+    url: str
+    fail_first: int = 0
+    hang_s: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    accepted: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def bodies(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [json.loads(r["body"]) for r in self.accepted]

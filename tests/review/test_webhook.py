@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Callable
 
-from review_factories import fabricated
+from review_factories import Receiver, fabricated
 
 from agentlens.config import Settings
 from agentlens.review import (
@@ -19,7 +19,6 @@ from agentlens.review import (
     verify_signature,
 )
 from agentlens.store import TraceStore
-from conftest import Receiver
 
 SECRET = "s3cret-for-tests"
 

@@ -4,7 +4,16 @@ Every command takes the global ``--db URL`` before its name
 (``agentlens --db sqlite:///x.db import f.jsonl``); listings take ``--json``.
 """
 
-from agentlens.cli import _delete, _demo, _io, _rate, _runs, _schema, _score  # noqa: F401  (each registers its commands)
+from agentlens.cli import (  # noqa: F401  (each registers its commands)
+    _delete,
+    _demo,
+    _io,
+    _rate,
+    _review,
+    _runs,
+    _schema,
+    _score,
+)
 from agentlens.cli._app import app, main
 
 __all__ = ["app", "main"]

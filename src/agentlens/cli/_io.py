@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -89,8 +89,19 @@ def import_(
             "its whole file).",
         ),
     ] = False,
+    no_review: Annotated[
+        bool,
+        typer.Option(
+            "--no-review",
+            help="Do not review the imported runs now (they stay pending review: "
+            "`agentlens review run` reviews them later).",
+        ),
+    ] = False,
 ) -> None:
     """Import runs from files. Runs already stored under the same id are replaced.
+
+    Then the imported runs are reviewed (scored with their role's review scorers, flagged,
+    their content flagged, callbacks and the webhook told), unless --no-review.
 
     Without --format, each file's format is told from its content and named in the output;
     a file that fits no format is refused. The import ends with a summary per format.
@@ -100,6 +111,7 @@ def import_(
 
         if format is not None and format != "trace":
             get_reader(format)  # an unknown format fails before anything is opened
+        review = None if no_review else _review_config()
         store = state.open_store()
         tallies: list[tuple[str, _Tally]] = []
         try:
@@ -123,11 +135,32 @@ def import_(
                     tallies[-1] = (name, _Tally(rejected=exc, format=tally.format))
                     tally = tallies[-1][1]
                 _report(name, tally, detected=format is None)
+            if review is not None and any(t.runs for _, t in tallies):
+                _review_imported(store, *review)
         finally:
             store.close()
         _print_summary(tallies)
     if any(t.skipped or t.stopped or t.rejected for _, t in tallies):
         raise typer.Exit(1)
+
+
+def _review_config() -> tuple[Any, Any]:
+    """The settings review needs, checked before anything is imported."""
+    from agentlens.config import load_settings
+    from agentlens.review import review_settings
+
+    settings = load_settings(db=state.db)
+    return settings, review_settings(settings)
+
+
+def _review_imported(store: Any, settings: Any, review: Any) -> None:
+    from agentlens.review import review_pending_result
+
+    result = review_pending_result(store, settings=settings, review=review)
+    err_console.print(
+        f"reviewed {result.reviewed:,} run(s): {result.flagged:,} flagged",
+        markup=False,
+    )
 
 
 def _format_of(name: str, given: str | None) -> str:

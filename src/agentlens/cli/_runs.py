@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, out_console, state
+from agentlens.cli._review import summary_json
 from agentlens.cli._util import (
     AgentOpt,
     FromOpt,
@@ -24,8 +25,11 @@ from agentlens.cli._util import (
     time_window,
     user_errors,
 )
+from agentlens.errors import ConfigError
 from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc, worst_verdict
 from agentlens.store import RunFilter, RunSummary, TraceStore
+from agentlens.store._flags import RunFlags
+from agentlens.store._protocol import VerdictRecord
 
 __all__ = [
     "describe_finding",
@@ -92,6 +96,20 @@ def runs(
             help="Show at most N runs, newest first; 0 for all.",
         ),
     ] = 50,
+    flagged: Annotated[
+        bool,
+        typer.Option("--flagged", help="Only runs flagged hallucination_detected (from an index)."),
+    ] = False,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            metavar="MODE",
+            help="Only flagged runs with a finding of this failure mode (fabricated_grounding, "
+            "parametric_leakage, unsupported_synthesis, repeated_tool_call, alternating_loop, "
+            "error_loop, excessive_steps, no_progress).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="JSON Lines, one object per run.")
     ] = False,
@@ -99,7 +117,16 @@ def runs(
     """List stored runs, newest first, with their verdicts when they have been scored."""
     with user_errors():
         lower, upper = time_window(since, start, end)
-        where = RunFilter(start=lower, end=upper, agent=agent)
+        if mode is not None and mode not in {m.value for m in FailureMode}:
+            known = ", ".join(m.value for m in FailureMode)
+            raise ConfigError(f"unknown --mode {mode!r}; failure modes: {known}")
+        where = RunFilter(
+            start=lower,
+            end=upper,
+            agent=agent,
+            flagged=True if flagged else None,
+            failure_mode=mode,
+        )
         store = state.open_store()
         try:
             rows = store.list_runs(where, limit=limit or None, newest_first=True)
@@ -129,6 +156,7 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
         "metadata": summary.metadata,
         "verdict": None if verdict is None else str(verdict),
         "scores": {s.scorer: str(s.verdict) for s in scores},
+        **summary_json(summary),
     }
 
 
@@ -146,6 +174,7 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
     table.add_column("steps", justify="right", no_wrap=True, min_width=5)
     table.add_column("status", no_wrap=True, min_width=7)
     table.add_column("verdict", overflow="fold", min_width=10)
+    table.add_column("reason", overflow="fold", min_width=10)
     count = 0
     for summary in rows:
         count += 1
@@ -158,6 +187,7 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
             Text(str(summary.step_count)),
             Text(summary.status, style="red" if summary.status == "error" else ""),
             Text(text, style=_STYLE.get(verdict, "") if verdict else "dim"),
+            Text(preview(summary.hallucination_reason or "", 80), style="red"),
         )
     if count == 0:
         out_console.print("no runs match", markup=False)
@@ -183,20 +213,93 @@ def show(
         try:
             trace = store.get_trace(run_id)
             scores = store.get_scores(run_id)
+            flags = store.get_flags(run_id)
+            verdicts = store.get_verdicts(run_id)
+            summary = next(iter(store.list_runs(RunFilter(run_ids=[run_id]))), None)
         finally:
             store.close()
     if as_json:
         doc = trace.to_dict()
+        review = summary_json(summary) if summary is not None else {}
+        review["findings"] = [f.to_json() for f in flags.findings] if flags else []
+        review["verdicts"] = [_verdict_json(v) for v in verdicts]
+        doc["review"] = review
         doc["scores"] = [s.to_json_line() for s in scores]
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         sys.stdout.flush()
         return
-    render_run(trace, latest_scores(scores))
+    render_run(trace, latest_scores(scores), flags=flags, verdicts=verdicts)
 
 
-def render_run(trace: Trace, scores: Sequence[Score]) -> None:
-    """Print a run for a human: header, step tree, answer with findings marked, scores."""
+def _verdict_json(v: VerdictRecord) -> dict[str, Any]:
+    return {
+        "finding_key": v.finding_key,
+        "scorer": v.scorer,
+        "failure_mode": v.failure_mode,
+        "text": v.text,
+        "verdict": v.verdict,
+        "note": v.note,
+        "by": v.author,
+        "scope": v.scope,
+        "live": v.live,
+        "created_at": _iso(v.created_at),
+    }
+
+
+def render_flags(flags: RunFlags | None, verdicts: Sequence[VerdictRecord] = ()) -> None:
+    """The run's flag, its reason first, then its numbered findings with their verdicts."""
     console = out_console
+    if flags is None:
+        return
+    if flags.hallucination_detected:
+        line = Text("HALLUCINATION DETECTED: ", style="bold red")
+        line.append(flags.reason or "", style="red")
+        console.print(line)
+    elif str(flags.state) == "unverifiable":
+        console.print(
+            Text(
+                "unverifiable: a check could not verify a claim (not flagged, not cleared)",
+                style="yellow",
+            )
+        )
+    elif str(flags.state) == "error":
+        console.print(
+            Text("review error: a scorer failed (not flagged, not cleared)", style="magenta")
+        )
+    else:
+        console.print(Text("clean: no hallucination detected", style="green"))
+    live = {v.finding_key: v for v in verdicts if v.live}
+    for f in flags.findings:
+        line = Text(f"  {f.n}. ", style="bold")
+        line.append(f"[{f.failure_mode or f.scorer}] ", style="red")
+        line.append(f.detail)
+        line.append(f"  ({f.scorer}", style="dim")
+        if f.step_ids:
+            line.append(f", steps {', '.join(f.step_ids)}", style="dim")
+        line.append(")", style="dim")
+        v = live.get(f.key)
+        if v is not None:
+            line.append(
+                f"  verdict: {v.verdict}", style="green" if v.verdict == "confirmed" else "yellow"
+            )
+            if v.author:
+                line.append(f" by {v.author}", style="dim")
+            if v.note:
+                line.append(f": {v.note}", style="dim")
+        console.print(line)
+
+
+def render_run(
+    trace: Trace,
+    scores: Sequence[Score],
+    *,
+    flags: RunFlags | None = None,
+    verdicts: Sequence[VerdictRecord] = (),
+) -> None:
+    """Print a run for a human: its flag and reason first, then header, step tree, answer with
+    findings marked, scores."""
+    console = out_console
+    render_flags(flags, verdicts)
     header = Text("run ", style="bold")
     header.append(trace.id, style="bold cyan")
     console.print(header)

@@ -96,7 +96,9 @@ class Reviewer:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything pending when called is reviewed (and due deliveries tried);
-        True when that happened within ``timeout`` seconds."""
+        True when that happened within ``timeout`` seconds (False once shut down)."""
+        if self._stop:
+            return False
         self.start()
         with self._idle:
             self._generation += 1

@@ -733,7 +733,7 @@ class SQLiteStore(ReviewMixin):
             " VALUES (?, ?, ?, ?, ?)",
             mode_rows,
         )
-        self._derive(conn, run_ids)
+        self._derive(conn, run_ids, latest)
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run (all scorers, all versions), oldest first.

@@ -238,13 +238,24 @@ class ReviewMixin:
                 "DELETE FROM content_flags WHERE kind = ? AND item_id = ? AND run_id = ?", gone
             )
 
-    def _derive(self, conn: sqlite3.Connection, run_ids: Sequence[str]) -> None:
+    def _derive(
+        self,
+        conn: sqlite3.Connection,
+        run_ids: Sequence[str],
+        fresh: dict[tuple[str, str, str], Score] | None = None,
+    ) -> None:
         """Re-derive the flags, failure modes, verdict liveness and content flags of these runs
-        from their stored scores (inside the caller's write transaction)."""
+        from their stored scores (inside the caller's write transaction). ``fresh``: scores just
+        written, by (run, scorer, version), so their documents need not be parsed again."""
         for part in _chunks(list(dict.fromkeys(run_ids))):
-            self._derive_part(conn, part)
+            self._derive_part(conn, part, fresh or {})
 
-    def _derive_part(self, conn: sqlite3.Connection, part: Sequence[str]) -> None:
+    def _derive_part(
+        self,
+        conn: sqlite3.Connection,
+        part: Sequence[str],
+        fresh: dict[tuple[str, str, str], Score],
+    ) -> None:
         marks = _marks(len(part))
         now = now_us()
         conn.execute(
@@ -263,8 +274,15 @@ class ReviewMixin:
             seen = latest.get(key)
             if seen is None or (row[5], row[3]) >= (seen[5], seen[3]):
                 latest[key] = row
-        flagged_rowids = [r[0] for r in latest.values() if r[4] == Verdict.FLAGGED]
         docs: dict[int, Score] = {}
+        flagged_rowids = []
+        for r in latest.values():
+            if r[4] == Verdict.FLAGGED:
+                known = fresh.get((r[1], r[2], r[3]))
+                if known is not None:
+                    docs[r[0]] = known
+                else:
+                    flagged_rowids.append(r[0])
         for start in range(0, len(flagged_rowids), _BATCH):
             ids = flagged_rowids[start : start + _BATCH]
             for rowid, doc in conn.execute(

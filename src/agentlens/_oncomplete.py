@@ -1,0 +1,118 @@
+"""``agentlens.configure``: capture's configuration, plus review on completion.
+
+Capture knows nothing of review (DESIGN.md's layers: review sits above capture), so the two are
+joined here, above both. :func:`configure` is :func:`agentlens.capture.configure` with one
+addition: when captured runs go to a store (``db``, ``AGENTLENS_DB`` or the configuration
+file's ``db``) and review on capture is on (``review=True``, or ``[review] on_capture``, true
+by default), the store exporter is a :class:`ReviewingExporter` and a background
+:class:`~agentlens.review.Reviewer` reviews the runs it writes.
+
+What runs where:
+
+- the agent's thread: ``run.__exit__`` hands the run to capture's processor (a bounded queue)
+  and returns; nothing of review runs there;
+- capture's export thread: writes a batch of runs (they are now pending review in the store)
+  and calls :meth:`Reviewer.notify <agentlens.review.Reviewer.notify>`, which sets an event;
+- the reviewer's thread: scores the pending runs with their role's review scorers, sets the
+  flags and content flags, calls the ``on_flagged`` callbacks, delivers the webhook.
+
+A slow scorer or a hanging webhook delays only the reviewer's thread. At shutdown (or when
+capture is configured again) the reviewer gets up to :data:`SHUTDOWN_REVIEW_S` seconds to
+finish what is pending; what is left stays pending in the store, for the next process that
+reviews it (``agentlens review run``, the server). With only ``AGENTLENS_DB`` set and no
+``configure()`` call, runs are stored pending review in the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentlens.capture import ExportResult, StoreExporter
+from agentlens.model import Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.review import Reviewer
+    from agentlens.store import TraceStore
+
+__all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "configure"]
+
+SHUTDOWN_REVIEW_S = 2.0
+"""Seconds the reviewer may use at shutdown to finish the runs already written."""
+
+
+class ReviewingExporter(StoreExporter):
+    """A :class:`~agentlens.capture.StoreExporter` that notifies a reviewer after each write.
+
+    Args:
+        store: a store URL or an open store.
+        reviewer: the :class:`~agentlens.review.Reviewer` of that store.
+    """
+
+    def __init__(self, store: str | TraceStore, reviewer: Reviewer, **kwargs: Any) -> None:
+        super().__init__(store, **kwargs)
+        self.reviewer = reviewer
+
+    def export(self, traces: Sequence[Trace]) -> ExportResult:
+        """Store the runs, then wake the reviewer (never blocks on review)."""
+        result = super().export(traces)
+        if result.ok:
+            self.reviewer.notify()
+        return result
+
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Give the reviewer a bounded moment to finish, stop it, let go of the store."""
+        budget = SHUTDOWN_REVIEW_S if timeout is None else min(SHUTDOWN_REVIEW_S, timeout)
+        try:
+            self.reviewer.flush(budget)
+        finally:
+            self.reviewer.shutdown(budget)
+        return super().shutdown(timeout)
+
+
+def configure(
+    db: str | TraceStore | None = None, *, review: bool | None = None, **kwargs: Any
+) -> None:
+    """Say where captured runs go, and review them as they are written. Call it once.
+
+    Takes every argument of :func:`agentlens.capture.configure` (see there), and:
+
+    Args:
+        review: review captured runs in the background (``None``: ``[review] on_capture``,
+            true by default). Only when runs go to a store: a custom ``exporter`` or
+            ``processor`` is left as it is.
+
+    Raises:
+        ConfigError: a bad argument, or bad review settings (the message names the file and
+            the key).
+    """
+    from agentlens import capture
+    from agentlens.capture._state import _env_disabled
+
+    custom = kwargs.get("exporter") is not None or kwargs.get("processor") is not None
+    enabled = kwargs.get("enabled")
+    if enabled is None:
+        enabled = not _env_disabled()
+    if review is False or custom or not enabled:  # nothing of review: capture as it is
+        capture.configure(db, **kwargs)
+        return
+
+    from agentlens.capture._state import _resolve_url
+    from agentlens.config import load_settings
+    from agentlens.review import Reviewer, review_settings
+    from agentlens.store import set_default_url
+
+    store: str | TraceStore
+    if db is None or isinstance(db, str):
+        store = _resolve_url(db)
+        settings = load_settings(db=store)
+    else:
+        store = db
+        settings = load_settings()
+    checked = review_settings(settings)
+    if review is None and not checked.on_capture:
+        capture.configure(db, **kwargs)
+        return
+    reviewer = Reviewer(store, settings=settings, review=checked).start()
+    capture.configure(exporter=ReviewingExporter(store, reviewer), **kwargs)
+    set_default_url(store)  # the reading API (get_trace, query_traces) reads there too

@@ -1,0 +1,370 @@
+"""``agentlens review ...`` (queue, verdict, precision, deliveries, run) and ``agentlens content``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from agentlens.cli._app import app, fail, out_console, state
+from agentlens.cli._util import (
+    AgentOpt,
+    format_time,
+    parse_duration,
+    parse_time,
+    preview,
+    user_errors,
+)
+from agentlens.store import RunSummary
+
+__all__ = ["content", "review_app", "summary_json"]
+
+review_app = typer.Typer(
+    name="review",
+    help="The review pipeline: the queue of flagged runs, verdicts, precision, webhooks.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(review_app, name="review")
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines, one object per row.")]
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def summary_json(summary: RunSummary) -> dict[str, Any]:
+    """The review fields of a run summary, as ``agentlens runs --json`` carries them."""
+    return {
+        "hallucination_detected": summary.hallucination_detected,
+        "hallucination_reason": summary.hallucination_reason,
+        "failure_modes": list(summary.failure_modes),
+        "flag_state": summary.flag_state,
+        "review_pending": summary.review_pending,
+        "reviewed_at": _iso(summary.reviewed_at),
+    }
+
+
+def _print(table: Table) -> None:
+    if out_console.is_terminal:
+        out_console.print(table)
+    else:
+        Console(file=out_console.file, width=240, highlight=False).print(table)
+
+
+def _lines(rows: Iterable[dict[str, Any]]) -> None:
+    for row in rows:
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _since(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return datetime.now(UTC) - parse_duration(text)
+    except Exception:
+        return parse_time(text, "--since")
+
+
+# ----------------------------------------------------------------------------- queue
+
+
+@review_app.command("queue")
+def queue(
+    agent: AgentOpt = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, metavar="N", help="At most N runs; 0 for all.")
+    ] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Flagged runs with a finding no human has judged yet, oldest first."""
+    with user_errors():
+        store = state.open_store()
+        try:
+            rows = store.review_queue(agent=agent, limit=limit or None)
+        finally:
+            store.close()
+    if as_json:
+        _lines(
+            {
+                "id": r.id,
+                "agent": r.agent,
+                "name": r.name,
+                "started_at": _iso(r.started_at),
+                **summary_json(r),
+            }
+            for r in rows
+        )
+        return
+    if not rows:
+        out_console.print("the review queue is empty", markup=False)
+        return
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for name in ("id", "agent", "started", "modes", "reason"):
+        table.add_column(name, no_wrap=name != "reason", overflow="fold")
+    for r in rows:
+        table.add_row(
+            Text(r.id),
+            Text(r.agent or ""),
+            Text(format_time(r.started_at)),
+            Text(", ".join(r.failure_modes)),
+            Text(r.hallucination_reason or "", style="red"),
+        )
+    _print(table)
+
+
+# ----------------------------------------------------------------------------- verdict
+
+
+@review_app.command("verdict")
+def verdict(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The flagged run.")],
+    value: Annotated[str, typer.Argument(metavar="confirmed|false_positive", help="Your verdict.")],
+    finding: Annotated[
+        int | None,
+        typer.Option(
+            "--finding",
+            min=1,
+            metavar="N",
+            help="Only finding N (as `agentlens show` numbers them); default: all.",
+        ),
+    ] = None,
+    note: Annotated[
+        str | None, typer.Option("--note", metavar="TEXT", help="Why, for the next reader.")
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", metavar="NAME", help="Who gives it (default: login).")
+    ] = None,
+) -> None:
+    """Record a human verdict on a flagged run, or on one of its findings."""
+    from agentlens.review import set_verdict
+
+    if value not in ("confirmed", "false_positive"):
+        raise fail(f"the verdict must be confirmed or false_positive, got {value!r}")
+    with user_errors():
+        store = state.open_store()
+        try:
+            records = set_verdict(run_id, value, finding=finding, note=note, by=by, db=store)
+            flags = store.get_flags(run_id)
+        finally:
+            store.close()
+    what = f"finding {finding}" if finding is not None else f"{len(records)} finding(s)"
+    out_console.print(f"{value} on {what} of run {run_id}", markup=False)
+    if flags is not None and value == "false_positive":
+        out_console.print("content flags of this run re-derived", markup=False)
+
+
+# ----------------------------------------------------------------------------- precision
+
+
+@review_app.command("precision")
+def precision(
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only verdicts given in the last 30d, 12h... or since a date.",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each detector's measured precision: confirmed / (confirmed + false positive)."""
+    from agentlens.review import precision as measure
+
+    with user_errors():
+        lower = _since(since)
+        store = state.open_store()
+        try:
+            rows = measure(since=lower, db=store)
+        finally:
+            store.close()
+    if as_json:
+        _lines(r.to_json() for r in rows)
+        return
+    if not rows:
+        out_console.print("no verdicts yet (`agentlens review verdict RUN_ID ...`)", markup=False)
+        return
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for name in ("by", "name", "confirmed", "false_positive", "precision", "95% interval"):
+        table.add_column(
+            name, no_wrap=True, justify="right" if name != "name" and name != "by" else "left"
+        )
+    for r in rows:
+        low, high = r.interval
+        table.add_row(
+            r.by,
+            r.key or "-",
+            str(r.confirmed),
+            str(r.false_positive),
+            "-" if r.precision is None else f"{r.precision:.1%}",
+            f"{low:.1%} - {high:.1%}",
+        )
+    _print(table)
+
+
+# ----------------------------------------------------------------------------- deliveries
+
+
+@review_app.command("deliveries")
+def deliveries(
+    status: Annotated[
+        str | None,
+        typer.Option(
+            "--status",
+            metavar="STATUS",
+            help="Only pending, delivered or failed deliveries (default: all).",
+        ),
+    ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, metavar="N", help="At most N; 0 for all.")
+    ] = 50,
+    as_json: JsonOpt = False,
+) -> None:
+    """Webhook deliveries, newest first: failed ones are kept here, never dropped."""
+    if status is not None and status not in ("pending", "delivered", "failed"):
+        raise fail(f"--status must be pending, delivered or failed, got {status!r}")
+    with user_errors():
+        store = state.open_store()
+        try:
+            rows = store.list_deliveries(status=status, limit=limit or None)
+        finally:
+            store.close()
+    if as_json:
+        _lines(
+            {
+                "id": d.id,
+                "run_id": d.run_id,
+                "url": d.url,
+                "status": d.status,
+                "attempts": d.attempts,
+                "last_error": d.last_error,
+                "created_at": _iso(d.created_at),
+                "next_attempt_at": _iso(d.next_attempt_at),
+                "delivered_at": _iso(d.delivered_at),
+            }
+            for d in rows
+        )
+        return
+    if not rows:
+        out_console.print("no webhook deliveries", markup=False)
+        return
+    table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    for name in ("id", "run", "status", "attempts", "created", "last error"):
+        table.add_column(name, no_wrap=name != "last error", overflow="fold")
+    for d in rows:
+        style = {"failed": "red", "pending": "yellow"}.get(d.status, "green")
+        table.add_row(
+            d.id,
+            d.run_id,
+            Text(d.status, style=style),
+            str(d.attempts),
+            format_time(d.created_at),
+            d.last_error or "",
+        )
+    _print(table)
+
+
+# ----------------------------------------------------------------------------- run
+
+
+@review_app.command("run")
+def run_review(
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, metavar="N", help="At most N runs; 0 for all.")
+    ] = 0,
+) -> None:
+    """Review the runs waiting for review now (and attempt the webhook deliveries due)."""
+    from agentlens.config import load_settings
+    from agentlens.review import review_pending_result
+
+    with user_errors():
+        settings = load_settings(db=state.db)
+        store = state.open_store()
+        try:
+            result = review_pending_result(store, limit=limit or None, settings=settings)
+            lag = store.review_lag()
+        finally:
+            store.close()
+    out_console.print(
+        f"reviewed {result.reviewed} run(s): {result.flagged} flagged;"
+        f" {result.delivered} webhook delivery(ies) sent; {lag.pending} still pending",
+        markup=False,
+    )
+
+
+# ----------------------------------------------------------------------------- content
+
+
+@app.command()
+def content(
+    kind: Annotated[
+        str | None, typer.Argument(metavar="KIND", help="The content kind (a key of links).")
+    ] = None,
+    item_id: Annotated[
+        str | None, typer.Argument(metavar="ID", help="The content item's id.")
+    ] = None,
+    flagged: Annotated[
+        bool, typer.Option("--flagged", help="List every content item flagged now.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+) -> None:
+    """The quality flags of a content item a run produced (from the runs' `links`)."""
+    if flagged == (kind is not None):
+        raise fail("give KIND ID, or --flagged")
+    if kind is not None and item_id is None:
+        raise fail("give the content item's ID after its KIND")
+    with user_errors():
+        store = state.open_store()
+        try:
+            items = (
+                store.flagged_content()
+                if flagged
+                else [store.content_flags(kind or "", item_id or "")]
+            )
+        finally:
+            store.close()
+    if as_json:
+        _lines(
+            {
+                "kind": c.kind,
+                "id": c.item_id,
+                "flags": c.flags,
+                "hallucination_suspected": c.hallucination_suspected,
+                "runs": [
+                    {
+                        "run_id": r.run_id,
+                        "reason": r.reason,
+                        "flagged_at": _iso(r.flagged_at),
+                        "dismissed": r.dismissed,
+                    }
+                    for r in c.runs
+                ],
+            }
+            for c in items
+        )
+        return
+    if flagged and not items:
+        out_console.print("no content is flagged", markup=False)
+        return
+    for c in items:
+        head = Text(f"{c.kind} {c.item_id}: ", style="bold")
+        if c.hallucination_suspected:
+            head.append("hallucination_suspected", style="bold red")
+        else:
+            head.append("no flags", style="green")
+        out_console.print(head)
+        for r in c.runs:
+            line = Text(f"  run {r.run_id}", style="dim" if r.dismissed else "")
+            line.append(f" ({'false positive' if r.dismissed else format_time(r.flagged_at)}): ")
+            line.append(preview(r.reason or "", 160))
+            out_console.print(line)
