@@ -449,9 +449,11 @@ class AgentSettings:
         """The options configured for scorer ``name`` (empty when none)."""
         return dict(self.scorers.get(name, {}))
 
-    def option_key(self, scorer: str, option: str) -> str:
-        """Where ``scorer``'s ``option`` was set (the file and key), for error messages."""
-        return self.keys.get(scorer, {}).get(option, f"scorers.{scorer}.{option}")
+    def option_key(self, scorer: str, option: str = "") -> str:
+        """Where ``scorer``'s ``option`` was set (the file and key; the scorer's table when no
+        option is named), for error messages."""
+        fallback = f"scorers.{scorer}" + (f".{option}" if option else "")
+        return self.keys.get(scorer, {}).get(option, fallback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,4 +686,5 @@ def _parse_scorers(
             raise ConfigError(f"{where}: '{prefix}'.{name} must be a table of options")
         options[name] = dict(opts)
         keys[name] = {opt: f"{where}: {prefix}.{name}.{opt}" for opt in opts}
+        keys[name][""] = f"{where}: {prefix}.{name}"
     return options, keys

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 from _rate_fixtures import trace
 from agentlens.model import Score
@@ -87,3 +88,79 @@ def test_bad_window_is_a_usage_error(cli, db_url) -> None:  # type: ignore[no-un
     _seed(db_url)
     result = cli("score", "-s", "t_refs", "--since", "7d", "--from", "2026-01-01")
     assert result.exit_code == 2 and "not both" in result.stderr
+
+
+def _config(tmp_path: Path, monkeypatch, text: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "agentlens.toml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+
+
+def _scores(db_url: str) -> int:
+    with open_store(db_url) as store:  # type: ignore[attr-defined]
+        return sum(len(store.get_scores(r.id)) for r in store.list_runs(None))
+
+
+def test_an_unknown_judge_stops_before_any_run_is_scored(cli, db_url) -> None:  # type: ignore[no-untyped-def]
+    _seed(db_url)
+    result = cli("score", "-s", "faithful_synthesis", "-s", "t_refs", "--judge", "nope")
+    assert result.exit_code == 2, result.output
+    assert "unknown judge backend 'nope'" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert _scores(db_url) == 0
+
+
+def test_model_without_a_network_judge_is_a_usage_error(cli, db_url, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    _seed(db_url)
+    _config(tmp_path, monkeypatch, "")
+    result = cli("score", "-s", "faithful_synthesis", "--model", "gpt-4o-mini")
+    assert result.exit_code == 2 and "--model" in result.stderr and "offline" in result.stderr
+    assert _scores(db_url) == 0
+
+
+def test_a_bad_option_in_the_file_is_one_line_naming_the_file_and_key(  # type: ignore[no-untyped-def]
+    cli, db_url, tmp_path, monkeypatch
+) -> None:
+    _seed(db_url)
+    _config(tmp_path, monkeypatch, '[scorers.repeated_tool_calls]\nmax_repeats = "three"\n')
+    result = cli("score", "-s", "t_refs")  # checked when loaded, whatever the command runs
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "agentlens.toml: scorers.repeated_tool_calls.max_repeats" in line and "three" in line
+    assert _scores(db_url) == 0
+
+
+def test_judge_settings_from_the_file_apply_to_a_scorers_judge(  # type: ignore[no-untyped-def]
+    cli, db_url, tmp_path, monkeypatch
+) -> None:
+    _seed(db_url)
+    _config(
+        tmp_path,
+        monkeypatch,
+        '[judge]\nmodel = "gpt-test"\nbase_url = "http://127.0.0.1:9/v1"\nmax_retries = 0\n'
+        '[scorers.parametric_leakage]\njudge = "openai"\n',
+    )
+    refused = cli("score", "-s", "parametric_leakage")  # the file's endpoint needs the opt-in
+    assert refused.exit_code == 2 and "ALLOW_FILE_BASE_URL" in refused.stderr
+    monkeypatch.setenv("AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL", "1")
+    result = cli("score", "-s", "parametric_leakage", "--json")
+    assert result.exit_code == 0, result.stderr  # the [judge] model is used: no "needs a model"
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert lines and all(d["verdict"] != "error" for d in lines)
+
+
+def test_settings_are_loaded_once_per_command(cli, db_url, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from agentlens import config
+
+    _seed(db_url)
+    calls: list[int] = []
+    real = config.load_settings
+
+    def counting(**kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(**kwargs)
+
+    monkeypatch.setattr(config, "load_settings", counting)
+    assert cli("score", "-s", "t_refs", "-s", "faithful_synthesis").exit_code == 0
+    assert len(calls) == 1
+    calls.clear()
+    assert cli("rate", "--since", "7d").exit_code == 0
+    assert len(calls) == 1

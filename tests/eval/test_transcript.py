@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from agentlens.config import AgentSettings, Settings
-from agentlens.errors import ScorerError
+from agentlens.errors import ConfigError
 from agentlens.eval import FailureMode, get_scorer, run_scorers
 from agentlens.eval._normalize import canonical, fingerprint, is_empty_result
 from agentlens.eval.detectors._transcript import (
@@ -351,19 +351,13 @@ def test_factories_bind_options_and_keep_the_version_for_defaults() -> None:
     assert bound.stored_version.startswith("1+")
     assert excessive_steps(max_steps=30).options == {"max_steps": 30}
     assert no_progress(min_stretch=8).options == {"min_stretch": 8}
-    with pytest.raises(ScorerError):
+    with pytest.raises(ConfigError, match="max_repeats"):
         repeated_tool_calls(max_repeats=1)
 
 
-def test_bad_option_values_give_an_error_result_not_an_exception() -> None:
-    run = Run().call("t", {}, "x")
-    report = run_scorers(
-        [get_scorer("repeated_tool_calls").with_options(max_repeats="3")],
-        trace=run.trace(),
-        settings=Settings(),
-    )
-    result = report.results["repeated_tool_calls"]
-    assert result.verdict is Verdict.ERROR and "max_repeats" in (result.error or "")
+def test_bad_option_values_are_refused_when_bound_not_scored_as_errors() -> None:
+    with pytest.raises(ConfigError, match="'max_repeats' must be an integer, got '3'"):
+        get_scorer("repeated_tool_calls").with_options(max_repeats="3")
 
 
 def test_a_run_without_tool_steps_passes_everything() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import sys
@@ -81,7 +80,7 @@ def score(
     Exit status: 0 when scoring completed (flagged runs included), 1 when some stored runs could
     not be read (they are named; the others were scored), 2 on a usage or data error.
     """
-    from agentlens.eval import get_scorer
+    from agentlens.eval import check_settings, get_scorer
     from agentlens.eval._runner import ScoringInterrupted, score_runs
     from agentlens.store import RunFilter
 
@@ -89,9 +88,10 @@ def score(
         lower, upper = time_window(since, start, end)
         settings = state.settings()
         names = list(dict.fromkeys(scorer or settings.default_scorers))
+        check_settings(settings, names)  # every configured option, before any run is scored
         bases = [get_scorer(name) for name in names]
         if judge is not None or model is not None:
-            bases = _with_judge(bases, judge, model)
+            bases = _with_judge(bases, judge, model, settings)
         where = RunFilter(start=lower, end=upper, agent=agent)
         store = state.open_store()
         shown: list[Score] = []
@@ -172,17 +172,23 @@ def _silence_stdout() -> None:
         pass
 
 
-def _with_judge(bases: list[Any], judge: str | None, model: str | None) -> list[Any]:
-    """Bind ``judge``/``model`` to the scorers that take them; refuse when none does."""
+_NETWORK_JUDGES = frozenset({"openai", "anthropic"})
+
+
+def _with_judge(bases: list[Any], judge: str | None, model: str | None, settings: Any) -> list[Any]:
+    """Bind ``judge``/``model`` to the scorers that take them (checked now, before any run is
+    scored); refuse when none does, and ``--model`` when no scorer would use a network judge."""
+    from agentlens.eval import resolve_scorer
+
     options = {k: v for k, v in (("judge", judge), ("model", model)) if v is not None}
     bound = []
     takers = []
     for base in bases:
-        params = inspect.signature(base.fn).parameters
+        params = base.factory.params if base.factory is not None else {}
         accepted = {k: v for k, v in options.items() if k in params}
         if accepted:
-            takers.append(base.name)
-            base = base.with_options(**accepted)
+            base = base.factory.bind({**base.options, **accepted}, settings)
+            takers.append(base)
         bound.append(base)
     if not takers:
         flags = " and ".join(f"--{k}" for k in options)
@@ -190,6 +196,18 @@ def _with_judge(bases: list[Any], judge: str | None, model: str | None) -> list[
             f"{flags} apply to scorers that use a judge (faithful_synthesis, parametric_leakage); "
             f"none of {', '.join(b.name for b in bases)} takes them"
         )
+    if model is not None and judge is None:
+        roles = [None, *settings.agents]
+        used = {
+            (resolve_scorer(b, role, settings).version_options or {}).get("judge")
+            for b in takers
+            for role in roles
+        }
+        if not used & _NETWORK_JUDGES:
+            raise fail(
+                "--model is the model of a network judge, and the judge in use is offline: "
+                "add --judge openai or --judge anthropic (or set [judge] backend)"
+            )
     return bound
 
 

@@ -1,19 +1,17 @@
 """Evaluation: the scorer API, evidence, detectors, judges and the runner."""
 
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn, text_of
-from agentlens.eval._runner import ScoreSummary, ScoringInterrupted, score_runs
-from agentlens.eval._scorer import (
-    Report,
-    Scorer,
-    ScorerFn,
-    arun_scorers,
-    define_scorer,
+from agentlens.eval._registry import (
+    ENTRY_POINT_GROUP,
+    check_settings,
+    get_factory,
     get_scorer,
     registered_scorers,
     resolve_scorer,
-    run_scorers,
-    scorer,
 )
+from agentlens.eval._runner import ScoreSummary, ScoringInterrupted, score_runs
+from agentlens.eval._scorer import Bound, Scorer, ScorerFactory, ScorerFn, define_scorer, scorer
+from agentlens.eval._single import Report, arun_scorers, run_scorers
 from agentlens.eval.detectors import (
     excessive_steps,
     faithful_synthesis,
@@ -25,6 +23,8 @@ from agentlens.eval.detectors import (
 from agentlens.model import FailureMode, Finding, ScoreResult, Verdict
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "Bound",
     "Evidence",
     "EvidenceItem",
     "FailureMode",
@@ -33,14 +33,17 @@ __all__ = [
     "ScoreResult",
     "ScoreSummary",
     "Scorer",
+    "ScorerFactory",
     "ScorerFn",
     "ScoringInterrupted",
     "Turn",
     "Verdict",
     "arun_scorers",
+    "check_settings",
     "define_scorer",
     "excessive_steps",
     "faithful_synthesis",
+    "get_factory",
     "get_scorer",
     "no_fabricated_refs",
     "no_progress",

@@ -37,7 +37,8 @@ from typing import Any
 from agentlens.config import Settings
 from agentlens.errors import ConfigError, ScorerError, UnreadableRunError
 from agentlens.eval._evidence import Evidence
-from agentlens.eval._scorer import Scorer, get_scorer, resolve_scorer
+from agentlens.eval._registry import get_scorer, resolve_scorer
+from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace
 from agentlens.store import RunFilter
 
@@ -150,6 +151,7 @@ def score_runs(
     summary = ScoreSummary(selected=store.count_runs(where))
     started = time.perf_counter()
     resolver = _Resolver(bases, cfg)
+    resolver.check()  # every (scorer, role) resolved now: a bad option stops before any run
     jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
 
     def record(
@@ -222,6 +224,16 @@ class _Resolver:
             found = resolve_scorer(self.bases[name], agent, self.settings)
             self._cache[key] = found
         return found
+
+    def check(self) -> None:
+        """Resolve every scorer for the default role and every configured one.
+
+        Raises:
+            ConfigError: a bad option (naming the file and key when it came from a file).
+            ScorerError: an unknown option.
+        """
+        for agent in (None, *self.settings.agents):
+            self.all_for(agent)
 
     def all_for(self, agent: str | None) -> list[Scorer]:
         return [self.get(name, agent) for name in self.bases]
@@ -331,16 +343,8 @@ def _run_async(work: list[tuple[Trace, Evidence, Scorer]]) -> list[ScoreResult]:
 
 
 def _origin_module(scorer: Scorer) -> str | None:
-    """The module that defines a scorer's function (importing it registers the scorer)."""
-    fn: Any = scorer.fn
-    inner = getattr(fn, "__wrapped__", None)
-    if inner is None and getattr(fn, "__closure__", None):
-        for cell in fn.__closure__:
-            content = cell.cell_contents
-            if inspect.isfunction(content):
-                inner = content
-                break
-    module = getattr(inner or fn, "__module__", None)
+    """The module that defines a scorer's factory (importing it registers the scorer)."""
+    module = getattr(scorer.factory, "__module__", None)
     if not module or module in ("__main__", "__mp_main__"):
         return None  # the spawn start method re-imports the main module itself
     return str(module)

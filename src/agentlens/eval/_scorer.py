@@ -1,108 +1,140 @@
-"""The scorer API: define scorers, look them up by name, run them on a run.
+"""The scorer API: scorers as registered factories with typed, keyword-only options.
 
-A scorer is a plain function, sync or async, that receives the trace and its evidence as keyword
-arguments (plus any options it declares) and returns a :class:`ScoreResult`::
+A scorer is made by a *factory*: a function whose keyword-only, typed parameters are the
+scorer's options, checked when it is called, and which returns the scoring function::
 
-    @agentlens.eval.scorer(name="mentions_ticket", version="1")
-    def mentions_ticket(*, trace, evidence):
-        ok = trace.links.get("ticket", "") in str(trace.output)
-        return ScoreResult(passed=ok, detail="ticket id present" if ok else "no ticket id")
+    @agentlens.eval.scorer(name="max_tool_calls", version="1")
+    def max_tool_calls(*, limit: int = 10):
+        if limit < 1:
+            raise ConfigError("limit must be at least 1")
 
-Options are keyword arguments with defaults; ``scorer.with_options(max_repeats=5)`` binds them
-(per agent role, from ``agentlens.toml``). A scorer that raises yields an ``error`` result; it
-never aborts a batch.
+        def score(*, trace, evidence):
+            n = sum(1 for s in trace.steps if s.kind == "tool")
+            return ScoreResult(passed=n <= limit, value=n)
+
+        return score
+
+    max_tool_calls(limit=5)            # a Scorer with that option bound
+
+A plain scoring function (one that takes ``trace`` and/or ``evidence``) is the short form: its
+other keyword arguments are its options. Either way options are checked against their type
+annotations and by the factory *when they are bound*, so a bad value is an error there (a
+:class:`~agentlens.errors.ConfigError` naming the file and key when it came from
+``agentlens.toml``), not an ``error`` score on every run.
+
+The stored version is the declared version, plus a short hash of the options that differ from
+their defaults (``max_steps = 15`` written out and left out are both version ``1``), and of
+whatever else the factory says changes a verdict (a judge's backend, model and mode).
+
+A scorer that raises while scoring yields an ``error`` result; it never aborts a batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections.abc as cabc
 import hashlib
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+import types
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from agentlens.config import Settings
-from agentlens.errors import ScorerError
+from agentlens.errors import AgentlensError, ConfigError, ScorerError
 from agentlens.eval._evidence import Evidence
-from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
+from agentlens.model import ScoreResult, Trace
 
 __all__ = [
-    "Report",
+    "Bound",
     "Scorer",
+    "ScorerFactory",
     "ScorerFn",
-    "arun_scorers",
     "define_scorer",
-    "get_scorer",
-    "registered_scorers",
-    "resolve_scorer",
-    "run_scorers",
     "scorer",
 ]
 
 logger = logging.getLogger("agentlens")
 
+CONTEXT = "settings"
+"""A factory parameter of this name receives the resolved settings (not an option)."""
+
 
 class ScorerFn(Protocol):
-    """What a scorer function looks like: keyword-only ``trace`` and ``evidence``, plus options."""
+    """What a scoring function looks like: keyword-only ``trace`` and ``evidence``."""
 
     def __call__(
-        self, *, trace: Trace, evidence: Evidence, **options: Any
+        self, *, trace: Trace, evidence: Evidence
     ) -> ScoreResult | Awaitable[ScoreResult]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """What a factory may return instead of a bare scoring function: the function, and what
+    goes into the stored version instead of the options that differ from their defaults (for a
+    scorer whose verdicts also depend on something resolved, such as its judge)."""
+
+    fn: Callable[..., Any]
+    version_options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
 class Scorer:
-    """A named, versioned scorer with its options bound."""
+    """A named, versioned scorer with its options bound. Made by a :class:`ScorerFactory`."""
 
     name: str
     """The registered name (public interface: stored with every score)."""
     version: str
     """The declared version; bump it when the scorer's logic changes."""
     fn: Callable[..., Any]
-    """The scoring function."""
+    """The scoring function, options bound: ``fn(trace=..., evidence=...)``."""
     options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    """Options bound with :meth:`with_options`."""
+    """The options bound that differ from their defaults (JSON-ready)."""
     description: str = ""
     """One line saying what the scorer checks."""
+    factory: ScorerFactory | None = field(default=None, compare=False, repr=False)
+    """The factory that made it (rebinds options)."""
+    version_options: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    """What the stored version hashes, when not :attr:`options`."""
+    settings: Any = field(default=None, compare=False, repr=False)
+    """The settings it was bound with (kept when options are rebound)."""
 
     @property
     def stored_version(self) -> str:
-        """The version stored with results: the declared version, plus a short hash of the
-        options when any are bound, so that changed settings re-score history."""
-        if not self.options:
+        """The version stored with results: the declared version, plus a short hash of what
+        changes a verdict (the options that differ from their defaults, a judge's identity)."""
+        material = self.options if self.version_options is None else self.version_options
+        if not material:
             return self.version
-        blob = json.dumps(dict(self.options), sort_keys=True, default=str).encode()
+        blob = json.dumps(dict(material), sort_keys=True, default=str).encode()
         return f"{self.version}+{hashlib.sha256(blob).hexdigest()[:8]}"
 
+    @property
+    def takes_settings(self) -> bool:
+        """True when the factory uses the resolved settings (e.g. the ``[judge]`` table)."""
+        return self.factory is not None and self.factory.takes_settings
+
     def with_options(self, **options: Any) -> Scorer:
-        """A copy with ``options`` bound (merged over those already bound).
+        """A copy with ``options`` bound (merged over those already bound), through the factory.
 
         Raises:
-            ScorerError: an option the scorer function does not accept.
+            ScorerError: an option the scorer does not have.
+            ConfigError: a value of the wrong type, or one the factory refuses.
         """
         if not options:
             return self
-        params = inspect.signature(self.fn).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-        for key in options:
-            if not takes_any and (key not in params or key in ("trace", "evidence")):
-                accepted = sorted(k for k in params if k not in ("trace", "evidence"))
-                raise ScorerError(
-                    f"scorer {self.name!r} has no option {key!r}"
-                    + (f"; its options are {', '.join(accepted)}" if accepted else "")
-                )
-        merged = {**self.options, **options}
-        return replace(self, options=MappingProxyType(merged))
+        if self.factory is None:
+            raise ScorerError(f"scorer {self.name!r} has no factory to bind options with")
+        return self.factory.bind({**self.options, **options}, self.settings)
 
     async def ascore(self, trace: Trace, evidence: Evidence | None = None) -> ScoreResult:
         """Score one run; never raises (a failing scorer gives an ``error`` result)."""
         ev = evidence if evidence is not None else Evidence(trace)
         try:
-            result = self.fn(trace=trace, evidence=ev, **self.options)
+            result = self.fn(trace=trace, evidence=ev)
             if inspect.isawaitable(result):
                 result = await result
             return _check_result(self.name, result)
@@ -115,7 +147,7 @@ class Scorer:
         ev = evidence if evidence is not None else Evidence(trace)
         if not inspect.iscoroutinefunction(self.fn):
             try:
-                result = self.fn(trace=trace, evidence=ev, **self.options)
+                result = self.fn(trace=trace, evidence=ev)
                 if not inspect.isawaitable(result):
                     return _check_result(self.name, result)
                 return _run_sync(result)
@@ -123,6 +155,264 @@ class Scorer:
                 logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=True)
                 return ScoreResult.from_error(exc)
         return _run_sync(self.ascore(trace, ev))
+
+
+class ScorerFactory:
+    """A registered scorer: its name, version and a factory of keyword-only, typed options.
+
+    Calling it binds options and returns a :class:`Scorer`; :meth:`bind` does the same from a
+    mapping. :attr:`defaults` are the options' defaults.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        make: Callable[..., Any],
+        *,
+        version: str = "1",
+        description: str = "",
+        unversioned: cabc.Iterable[str] = (),
+        plain: bool = False,
+    ) -> None:
+        _check_name(name)
+        self.name = name
+        self.version = str(version)
+        self.make = make
+        self.plain = plain
+        """True for the short form: ``make`` is the scoring function itself."""
+        params = inspect.signature(make).parameters
+        skip = {"trace", "evidence", CONTEXT} if plain else {CONTEXT}
+        self.params = {
+            k: p
+            for k, p in params.items()
+            if k not in skip
+            and p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+        }
+        self.takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if not plain:
+            positional = [k for k, p in self.params.items() if p.kind is not p.KEYWORD_ONLY]
+            if positional:
+                raise ScorerError(
+                    f"scorer factory {name!r}: options must be keyword-only "
+                    f"(def {getattr(make, '__name__', name)}(*, {positional[0]}=...)); "
+                    f"{positional[0]!r} is not"
+                )
+        self.takes_settings = CONTEXT in params
+        self.defaults: dict[str, Any] = {
+            k: p.default for k, p in self.params.items() if p.default is not inspect.Parameter.empty
+        }
+        self.unversioned = frozenset(unversioned)
+        self.hints = _hints(make)
+        self.description = description or (inspect.getdoc(make) or "").split("\n", 1)[0]
+        self._default: Scorer | None = None
+        self.__doc__ = make.__doc__
+        self.__name__ = getattr(make, "__name__", name)
+        self.__module__ = getattr(make, "__module__", __name__)
+        self.__wrapped__ = make
+
+    def __repr__(self) -> str:
+        return f"<scorer factory {self.name!r} version {self.version}>"
+
+    def __call__(self, **options: Any) -> Scorer:
+        return self.bind(options)
+
+    @property
+    def default(self) -> Scorer:
+        """The scorer with every option at its default."""
+        if self._default is None:
+            self._default = self.bind({})
+        return self._default
+
+    def option_names(self) -> list[str]:
+        return sorted(self.params)
+
+    def check(self, options: Mapping[str, Any]) -> None:
+        """Refuse options the scorer does not have, and values of the wrong type.
+
+        Raises:
+            ScorerError: an unknown option.
+            ConfigError: a value that does not match the option's type.
+        """
+        for key, value in options.items():
+            if key not in self.params:
+                if self.takes_any and key not in ("trace", "evidence", CONTEXT):
+                    continue
+                accepted = self.option_names()
+                raise ScorerError(
+                    f"scorer {self.name!r} has no option {key!r}"
+                    + (f"; its options are {', '.join(accepted)}" if accepted else "")
+                )
+            hint = self.hints.get(key)
+            if hint is not None and not _matches(value, hint):
+                raise ConfigError(
+                    f"scorer {self.name!r}: option {key!r} must be {_describe(hint)}, got {value!r}"
+                )
+
+    def bind(self, options: Mapping[str, Any], settings: Any = None) -> Scorer:
+        """The scorer with ``options`` bound (and ``settings``, for a factory that uses them).
+
+        Raises:
+            ScorerError: an unknown option.
+            ConfigError: a bad value (wrong type, or refused by the factory).
+        """
+        self.check(options)
+        given = {k: _jsonable(v) for k, v in options.items()}
+        changed = {
+            k: v
+            for k, v in given.items()
+            if k not in self.defaults or v != _jsonable(self.defaults[k])
+        }
+        kwargs = dict(options)
+        if self.takes_settings:
+            kwargs[CONTEXT] = settings
+        if self.plain:
+            fn = _partial(self.make, kwargs)
+            versioned: Mapping[str, Any] | None = None
+        else:
+            try:
+                made = self.make(**kwargs)
+            except AgentlensError:
+                raise
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"scorer {self.name!r}: {exc}") from None
+            if isinstance(made, Bound):
+                fn, versioned = made.fn, MappingProxyType(dict(made.version_options))
+            else:
+                fn, versioned = made, None
+            if not callable(fn):
+                raise ScorerError(
+                    f"scorer factory {self.name!r} returned {type(fn).__name__}, not a function"
+                )
+        if versioned is None and self.unversioned & set(changed):
+            versioned = MappingProxyType(
+                {k: v for k, v in changed.items() if k not in self.unversioned}
+            )
+        return Scorer(
+            name=self.name,
+            version=self.version,
+            fn=fn,
+            options=MappingProxyType(changed),
+            description=self.description,
+            factory=self,
+            version_options=versioned,
+            settings=settings if self.takes_settings else None,
+        )
+
+
+def _check_name(name: str) -> None:
+    if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+        raise ScorerError(f"bad scorer name {name!r}: use letters, digits, '_', '-' or '.'")
+
+
+def _partial(fn: Callable[..., Any], options: Mapping[str, Any]) -> Callable[..., Any]:
+    """``fn`` with ``options`` bound, taking only the arguments it declares (``trace``,
+    ``evidence`` or both)."""
+    params = inspect.signature(fn).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    keep = {"trace", "evidence"} if takes_any else {"trace", "evidence"} & set(params)
+    bound = dict(options)
+    if inspect.iscoroutinefunction(fn):
+
+        async def ascoring(**kwargs: Any) -> Any:
+            return await fn(**{k: v for k, v in kwargs.items() if k in keep}, **bound)
+
+        return ascoring
+
+    def scoring(**kwargs: Any) -> Any:
+        return fn(**{k: v for k, v in kwargs.items() if k in keep}, **bound)
+
+    return scoring
+
+
+def _jsonable(value: Any) -> Any:
+    """Options as they are compared and hashed: tuples and lists alike, mappings as dicts."""
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+# --------------------------------------------------------------------------- option types
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """The options' type annotations; an annotation that cannot be resolved is not checked."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        out: dict[str, Any] = {}
+        for key, param in inspect.signature(fn).parameters.items():
+            ann = param.annotation
+            if ann is inspect.Parameter.empty:
+                continue
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, getattr(fn, "__globals__", {}), dict(vars(typing)))
+                except Exception:
+                    continue
+            out[key] = ann
+        return out
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """True when ``value`` fits the annotation ``hint`` (what a TOML file or code can give)."""
+    if hint is Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_matches(value, a) for a in args)
+    if origin is typing.Literal:
+        return value in args
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if origin in (cabc.Sequence, list, tuple, cabc.Iterable, cabc.Collection, frozenset, set):
+        if not isinstance(value, list | tuple | set | frozenset):
+            return False
+        inner = [a for a in args if a is not Ellipsis]
+        return not inner or all(_matches(v, inner[0]) for v in value)
+    if origin in (cabc.Mapping, dict):
+        if not isinstance(value, Mapping):
+            return False
+        if len(args) != 2:
+            return True
+        return all(_matches(k, args[0]) and _matches(v, args[1]) for k, v in value.items())
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True  # an annotation we do not know how to check (a Protocol...)
+
+
+def _describe(hint: Any) -> str:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_describe(a) for a in args)
+    if hint is None or hint is type(None):
+        return "none"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (cabc.Sequence, list, tuple, cabc.Iterable, cabc.Collection, frozenset, set):
+        inner = [a for a in args if a is not Ellipsis]
+        plural = {str: "strings", int: "integers", float: "numbers", bool: "booleans"}
+        if not inner:
+            return "a list"
+        return f"a list of {plural.get(inner[0], _describe(inner[0]))}"
+    if origin in (cabc.Mapping, dict):
+        return "a table"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+# --------------------------------------------------------------------------- results
 
 
 def _check_result(name: str, result: Any) -> ScoreResult:
@@ -147,203 +437,75 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-_REGISTRY: dict[str, Scorer] = {}
+# --------------------------------------------------------------------------- definition
+
+_DEFINED: dict[str, ScorerFactory] = {}
+"""Scorers registered by :func:`scorer` / :func:`define_scorer` (built-ins are listed in
+:mod:`agentlens.eval._registry`, not registered here)."""
+
+
+def _is_plain(fn: Callable[..., Any]) -> bool:
+    params = inspect.signature(fn).parameters
+    return bool({"trace", "evidence"} & set(params)) or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
 
 
 def define_scorer(
-    name: str, fn: Callable[..., Any], *, version: str = "1", description: str = ""
+    name: str,
+    fn: Callable[..., Any],
+    *,
+    version: str = "1",
+    description: str = "",
+    register: bool = True,
 ) -> Scorer:
-    """Register ``fn`` as scorer ``name`` and return it. Registering a name again replaces it."""
-    if not name or not name.replace("_", "").replace("-", "").replace(".", "").isalnum():
-        raise ScorerError(f"bad scorer name {name!r}: use letters, digits, '_', '-' or '.'")
-    params = inspect.signature(fn).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    if not takes_any and not {"trace", "evidence"} & set(params):
+    """Register the scoring function ``fn`` as scorer ``name`` and return it (options at their
+    defaults). Registering a name again replaces it.
+
+    Raises:
+        ScorerError: a bad name, or ``fn`` takes neither ``trace`` nor ``evidence``.
+    """
+    _check_name(name)
+    if not _is_plain(fn):
         raise ScorerError(f"scorer {name!r} must accept the keyword argument 'trace' or 'evidence'")
-    doc = description or (inspect.getdoc(fn) or "").split("\n", 1)[0]
-    s = Scorer(name=name, version=str(version), fn=_adapt(fn, params, takes_any), description=doc)
-    _REGISTRY[name] = s
-    return s
-
-
-def _adapt(
-    fn: Callable[..., Any], params: Mapping[str, Any], takes_any: bool
-) -> Callable[..., Any]:
-    """Let a scorer declare only the arguments it uses (``trace``, ``evidence`` or both)."""
-    if takes_any or {"trace", "evidence"} <= set(params):
-        return fn
-    drop = "evidence" if "evidence" not in params else "trace"
-    if inspect.iscoroutinefunction(fn):
-
-        async def awrapper(**kwargs: Any) -> Any:
-            kwargs.pop(drop, None)
-            return await fn(**kwargs)
-
-        awrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-        return awrapper
-
-    def wrapper(**kwargs: Any) -> Any:
-        kwargs.pop(drop, None)
-        return fn(**kwargs)
-
-    wrapper.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-    return wrapper
+    factory = ScorerFactory(name, fn, version=version, description=description, plain=True)
+    if register:
+        _DEFINED[name] = factory
+    return factory.default
 
 
 def scorer(
-    name: str | None = None, *, version: str = "1", description: str = ""
-) -> Callable[[Callable[..., Any]], Scorer]:
-    """Decorator form of :func:`define_scorer`; the name defaults to the function's name."""
+    name: str | None = None,
+    *,
+    version: str = "1",
+    description: str = "",
+    unversioned: cabc.Iterable[str] = (),
+    register: bool = True,
+) -> Callable[[Callable[..., Any]], Any]:
+    """Declare a scorer: on a factory (keyword-only options, returns the scoring function) it
+    gives the :class:`ScorerFactory`; on a plain scoring function (takes ``trace`` and/or
+    ``evidence``) the :class:`Scorer`. The name defaults to the function's name.
 
-    def decorate(fn: Callable[..., Any]) -> Scorer:
-        return define_scorer(name or fn.__name__, fn, version=version, description=description)
+    Args:
+        name: the scorer's name (public interface: stored with every score).
+        version: bump it when the scorer's logic changes.
+        description: one line; default the docstring's first line.
+        unversioned: options that do not change a verdict (timeouts, concurrency): not hashed
+            into the stored version.
+        register: add it to the registry (the built-ins are listed explicitly instead).
+    """
+
+    def decorate(fn: Callable[..., Any]) -> Any:
+        label = name or fn.__name__
+        if _is_plain(fn):
+            return define_scorer(
+                label, fn, version=version, description=description, register=register
+            )
+        factory = ScorerFactory(
+            label, fn, version=version, description=description, unversioned=unversioned
+        )
+        if register:
+            _DEFINED[label] = factory
+        return factory
 
     return decorate
-
-
-def _load_builtins() -> None:
-    # Importing the detectors and judges registers the built-in scorers.
-    import agentlens.eval.detectors  # noqa: F401
-
-
-def get_scorer(name: str) -> Scorer:
-    """The registered scorer called ``name``.
-
-    Raises:
-        ScorerError: no scorer has that name (the message lists the known ones).
-    """
-    if name not in _REGISTRY:
-        _load_builtins()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY))
-        raise ScorerError(f"unknown scorer {name!r}; known scorers: {known}") from None
-
-
-def registered_scorers() -> dict[str, Scorer]:
-    """Every registered scorer by name, built-ins included."""
-    _load_builtins()
-    return dict(sorted(_REGISTRY.items()))
-
-
-def resolve_scorer(name_or_scorer: str | Scorer, agent: str | None, settings: Settings) -> Scorer:
-    """The scorer with the options configured for ``agent`` bound."""
-    base = get_scorer(name_or_scorer) if isinstance(name_or_scorer, str) else name_or_scorer
-    options = settings.for_agent(agent).scorer_options(base.name)
-    return base.with_options(**options) if options else base
-
-
-@dataclass
-class Report:
-    """The results of several scorers on one run."""
-
-    run_id: str
-    results: dict[str, Score]
-    """Score per scorer name."""
-
-    @property
-    def passed(self) -> bool:
-        """True when every scorer passed (an error or unverifiable result is not a pass)."""
-        return all(s.verdict is Verdict.PASSED for s in self.results.values())
-
-    @property
-    def verdict(self) -> Verdict:
-        """``flagged`` if any scorer flagged; else ``error``, then ``unverifiable``; else ``passed``."""
-        return worst_verdict(s.verdict for s in self.results.values()) or Verdict.PASSED
-
-    def __iter__(self) -> Any:
-        return iter(self.results.values())
-
-
-def _settings(settings: Settings | None) -> Settings:
-    if settings is not None:
-        return settings
-    from agentlens.config import load_settings
-
-    return load_settings()
-
-
-async def arun_scorers(
-    scorers: Iterable[str | Scorer],
-    *,
-    run_id: str | None = None,
-    trace: Trace | None = None,
-    store: Any = None,
-    settings: Settings | None = None,
-    save: bool | None = None,
-) -> Report:
-    """Run scorers on one run (by ``run_id`` from the store, or a ``trace`` given directly).
-
-    Results are stored per (run, scorer, scorer version) when the run came from a store, or when
-    ``save=True`` and a store is given. Scorers run concurrently; none can abort the others.
-    """
-    trace, store, evidence, resolved = _prepare(scorers, run_id, trace, store, settings)
-    results = await asyncio.gather(*(s.ascore(trace, evidence) for s in resolved))
-    return _finish(
-        trace.id, resolved, results, store, save if save is not None else run_id is not None
-    )
-
-
-def run_scorers(
-    scorers: Iterable[str | Scorer],
-    *,
-    run_id: str | None = None,
-    trace: Trace | None = None,
-    store: Any = None,
-    settings: Settings | None = None,
-    save: bool | None = None,
-) -> Report:
-    """Synchronous :func:`arun_scorers`: sync scorers run in this thread, without an event loop."""
-    trace, store, evidence, resolved = _prepare(scorers, run_id, trace, store, settings)
-    results = [s.score(trace, evidence) for s in resolved]
-    return _finish(
-        trace.id, resolved, results, store, save if save is not None else run_id is not None
-    )
-
-
-def _prepare(
-    scorers: Iterable[str | Scorer],
-    run_id: str | None,
-    trace: Trace | None,
-    store: Any,
-    settings: Settings | None,
-) -> tuple[Trace, Any, Evidence, list[Scorer]]:
-    """The run, its store, its evidence for its agent role, and the scorers with that role's
-    options bound."""
-    trace, store = _resolve_target(run_id, trace, store)
-    cfg = _settings(settings)
-    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence)
-    return trace, store, evidence, [resolve_scorer(s, trace.agent, cfg) for s in scorers]
-
-
-def _finish(
-    run_id: str, scorers: list[Scorer], results: list[ScoreResult], store: Any, save: bool
-) -> Report:
-    """The report; its scores stored when asked (and a store is there)."""
-    report = _report(run_id, scorers, results)
-    if store is not None and save:
-        store.put_scores(report.results.values())
-    return report
-
-
-def _resolve_target(run_id: str | None, trace: Trace | None, store: Any) -> tuple[Trace, Any]:
-    if (run_id is None) == (trace is None):
-        raise ScorerError("give exactly one of run_id= or trace=")
-    if trace is not None:
-        return trace, store
-    if store is None:
-        from agentlens.store import open_store
-
-        store = open_store()
-    return store.get_trace(run_id), store
-
-
-def _report(run_id: str, scorers: list[Scorer], results: list[ScoreResult]) -> Report:
-    return Report(
-        run_id=run_id,
-        results={
-            s.name: Score.of(r, run_id=run_id, scorer=s.name, version=s.stored_version)
-            for s, r in zip(scorers, results, strict=True)
-        },
-    )

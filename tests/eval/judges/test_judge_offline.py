@@ -260,3 +260,11 @@ def test_each_clause_of_a_paraphrase_must_be_grounded() -> None:
     assert "hoping to boost tourism revenue" in judged.reason
     # lenient keeps judging the claim as a whole
     assert verdict(added, ev, mode="lenient") is Label.SUPPORTED
+
+
+def test_one_negation_list_the_stop_words_exclude() -> None:
+    from agentlens.eval.judges._text import _STOP_WORDS, NEGATIONS
+
+    # "without" is the one negation that is also a stop word (a plain preposition too)
+    assert {"without"} == _STOP_WORDS & NEGATIONS
+    assert {"nor", "no", "not", "never"}.isdisjoint(_STOP_WORDS)

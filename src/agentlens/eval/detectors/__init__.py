@@ -1,6 +1,5 @@
-"""The built-in scorers. Importing this package registers them.
-
-Each is also a factory that binds options, e.g. ``repeated_tool_calls(max_repeats=5)``.
+"""The built-in scorers, as factories: ``repeated_tool_calls(max_repeats=5)`` is the scorer with
+that option bound; :mod:`agentlens.eval._registry` lists them by name.
 """
 
 from agentlens.eval.detectors._grounding import no_fabricated_refs, parametric_leakage

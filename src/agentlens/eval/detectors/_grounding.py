@@ -9,15 +9,18 @@ truncated at its source is reported as unverifiable, not as a hallucination.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
 from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
 from agentlens.eval._index import EvidenceIndex, Match
 from agentlens.eval._references import Extractor, Reference, get_extractor
-from agentlens.eval._scorer import Scorer, get_scorer, scorer
-from agentlens.model import FailureMode, Finding, ScoreResult
+from agentlens.eval._scorer import Bound, ScorerFn, scorer
+from agentlens.model import FailureMode, Finding, ScoreResult, Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.eval.judges import Judge
 
 __all__ = ["no_fabricated_refs", "parametric_leakage"]
 
@@ -154,34 +157,33 @@ def _result(
     )
 
 
-def _reference_options(patterns: Patterns | None, kinds: Sequence[str] | None) -> dict[str, Any]:
-    """The options both scorers take for reference shapes, checked now (a bad pattern or kind
-    fails when the scorer is made, not when it first runs)."""
-    options: dict[str, Any] = {}
-    if patterns is not None:
-        options["patterns"] = _patterns_option(patterns)
-    if kinds is not None:
-        options["kinds"] = list(kinds)
-    _extractor(options.get("patterns"), options.get("kinds"))
-    return options
-
-
 # --------------------------------------------------------------------------- no_fabricated_refs
 
 
-@scorer(
-    name="no_fabricated_refs",
-    version="2",
-    description="Every reference in an answer (id, code, amount, date, URL...) is in the evidence before it.",
-)
-def _no_fabricated_refs(
-    *,
-    evidence: Evidence,
-    patterns: Patterns | None = None,
-    kinds: Sequence[str] | None = None,
-) -> ScoreResult:
-    """Every reference in an answer (id, code, amount, date, URL...) is in the evidence before it."""
-    extractor = _extractor(patterns, kinds)
+@scorer(name="no_fabricated_refs", version="2", register=False)
+def no_fabricated_refs(
+    *, patterns: Patterns | str | None = None, kinds: Sequence[str] | str | None = None
+) -> ScorerFn:
+    """Every reference in an answer (id, code, amount, date, URL...) is in the evidence before it.
+
+    Fails when any reference in an assistant turn is absent from the evidence available at that
+    point. Each finding names the exact token, its span, and the closest evidence token.
+
+    Args:
+        patterns: extra reference shapes as regular expressions (a list, or a table of
+            kind name -> expression), e.g. ``[r"CUST-\\d{5}", r"DOC-[a-f0-9]{8}"]``.
+        kinds: the built-in kinds to check (default all): ``id``, ``code``, ``uuid``,
+            ``money``, ``percent``, ``date``, ``url``, ``email``, ``citation``.
+    """
+    extractor = _extractor(patterns, kinds)  # a bad pattern or kind fails here, not per run
+
+    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        return _no_fabricated_refs(evidence, extractor)
+
+    return score
+
+
+def _no_fabricated_refs(evidence: Evidence, extractor: Extractor) -> ScoreResult:
     index = _index(evidence, extractor)
     findings: list[Finding] = []
     grounded: list[Finding] = []
@@ -222,42 +224,44 @@ def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
     )
 
 
-def no_fabricated_refs(
-    *, patterns: Patterns | None = None, kinds: Sequence[str] | None = None
-) -> Scorer:
-    """The ``no_fabricated_refs`` scorer with options bound.
-
-    Fails when any reference in an assistant turn is absent from the evidence available at that
-    point. Each finding names the exact token, its span, and the closest evidence token.
-
-    Args:
-        patterns: extra reference shapes as regular expressions (a list, or a table of
-            kind name -> expression), e.g. ``[r"CUST-\\d{5}", r"DOC-[a-f0-9]{8}"]``.
-        kinds: the built-in kinds to check (default all): ``id``, ``code``, ``uuid``,
-            ``money``, ``percent``, ``date``, ``url``, ``email``, ``citation``.
-    """
-    return get_scorer("no_fabricated_refs").with_options(**_reference_options(patterns, kinds))
-
-
 # --------------------------------------------------------------------------- parametric_leakage
 
 
-@scorer(
-    name="parametric_leakage",
-    version="2",
-    description="Every specific fact in an answer (number, date, year, name) is in the evidence.",
-)
-def _parametric_leakage(
+@scorer(name="parametric_leakage", version="2", register=False)
+def parametric_leakage(
     *,
-    evidence: Evidence,
-    patterns: Patterns | None = None,
-    kinds: Sequence[str] | None = None,
-    facts: Sequence[str] | None = None,
-    allow: Sequence[str] | None = None,
+    patterns: Patterns | str | None = None,
+    kinds: Sequence[str] | str | None = None,
+    facts: Sequence[str] | str | None = None,
+    allow: Sequence[str] | str | None = None,
     judge: str | None = None,
     model: str | None = None,
-) -> ScoreResult:
-    """Every specific fact in an answer (number, date, year, name) is in the evidence."""
+    settings: Any = None,
+) -> Bound:
+    """Every specific fact in an answer (number, date, year, name) is in the evidence.
+
+    Fails when an answer states a specific fact (a number, amount, percentage, date, year, time
+    of day, or a person's, organisation's or place's name) that the evidence before it does not
+    contain, even if the fact is true. Rounding and simple arithmetic on evidence numbers are
+    accepted as derived (see ``docs/grounding.md``).
+
+    Args:
+        patterns: the same extra reference shapes as ``no_fabricated_refs``: their matches
+            belong to that scorer and are not checked again here.
+        kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
+        facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
+            ``year``, ``date``, ``time``, ``name``.
+        allow: names that are always accepted (the company's own name, its products): a name
+            whose words are all among these is not checked.
+        judge: also run the judged half with this judge backend (``offline``, ``openai``,
+            ``anthropic``): claims the judge finds absent from the evidence are findings too,
+            unless they overlap a fact the deterministic half already reported. The rest of the
+            judge's configuration (model, endpoint, mode...) comes from ``[judge]``. Default:
+            the deterministic half only.
+        model: the judge's model, for the network backends (used only with ``judge``).
+    """
+    from agentlens.eval.detectors._synthesis import build_judge, judge_identity
+
     extractor = _extractor(patterns, kinds)
     wanted = None if facts is None else frozenset([facts] if isinstance(facts, str) else facts)
     if wanted is not None and not wanted <= FACT_KINDS:
@@ -266,6 +270,35 @@ def _parametric_leakage(
     allowed = frozenset(
         w for a in ([allow] if isinstance(allow, str) else allow or ()) for w in name_tokens(a)
     )
+    the_judge = (
+        None
+        if judge is None
+        else build_judge(judge, {"model": model}, settings, backend_from_settings=False)
+    )
+    version: dict[str, Any] = {} if patterns is None else {"patterns": _patterns_option(patterns)}
+    for key, names in (("kinds", kinds), ("facts", facts), ("allow", allow)):
+        if names is not None:
+            version[key] = [names] if isinstance(names, str) else list(names)
+    if the_judge is not None:
+        version.update(judge_identity(the_judge))
+        if "judge" not in version:  # the offline judge: its half still changes the verdicts
+            version["judge"] = "offline"
+    label = None if judge is None else (judge if model is None else f"{judge}:{model}")
+
+    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        return _parametric_leakage(evidence, extractor, wanted, allowed, the_judge, label)
+
+    return Bound(score, version)
+
+
+def _parametric_leakage(
+    evidence: Evidence,
+    extractor: Extractor,
+    wanted: frozenset[str] | None,
+    allowed: frozenset[str],
+    judge: Judge | None,
+    label: str | None,
+) -> ScoreResult:
     index = _index(evidence, extractor)
     findings: list[Finding] = []
     grounded: list[Finding] = []
@@ -299,23 +332,22 @@ def _parametric_leakage(
             )
     attributes: dict[str, Any] = {}
     if judge is not None:
-        findings.extend(_judged_half(evidence, findings, judge, model, attributes))
+        findings.extend(_judged_half(evidence, findings, judge, label or "", attributes))
     return _result(findings, grounded, "not in the evidence", "fact", attributes)
 
 
 def _judged_half(
     evidence: Evidence,
     found: list[Finding],
-    judge: str,
-    model: str | None,
+    judge: Judge,
+    label: str,
     attributes: dict[str, Any],
 ) -> list[Finding]:
     """The judged half: claims the judge finds absent from the evidence before them. A claim
     that overlaps a fact the deterministic half already reported is not reported twice."""
     from agentlens.eval.detectors._synthesis import judged_leakage
 
-    options: dict[str, Any] = {} if model is None else {"model": model}
-    judged = judged_leakage(evidence.trace, evidence, judge, **options)
+    judged = judged_leakage(evidence.trace, evidence, judge)
     taken = [
         (f.location, f.start, f.end) for f in found if f.start is not None and f.end is not None
     ]
@@ -328,7 +360,7 @@ def _judged_half(
         )
 
     new = [f for f in judged if not overlaps(f)]
-    attributes["judge"] = judge if model is None else f"{judge}:{model}"
+    attributes["judge"] = label
     attributes["judged_claims_unsupported"] = len(judged)
     return new
 
@@ -354,45 +386,3 @@ def _find_fact(
     if kind == "time":
         return index.find_time(fact.key, index_pos)
     return index.find_words(fact.key.split(), index_pos, fact.text)
-
-
-def parametric_leakage(
-    *,
-    patterns: Patterns | None = None,
-    kinds: Sequence[str] | None = None,
-    facts: Sequence[str] | None = None,
-    allow: Sequence[str] | None = None,
-    judge: str | None = None,
-    model: str | None = None,
-) -> Scorer:
-    """The ``parametric_leakage`` scorer with options bound.
-
-    Fails when an answer states a specific fact (a number, amount, percentage, date, year, time
-    of day, or a person's, organisation's or place's name) that the evidence before it does not
-    contain, even if the fact is true. Rounding and simple arithmetic on evidence numbers are
-    accepted as derived (see ``docs/grounding.md``).
-
-    Args:
-        patterns: the same extra reference shapes as ``no_fabricated_refs``: their matches
-            belong to that scorer and are not checked again here.
-        kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
-        facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
-            ``year``, ``date``, ``time``, ``name``.
-        allow: names that are always accepted (the company's own name, its products): a name
-            whose words are all among these is not checked.
-        judge: also run the judged half with this judge backend (``offline``, ``openai``,
-            ``anthropic``): claims the judge finds absent from the evidence are findings too,
-            unless they overlap a fact the deterministic half already reported. Default: the
-            deterministic half only.
-        model: the judge's model, for the network backends.
-    """
-    options = _reference_options(patterns, kinds)
-    if facts is not None:
-        options["facts"] = list(facts)
-    if allow is not None:
-        options["allow"] = list(allow)
-    if judge is not None:
-        options["judge"] = judge
-    if model is not None:
-        options["model"] = model
-    return get_scorer("parametric_leakage").with_options(**options)

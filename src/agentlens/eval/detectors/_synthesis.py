@@ -11,16 +11,31 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from agentlens.eval._claims import Claim, extract_claims
 from agentlens.eval._evidence import Evidence, Turn
-from agentlens.eval._scorer import Scorer, scorer
-from agentlens.eval.judges import Judge, get_judge, judge_from_settings
+from agentlens.eval._scorer import Bound, scorer
+from agentlens.eval.judges import (
+    Judge,
+    OfflineJudge,
+    check_file_base_url,
+    get_judge,
+    judge_from_settings,
+    judge_options,
+)
 from agentlens.eval.judges._protocol import ClaimVerdict, Label
 from agentlens.model import FailureMode, Finding, ScoreResult, Trace
 
-__all__ = ["ajudged_leakage", "faithful_synthesis", "judged_leakage", "resolve_judge"]
+__all__ = [
+    "ajudged_leakage",
+    "build_judge",
+    "faithful_synthesis",
+    "judge_identity",
+    "judged_leakage",
+    "resolve_judge",
+]
 
 _JUDGES: dict[tuple[Any, ...], Judge] = {}
 _LOCK = threading.Lock()
@@ -125,11 +140,63 @@ def _classify(
     return "unsupported", _finding(mode, claim, verdict, turn)
 
 
-@scorer(name="faithful_synthesis", version="1")
-async def _faithful_synthesis(
+def judge_identity(judge: Judge) -> dict[str, Any]:
+    """What of a judge changes its verdicts, as it goes into a scorer's stored version: its
+    backend and model, or for the offline judge its mode and threshold; nothing for the
+    default offline judge (so its scorers keep their plain version)."""
+    name = str(getattr(judge, "name", type(judge).__qualname__))
+    if name != "offline":
+        return {"judge": name, "model": str(getattr(judge, "model", ""))}
+    identity: dict[str, Any] = {}
+    default = _DEFAULT_OFFLINE
+    if getattr(judge, "mode", default.mode) != default.mode:
+        identity["mode"] = judge.mode  # type: ignore[attr-defined]
+    if getattr(judge, "min_coverage", default.min_coverage) != default.min_coverage:
+        identity["min_coverage"] = judge.min_coverage  # type: ignore[attr-defined]
+    if getattr(judge, "model", default.model) != default.model and not identity:
+        identity["model"] = judge.model
+    return identity
+
+
+_DEFAULT_OFFLINE = OfflineJudge()
+
+
+def build_judge(
+    judge: Judge | str | None,
+    options: Mapping[str, Any],
+    settings: Any,
     *,
-    trace: Trace,
-    evidence: Evidence,
+    backend_from_settings: bool,
+) -> Judge | None:
+    """The judge a scorer uses, built now so that a bad backend, a missing model or a refused
+    endpoint is an error when the scorer is made, not an ``error`` score on every run.
+
+    The settings' judge configuration (``[judge]``, ``AGENTLENS_JUDGE_*``) gives the defaults,
+    the scorer's own options win; its backend applies only when ``backend_from_settings``
+    (``faithful_synthesis``; ``parametric_leakage`` uses a judge only when its own ``judge``
+    option names one). Without settings and without a backend: ``None``, the configured judge
+    is resolved when the scorer first runs.
+
+    Raises:
+        ConfigError: an unknown backend or option, a missing model, or a ``base_url`` from the
+            configuration file without the opt-in.
+    """
+    if judge is not None and not isinstance(judge, str):
+        return judge
+    given = {k: v for k, v in options.items() if v is not None}
+    if settings is None:
+        return None if judge is None else resolve_judge(judge, **given)
+    table = judge_options(getattr(settings, "judge", None) or {})
+    configured = table.pop("backend", None)
+    backend = judge or (configured if backend_from_settings else None) or "offline"
+    if "base_url" not in given:
+        check_file_base_url(settings, backend, table.get("base_url"))
+    return resolve_judge(backend, **{**table, **given})
+
+
+@scorer(name="faithful_synthesis", version="1", register=False)
+def faithful_synthesis(
+    *,
     judge: Any = None,
     model: str | None = None,
     base_url: str | None = None,
@@ -138,16 +205,19 @@ async def _faithful_synthesis(
     max_concurrency: int | None = None,
     budget_usd: float | None = None,
     cache: str | None = None,
-) -> ScoreResult:
+    settings: Any = None,
+) -> Bound:
     """Every claim of every assistant turn is supported by the evidence before it (judged).
 
-    Options:
+    Fails when any claim of an assistant turn is not supported by the evidence before it, as
+    judged claim by claim.
+
+    Args:
         judge: ``offline`` (default unless configured), ``openai``, ``anthropic``, or a Judge.
         model, base_url, timeout, max_concurrency, budget_usd, cache: passed to the judge.
         mode: the offline judge's mode: ``balanced`` (default), ``strict`` or ``lenient``.
     """
-    the_judge = resolve_judge(
-        judge,
+    options = dict(
         model=model,
         base_url=base_url,
         mode=mode,
@@ -156,6 +226,22 @@ async def _faithful_synthesis(
         budget_usd=budget_usd,
         cache=cache,
     )
+    built = build_judge(judge, options, settings, backend_from_settings=True)
+
+    async def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        the_judge = built if built is not None else resolve_judge(None, **options)
+        return await _faithful_synthesis(evidence, the_judge)
+
+    if built is not None:
+        identity = judge_identity(built)
+    else:  # the configured judge, resolved at the first run: what was given is what is known
+        identity = {k: v for k, v in (("model", model), ("mode", mode)) if v is not None}
+        if identity.get("mode") == _DEFAULT_OFFLINE.mode:
+            del identity["mode"]
+    return Bound(score, identity)
+
+
+async def _faithful_synthesis(evidence: Evidence, the_judge: Judge) -> ScoreResult:
     turns = evidence.turns
     results = await asyncio.gather(*(_judge_turn(the_judge, t) for t in turns))
     findings: list[Finding] = []
@@ -219,15 +305,6 @@ async def ajudged_leakage(
             if kind != "supported":
                 out.append(finding)
     return out
-
-
-def faithful_synthesis(**options: Any) -> Scorer:
-    """The ``faithful_synthesis`` scorer with options bound (``judge``, ``model``, ``mode``...).
-
-    Fails when any claim of an assistant turn is not supported by the evidence before it, as
-    judged claim by claim; see :func:`_faithful_synthesis` for the options.
-    """
-    return _faithful_synthesis.with_options(**options)
 
 
 def judged_leakage(

@@ -24,10 +24,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentlens.errors import ScorerError
+from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, text_of
 from agentlens.eval._normalize import canonical, fingerprint, is_empty_result
-from agentlens.eval._scorer import Scorer, scorer
+from agentlens.eval._scorer import ScorerFn, scorer
 from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace
 
 __all__ = [
@@ -89,12 +89,12 @@ def _tuple(value: Any, option: str) -> tuple[str, ...]:
         items = tuple(value)
         if all(isinstance(v, str) for v in items):
             return items
-    raise ScorerError(f"option {option!r} must be a list of names, got {value!r}")
+    raise ConfigError(f"option {option!r} must be a list of names, got {value!r}")
 
 
 def _positive(value: Any, option: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ScorerError(f"option {option!r} must be an integer >= {minimum}, got {value!r}")
+        raise ConfigError(f"option {option!r} must be an integer >= {minimum}, got {value!r}")
     return value
 
 
@@ -566,33 +566,23 @@ def _score_no_progress(
     )
 
 
-# --------------------------------------------------------------------------- registration
+# --------------------------------------------------------------------------- the factories
 
-_REPEATED = scorer(name="repeated_tool_calls", version="1")(_score_repeated)
-_EXCESSIVE = scorer(name="excessive_steps", version="1")(_score_excessive)
-_NO_PROGRESS = scorer(name="no_progress", version="1")(_score_no_progress)
-
-
-def _bind(base: Scorer, options: dict[str, Any], defaults: dict[str, Any]) -> Scorer:
-    # Only options that differ from the defaults are bound, so that a factory called with the
-    # defaults stores the same scorer version as the registered scorer.
-    changed = {k: v for k, v in options.items() if v != defaults[k]}
-    for key in ("exempt_tools", "kinds"):
-        if key in changed:
-            changed[key] = list(_tuple(changed[key], key))
-    return base.with_options(**changed)
+Names = Sequence[str] | str
+"""A list of names; one name alone is a list of one."""
 
 
+@scorer(name="repeated_tool_calls", version="1", register=False)
 def repeated_tool_calls(
     *,
     max_repeats: int = 3,
     max_errors: int = 3,
     min_cycles: int = 3,
-    exempt_tools: Sequence[str] = (),
-    kinds: Sequence[str] = DEFAULT_KINDS,
+    exempt_tools: Names = (),
+    kinds: Names = DEFAULT_KINDS,
     polling: bool = True,
-) -> Scorer:
-    """The ``repeated_tool_calls`` scorer with options bound.
+) -> ScorerFn:
+    """Flags the same call repeated with the same result, A-B-A-B loops, and repeated failures.
 
     Args:
         max_repeats: flag a call (tool + normalised arguments) that returned the same result this
@@ -605,56 +595,53 @@ def repeated_tool_calls(
         polling: when true, identical calls whose result later changes (a job polled until done,
             a page that moved) are not counted as repeats.
     """
-    _positive(max_repeats, "max_repeats", 2)
-    _positive(max_errors, "max_errors", 2)
-    _positive(min_cycles, "min_cycles", 2)
-    return _bind(
-        _REPEATED,
-        dict(
-            max_repeats=max_repeats,
-            max_errors=max_errors,
-            min_cycles=min_cycles,
-            exempt_tools=exempt_tools,
-            kinds=kinds,
-            polling=polling,
-        ),
-        dict(
-            max_repeats=3,
-            max_errors=3,
-            min_cycles=3,
-            exempt_tools=(),
-            kinds=DEFAULT_KINDS,
-            polling=True,
-        ),
+    options: dict[str, Any] = dict(
+        max_repeats=_positive(max_repeats, "max_repeats", 2),
+        max_errors=_positive(max_errors, "max_errors", 2),
+        min_cycles=_positive(min_cycles, "min_cycles", 2),
+        exempt_tools=_tuple(exempt_tools, "exempt_tools"),
+        kinds=_tuple(kinds, "kinds"),
+        polling=polling,
     )
 
+    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        return _score_repeated(trace=trace, evidence=evidence, **options)
 
+    return score
+
+
+@scorer(name="excessive_steps", version="1", register=False)
 def excessive_steps(
-    *, max_steps: int = 15, exempt_tools: Sequence[str] = (), kinds: Sequence[str] = DEFAULT_KINDS
-) -> Scorer:
-    """The ``excessive_steps`` scorer with options bound.
+    *, max_steps: int = 15, exempt_tools: Names = (), kinds: Names = DEFAULT_KINDS
+) -> ScorerFn:
+    """Flags a run with more tool and retrieval steps than its role's budget.
 
     Args:
         max_steps: the budget of tool and retrieval steps per run.
         exempt_tools: tool names not counted against the budget.
         kinds: the step kinds counted.
     """
-    _positive(max_steps, "max_steps", 0)
-    return _bind(
-        _EXCESSIVE,
-        dict(max_steps=max_steps, exempt_tools=exempt_tools, kinds=kinds),
-        dict(max_steps=15, exempt_tools=(), kinds=DEFAULT_KINDS),
+    options: dict[str, Any] = dict(
+        max_steps=_positive(max_steps, "max_steps", 0),
+        exempt_tools=_tuple(exempt_tools, "exempt_tools"),
+        kinds=_tuple(kinds, "kinds"),
     )
 
+    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        return _score_excessive(trace=trace, evidence=evidence, **options)
 
+    return score
+
+
+@scorer(name="no_progress", version="1", register=False)
 def no_progress(
     *,
     min_stretch: int = 5,
-    exempt_tools: Sequence[str] = (),
-    kinds: Sequence[str] = DEFAULT_KINDS,
+    exempt_tools: Names = (),
+    kinds: Names = DEFAULT_KINDS,
     polling: bool = True,
-) -> Scorer:
-    """The ``no_progress`` scorer with options bound.
+) -> ScorerFn:
+    """Flags stretches of consecutive tool steps whose results add no new evidence.
 
     Args:
         min_stretch: flag this many consecutive steps whose results are empty or identical to
@@ -664,9 +651,14 @@ def no_progress(
         polling: when true, a repeated result of a call whose result later changes is waiting,
             not a step without progress.
     """
-    _positive(min_stretch, "min_stretch", 2)
-    return _bind(
-        _NO_PROGRESS,
-        dict(min_stretch=min_stretch, exempt_tools=exempt_tools, kinds=kinds, polling=polling),
-        dict(min_stretch=5, exempt_tools=(), kinds=DEFAULT_KINDS, polling=True),
+    options: dict[str, Any] = dict(
+        min_stretch=_positive(min_stretch, "min_stretch", 2),
+        exempt_tools=_tuple(exempt_tools, "exempt_tools"),
+        kinds=_tuple(kinds, "kinds"),
+        polling=polling,
     )
+
+    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        return _score_no_progress(trace=trace, evidence=evidence, **options)
+
+    return score

@@ -22,6 +22,43 @@ __all__ = [
     "tokenize",
 ]
 
+NEGATIONS = frozenset(
+    [
+        "no",
+        "not",
+        "never",
+        "none",
+        "nobody",
+        "nothing",
+        "neither",
+        "nor",
+        "cannot",
+        "without",
+        "n't",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "doesn't",
+        "don't",
+        "didn't",
+        "hasn't",
+        "haven't",
+        "hadn't",
+        "won't",
+        "wouldn't",
+        "can't",
+        "couldn't",
+        "shouldn't",
+        "unable",
+        "fail",
+        "failed",
+        "fails",
+        "false",
+    ]
+)
+"""Words that negate what follows them (the one list: the stop words exclude these)."""
+
 _STOP_WORDS = frozenset(
     [
         "a",
@@ -224,43 +261,10 @@ _STOP_WORDS = frozenset(
         "year",
         "years",
     ]
-) - {"no", "not", "nor", "never"}
+) - (NEGATIONS - {"without"})
+"""Function words left out of the content of a claim. Negations are not among them (the
+negation check reads them), except "without", which is also a plain preposition."""
 
-NEGATIONS = frozenset(
-    [
-        "no",
-        "not",
-        "never",
-        "none",
-        "nobody",
-        "nothing",
-        "neither",
-        "nor",
-        "cannot",
-        "without",
-        "n't",
-        "isn't",
-        "aren't",
-        "wasn't",
-        "weren't",
-        "doesn't",
-        "don't",
-        "didn't",
-        "hasn't",
-        "haven't",
-        "hadn't",
-        "won't",
-        "wouldn't",
-        "can't",
-        "couldn't",
-        "shouldn't",
-        "unable",
-        "fail",
-        "failed",
-        "fails",
-        "false",
-    ]
-)
 
 _MONTHS = {
     "jan": "january",
