@@ -24,6 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"_ids", "errors"},
     "model": {"_ids", "errors"},
     "capture": _BASE | {"model", "store"},
+    # agentlens.integrations only re-exports agentlens.capture.integrations under a short name
+    "integrations": _BASE | {"capture"},
     "ingest": _BASE | {"model"},
     "store": _BASE | {"model"},
     "eval": _BASE | {"model", "store"},

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 ROOT = BENCHMARKS.parent
 
@@ -55,6 +57,21 @@ def test_ab_grounding_compares_two_trees_on_every_pass(tmp_path: Path) -> None:
     assert out.count(f"{ROOT}\n") == 2
     assert len(re.findall(r"^\s+naive_both: +[\d,]+ runs/s", out, re.M)) == 2
     assert len(re.findall(r"grounding / naive_both time: \d+\.\d\dx", out)) == 2
+
+
+@pytest.mark.e2e
+def test_bench_server_runs_end_to_end() -> None:
+    """A few seconds of the server benchmark (its figures are in docs/server.md)."""
+    out = _run(
+        str(BENCHMARKS / "bench_server.py"), "--seconds", "3", "--clients", "1", "--sample", "1",
+        "--runs-per-request", "5",
+    )  # fmt: skip
+    acked = re.search(r"^acknowledged: (\d+) spans", out, re.M)
+    committed = re.search(r"^committed:\s+(\d+) spans", out, re.M)
+    assert acked is not None and committed is not None
+    assert int(acked.group(1)) > 0
+    assert int(committed.group(1)) >= int(acked.group(1))  # nothing acknowledged is missing
+    assert "baseline:" in out and "server RSS:" in out
 
 
 def test_bench_review_measures_exit_throughput_and_lag() -> None:

@@ -80,7 +80,8 @@ def configure(
     Args:
         review: review captured runs in the background (``None``: ``[review] on_capture``,
             true by default). Only when runs go to a store: a custom ``exporter`` or
-            ``processor`` is left as it is.
+            ``processor`` is left as it is, and runs sent to a server (``endpoint``) are
+            reviewed by the server.
 
     Raises:
         ConfigError: a bad argument, or bad review settings (the message names the file and
@@ -89,7 +90,12 @@ def configure(
     from agentlens import capture
     from agentlens.capture._state import _env_disabled
 
-    custom = kwargs.get("exporter") is not None or kwargs.get("processor") is not None
+    custom = any(kwargs.get(k) is not None for k in ("exporter", "processor", "endpoint"))
+    if not custom and db is None:
+        from agentlens.config import load_settings
+
+        # runs sent to a server (AGENTLENS_ENDPOINT) are reviewed there, not here
+        custom = load_settings().endpoint is not None
     enabled = kwargs.get("enabled")
     if enabled is None:
         enabled = not _env_disabled()

@@ -298,6 +298,25 @@ SETTINGS: tuple[Setting, ...] = (
         parse=parse_store_url,
     ),
     Setting(
+        "endpoint",
+        "URL",
+        None,
+        "An agentlens server (http://host:6660): capture sends finished runs there (batched, "
+        "gzip, retried) instead of writing a local store.",
+        env="AGENTLENS_ENDPOINT",
+        key="endpoint",
+        argument="configure(endpoint=...)",
+    ),
+    Setting(
+        "api_key",
+        "str",
+        None,
+        "The API key capture sends to the endpoint (Authorization: Bearer). Not settable in a "
+        "file.",
+        env="AGENTLENS_API_KEY",
+        argument="configure(api_key=...)",
+    ),
+    Setting(
         "config",
         "path",
         None,
@@ -474,6 +493,10 @@ class Settings:
     disabled: bool = False
     debug: bool = False
     judge_allow_file_base_url: bool = False
+    endpoint: str | None = None
+    """The agentlens server capture sends runs to, when set."""
+    api_key: str | None = None
+    """The key sent to :attr:`endpoint`."""
     origins: Mapping[str, str] = field(default_factory=dict)
     """Where each value that was set came from: ``argument``, the environment variable's name,
     or ``FILE: key``. Settings at their default are absent."""
@@ -562,7 +585,8 @@ def load_settings(
     origins: dict[str, str] = {}
     for row in SETTINGS:
         if row.name in given:
-            values[row.name] = row.parse(given[row.name], row.argument or row.name)
+            label = (row.argument or row.name).split(", ")[0]  # "--db", "--judge"...
+            values[row.name] = row.parse(given[row.name], label)
             origins[row.name] = "argument"
         elif row.env and os.environ.get(row.env, "").strip():
             values[row.name] = row.parse(os.environ[row.env], row.env)
@@ -589,6 +613,8 @@ def load_settings(
         disabled=values["disabled"],
         debug=values["debug"],
         judge_allow_file_base_url=values["judge_allow_file_base_url"],
+        endpoint=values.get("endpoint"),
+        api_key=values.get("api_key"),
         origins=origins,
     )
 

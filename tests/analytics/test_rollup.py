@@ -222,16 +222,11 @@ def test_migration_2_fills_the_rollup_of_an_existing_store(tmp_path: Path) -> No
     conn = sqlite3.connect(path, isolation_level=None)
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
         conn.execute(f"DROP TRIGGER {name}")
-    for table in ("rate_rollup", "rate_runs", "rate_sigs"):
-        conn.execute(f"DROP TABLE {table}")
-    for table in (
-        "run_review",
-        "run_flag_modes",
-        "content_flags",
-        "review_verdicts",
-        "webhook_deliveries",
-    ):  # migration 3's
-        conn.execute(f"DROP TABLE {table}")
+    schema_1 = {"runs", "scores", "score_modes", "_agentlens_migrations", "sqlite_sequence"}
+    tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    for (table,) in tables:  # migration 2's tables, and those of every later migration
+        if table not in schema_1:
+            conn.execute(f"DROP TABLE {table}")
     conn.execute("DELETE FROM _agentlens_migrations WHERE version >= 2")
     conn.close()
     store = open_store(f"sqlite:///{path}")

@@ -105,7 +105,10 @@ def test_configure_without_db_uses_the_environment(
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"db": "sqlite:///x.db", "exporter": InMemoryExporter()}, "one of db, exporter and"),
+        (
+            {"db": "sqlite:///x.db", "exporter": InMemoryExporter()},
+            "one of db, exporter, processor and endpoint",
+        ),
         (
             {"exporter": InMemoryExporter(), "processor": SimpleProcessor(InMemoryExporter())},
             r"not \['exporter', 'processor'\]",

@@ -127,3 +127,21 @@ def test_an_otlp_json_file_is_detected_and_converted(cli: Invoke, db_url: str) -
     assert result.stdout.splitlines()[0].endswith("[otlp-json, detected]")
     runs = _runs(db_url)
     assert runs and all(steps > 0 for _, steps in runs)
+
+
+def test_a_claude_code_session_is_detected_and_can_be_split_per_prompt(
+    cli: Invoke, db_url: str, tmp_path: Path
+) -> None:
+    path = GOLDEN / "claude_code" / "refund_session.jsonl"
+    result = cli("import", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        f"imported 1 run (14 steps) from {path} [claude-code, detected]"
+    )
+    other = f"sqlite:///{tmp_path / 'split.db'}"
+    split = cli("import", "--per-prompt", str(path), db=other)
+    assert split.exit_code == 0, split.stderr
+    assert split.stdout.splitlines()[0].startswith("imported 2 runs (14 steps)")
+    refused = cli("import", "--per-prompt", str(GOLDEN / "trace" / "handwritten.json"), db=other)
+    assert refused.exit_code == 2
+    assert "--per-prompt applies to claude-code sessions; this file is trace" in refused.stderr

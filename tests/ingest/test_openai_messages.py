@@ -106,7 +106,7 @@ def test_tool_output_that_is_not_json_stays_text_and_unanswered_results_are_kept
         {"role": "tool", "tool_call_id": "zzz", "name": "orphan", "content": "42"},
     ]
     (run,) = read(write(tmp_path, "c.json", json.dumps(conv)))
-    assert run.steps[1].output == "Error: nope"
+    assert run.steps[1].output is None and run.steps[1].error == "Error: nope"
     assert run.steps[2].name == "orphan" and run.steps[2].output == 42
     assert run.output is None
 
@@ -162,5 +162,62 @@ def test_reads_tau_bench(data_dir: Callable[[str], Path]) -> None:
     assert len(runs) == 100
     tools = [s for r in runs for s in r.steps if s.kind is StepKind.TOOL]
     assert tools and all(s.name for s in tools)
-    assert sum(s.output is None for s in tools) == 0  # every call has its result
+    assert sum(s.output is None and s.error is None for s in tools) == 0  # every call answered
     assert all(r.output for r in runs) and all("reward" in r.metadata for r in runs)
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [
+        ("Error: payment method not found", "Error: payment method not found"),
+        ("error: bad id", "error: bad id"),
+        ("Traceback (most recent call last):\n  ...", "Traceback (most recent call last):\n  ..."),
+        ('{"error": "no such user"}', "no such user"),
+    ],
+)
+def test_a_tool_result_reporting_a_failure_is_the_steps_error(
+    tmp_path: Path, content: str, error: str
+) -> None:
+    path = tmp_path / "conv.json"
+    path.write_text(
+        json.dumps(
+            [
+                {"role": "user", "content": "pay"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "pay", "arguments": "{}"},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": content},
+                {"role": "tool", "tool_call_id": "zz", "content": content},
+            ]
+        ),
+        encoding="utf-8",
+    )
+    (trace,) = read(path)
+    tools = [s for s in trace.steps if s.kind is StepKind.TOOL]
+    assert [(s.error, s.output) for s in tools] == [(error, None), (error, None)]
+
+
+def test_a_result_that_mentions_an_error_later_is_a_result(tmp_path: Path) -> None:
+    path = tmp_path / "conv.json"
+    path.write_text(
+        json.dumps([{"role": "tool", "content": "No error: all 3 seats booked"}]), encoding="utf-8"
+    )
+    (trace,) = read(path)
+    assert trace.steps[0].error is None and trace.steps[0].output.startswith("No error")
+
+
+@pytest.mark.data
+def test_tau_bench_error_results_are_errors(data_dir: Callable[[str], Path]) -> None:
+    runs = list(read(data_dir("tau_bench") / "gpt-4o-airline.dev.json"))
+    failed = [s for r in runs for s in r.steps if s.error is not None]
+    assert len(failed) == 21
+    assert all(s.kind is StepKind.TOOL and s.output is None for s in failed)
+    assert all(str(s.error).startswith("Error: ") for s in failed)

@@ -230,7 +230,7 @@ def test_protobuf_and_json_encodings_decode_alike() -> None:
 @pytest.mark.parametrize(
     ("doc", "field"),
     [
-        ({}, "resourceSpans"),
+        ([], "$"),
         ({"resourceSpans": {}}, "resourceSpans"),
         ({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz", "spanId": "1" * 16}]}]}]},
          "resourceSpans[0].scopeSpans[0].spans[0].traceId"),

@@ -114,6 +114,12 @@ def test_exit_status_other_than_submitted_is_an_error_run(tmp_path: Path) -> Non
         ("edit 1:2\nx\nend_of_edit", "edit"),
         ("  python x.py\n", "python"),
         ("", "empty"),
+        ("cd /testbed && python reproduce.py", "python"),
+        ("cd '/my repo'; pytest -q tests", "pytest"),
+        ("cd /a && cd b && git diff", "git"),
+        ("PYTHONPATH=src python -m pytest", "python"),
+        ("cd /testbed", "cd"),
+        ("cd_tool x", "cd_tool"),
     ],
 )
 def test_command_name(action: str, name: str) -> None:
@@ -138,3 +144,37 @@ def test_real_trajectories_import_and_the_known_loop_is_found(
             flagged[path.stem] = result.findings[0].attributes["count"]
     # The README of the data set: one run repeats an identical action 4 times in a row.
     assert flagged == {"eps": 4}
+
+
+FAILURES_1X = [
+    "Operation 'vim setup.py' is not supported by this environment.",
+    "The command 'python loop.py' was cancelled because it took more than 30 seconds. "
+    "Please try a different command that completes more quickly.",
+    "Your bash command contained syntax errors and was NOT executed. Please fix the syntax "
+    "errors and try again.",
+    "No replacement was performed, old_str `x = 1` did not appear verbatim in /testbed/a.py.",
+    "The path /testbed/missing.py does not exist. Please provide a valid path.",
+    "Invalid `view_range`: [1, 2, 3]. It should be a list of two integers.",
+    "Your edit was not applied (file not modified): the edit would break the syntax.",
+    "EXECUTION TIMED OUT",
+]
+
+
+@pytest.mark.parametrize("observation", FAILURES_1X)
+def test_refusals_and_failures_of_1x_tools_are_errors(tmp_path: Path, observation: str) -> None:
+    path = tmp_path / "run.traj"
+    entries = [
+        {"action": "str_replace_editor view /testbed/a.py", "observation": observation},
+        {"action": "cd /testbed && python a.py", "observation": "no error here: The path is fine"},
+    ]
+    history = [
+        {"role": "system", "content": "sys", "message_type": "system_prompt"},
+        {"role": "assistant", "content": "t", "action": "ls /testbed", "message_type": "action"},
+        {"role": "tool", "content": observation, "message_type": "observation"},
+    ]
+    for data in ({"trajectory": entries, "info": {}}, {"history": history}):
+        path.write_text(json.dumps(data), encoding="utf-8")
+        tools = [s for s in one(path).steps if s.kind is StepKind.TOOL]
+        assert tools[0].error == observation and tools[0].output is None
+        if len(tools) > 1:
+            assert tools[1].error is None and tools[1].name == "python"

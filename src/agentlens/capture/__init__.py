@@ -27,6 +27,7 @@ clock=..., id_generator=...)`` installs another processor and the hooks tests ne
 
 from agentlens.capture._decorators import llm, retrieval, tool
 from agentlens.capture._export import Exporter, ExportResult, InMemoryExporter, StoreExporter
+from agentlens.capture._http import HttpExporter
 from agentlens.capture._processor import BatchProcessor, CaptureStats, Processor, SimpleProcessor
 from agentlens.capture._run import ActiveStep, Run, current_run, run
 from agentlens.capture._state import configure, flush, is_enabled, reset, shutdown, stats
@@ -37,6 +38,7 @@ __all__ = [
     "CaptureStats",
     "ExportResult",
     "Exporter",
+    "HttpExporter",
     "InMemoryExporter",
     "Processor",
     "Run",

@@ -157,14 +157,17 @@ class _Exporting:
                 result = ExportResult.success(len(batch))
         except Exception as exc:
             result = ExportResult.failure(f"exporter raised {describe(exc)}")
+        # a partial failure (some runs written, ``result.count``) counts the rest as failed
+        written = len(batch) if result.ok else max(0, min(result.count, len(batch)))
         with self._count_lock:
-            if result.ok:
-                self._exported += len(batch)
-            else:
-                self._failed += len(batch)
+            self._exported += written
+            self._failed += len(batch) - written
         if not result.ok:
             self._log.warning(
-                "export", "agentlens: %d run(s) not exported: %s", len(batch), result.error
+                "export",
+                "agentlens: %d run(s) not exported: %s",
+                len(batch) - written,
+                result.error,
             )
 
     def _exporter_flush(self, timeout: float | None) -> bool:

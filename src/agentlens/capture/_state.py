@@ -108,6 +108,8 @@ def configure(
     db: str | TraceStore | None = None,
     *,
     exporter: Exporter | None = None,
+    endpoint: str | None = None,
+    api_key: str | None = None,
     processor: Processor | None = None,
     project: str | None = None,
     enabled: bool | None = None,
@@ -121,8 +123,10 @@ def configure(
 
     The destination is ``processor`` if given, else ``exporter`` (behind a
     :class:`~agentlens.capture.BatchProcessor`), else the store ``db`` (a URL such as
-    ``sqlite:///agentlens.db``, a bare SQLite path, or an open store), else ``AGENTLENS_DB``,
-    else the configuration file's ``db`` (default ``sqlite:///agentlens.db``). The store is
+    ``sqlite:///agentlens.db``, a bare SQLite path, or an open store), else the server at
+    ``endpoint`` (or ``AGENTLENS_ENDPOINT``; see :class:`~agentlens.capture.HttpExporter`),
+    else ``AGENTLENS_DB``, else the configuration file's ``db`` (default
+    ``sqlite:///agentlens.db``). The store is
     opened lazily on the background thread: a store that cannot be opened does not raise here;
     its runs are counted as failed (:func:`stats`) and logged.
 
@@ -136,6 +140,10 @@ def configure(
     Args:
         db: the store URL or an open store.
         exporter: a custom :class:`~agentlens.capture.Exporter` instead of a store.
+        endpoint: an agentlens server (``http://host:6660``) to send runs to, batched and
+            gzip-compressed (an :class:`~agentlens.capture.HttpExporter` behind the batching
+            processor), instead of a local store.
+        api_key: the server's API key (default ``AGENTLENS_API_KEY``).
         processor: a :class:`~agentlens.capture.Processor` that receives each run as it ends,
             instead of the default batching one (``max_queue``, ``batch_size`` and
             ``flush_interval`` then do not apply).
@@ -155,11 +163,30 @@ def configure(
     global _pipeline
     given = [
         name
-        for name, value in (("db", db), ("exporter", exporter), ("processor", processor))
+        for name, value in (
+            ("db", db),
+            ("exporter", exporter),
+            ("processor", processor),
+            ("endpoint", endpoint),
+        )
         if value is not None
     ]
     if len(given) > 1:
-        raise ConfigError(f"configure(): give one of db, exporter and processor, not {given}")
+        raise ConfigError(
+            f"configure(): give one of db, exporter, processor and endpoint, not {given}"
+        )
+    if not given or (endpoint is not None and api_key is None):
+        from agentlens.config import load_settings
+
+        settings = load_settings()  # AGENTLENS_ENDPOINT / AGENTLENS_API_KEY / the file
+        if not given:
+            endpoint = settings.endpoint
+        if api_key is None:
+            api_key = settings.api_key
+    if endpoint is not None:
+        from agentlens.capture._http import HttpExporter
+
+        exporter = HttpExporter(endpoint, api_key)
     if not isinstance(max_queue, int) or max_queue < 1:
         raise ConfigError(f"configure(): max_queue must be a positive integer, got {max_queue!r}")
     if not isinstance(batch_size, int) or batch_size < 1:

@@ -13,6 +13,7 @@ from agentlens.cli import (  # noqa: F401  (each registers its commands)
     _runs,
     _schema,
     _score,
+    _serve,
 )
 from agentlens.cli._app import app, main
 

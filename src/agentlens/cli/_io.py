@@ -10,6 +10,7 @@ the rest, and lists every run it skipped with its line, id and reason.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -89,6 +90,13 @@ def import_(
             "its whole file).",
         ),
     ] = False,
+    per_prompt: Annotated[
+        bool,
+        typer.Option(
+            "--per-prompt",
+            help="claude-code: one run per user prompt (default: one run per session).",
+        ),
+    ] = False,
     no_review: Annotated[
         bool,
         typer.Option(
@@ -121,10 +129,18 @@ def import_(
                 try:
                     fmt = _format_of(name, format)
                     tally.format = fmt
+                    if per_prompt and fmt != "claude-code":
+                        raise FormatError(
+                            f"--per-prompt applies to claude-code sessions; this file is {fmt}",
+                            source=name,
+                        )
+                    reader = None if fmt == "trace" else get_reader(fmt)
+                    if per_prompt and reader is not None:
+                        reader = functools.partial(reader, per_prompt=True)  # type: ignore[call-arg]
                     records = (
                         _trace_records(name, tally, skip_invalid)
-                        if fmt == "trace"
-                        else _foreign_records(get_reader(fmt), name, tally)
+                        if reader is None
+                        else _foreign_records(reader, name, tally)
                     )
                     with _fewer_gc_pauses():
                         store.put_traces(_counted(records, tally))

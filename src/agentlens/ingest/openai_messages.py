@@ -15,7 +15,10 @@ Messages map to steps in order:
   the function, with the parsed JSON ``arguments`` as ``input``, and as ``output`` the content
   of the ``tool`` message whose ``tool_call_id`` matches (parsed when it is JSON); a legacy
   ``function`` message fills the latest open call of that name;
-- a ``tool`` message that answers no call becomes a ``tool`` step of its own.
+- a ``tool`` message that answers no call becomes a ``tool`` step of its own;
+- a tool result that reports a failure is the step's ``error``, not its ``output``: text
+  starting ``Error:`` (tau-bench's ``Error: payment method not found``), ``Exception:`` or a
+  Python traceback, and a JSON object whose only key is ``error``.
 
 ``run.input`` is the first user message; ``run.output`` the last assistant text. Content given
 as a list of parts keeps its text parts (other parts are noted in ``attributes``).
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,8 @@ MAX_DOCUMENT_BYTES = 64 << 20
 """The largest JSON (not JSONL) document parsed whole."""
 
 _MESSAGE_LISTS = ("messages", "traj", "trajectory", "conversation")
+_FAILURE = re.compile(r"\s*(?:error|exception)\s*:|\s*Traceback \(most recent call last\)", re.I)
+"""A tool result that reports a failure (tau-bench's tools answer ``Error: ...``)."""
 _ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
@@ -230,6 +236,15 @@ def _is_number(text: str) -> bool:
     return text not in ("nan", "inf", "-inf", "NaN", "Infinity", "-Infinity")
 
 
+def _failure(content: Any, parsed: Any) -> Any:
+    """The error a tool result reports, or ``None`` when it is a result."""
+    if isinstance(content, str) and _FAILURE.match(content):
+        return content
+    if isinstance(parsed, dict) and set(parsed) == {"error"} and parsed["error"] not in (None, ""):
+        return parsed["error"]
+    return None
+
+
 def _steps(messages: list[Any], source: str, line: int | None, prefix: str) -> list[Step]:
     steps: list[Step] = []
     open_calls: dict[str, Step] = {}
@@ -315,12 +330,16 @@ def _steps(messages: list[Any], source: str, line: int | None, prefix: str) -> l
             if target is None and role == "function" and speaker in open_functions:
                 target = open_functions.pop(speaker)
             output = _parse_json(content)
+            error = _failure(content, output)
+            if error is not None:
+                output = None
             if target is not None:
                 target.output = output
+                target.error = error
                 target.attributes.update(attributes)
             else:
                 extra = dict(attributes)
                 if call_id:
                     extra["tool_call_id"] = call_id
-                add(StepKind.TOOL, name=speaker, output=output, attributes=extra)
+                add(StepKind.TOOL, name=speaker, output=output, error=error, attributes=extra)
     return steps

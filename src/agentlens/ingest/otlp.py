@@ -260,8 +260,13 @@ def _key_values(items: Any, where: str) -> dict[str, Any]:
     return out
 
 
-def spans_from_json(document: Any) -> list[OtlpSpan]:
+def spans_from_json(document: Any, rejected: list[FormatError] | None = None) -> list[OtlpSpan]:
     """Decode an OTLP/JSON ``ExportTraceServiceRequest`` (already parsed from JSON).
+
+    Args:
+        document: the parsed JSON.
+        rejected: when given, a span that cannot be read is left out and its error appended
+            here (a partial success) instead of failing the whole request.
 
     Raises:
         FormatError: the document does not have the OTLP shape; ``field`` is the path of the
@@ -270,8 +275,8 @@ def spans_from_json(document: Any) -> list[OtlpSpan]:
     if not isinstance(document, Mapping):
         raise _bad("an OTLP/JSON request must be an object with resourceSpans", "$")
     resource_spans = _get(document, "resourceSpans", "resource_spans")
-    if resource_spans is None:
-        raise _bad("missing resourceSpans", "resourceSpans")
+    if resource_spans is None:  # an empty request (protobuf's JSON mapping leaves it out)
+        return []
     if not isinstance(resource_spans, list):
         raise _bad("resourceSpans must be a list", "resourceSpans")
     out: list[OtlpSpan] = []
@@ -298,7 +303,12 @@ def spans_from_json(document: Any) -> list[OtlpSpan]:
             if not isinstance(spans, list):
                 raise _bad("must be a list", f"{where_s}.spans")
             for i, span in enumerate(spans):
-                out.append(_json_span(span, f"{where_s}.spans[{i}]", res_attrs, scope_name))
+                try:
+                    out.append(_json_span(span, f"{where_s}.spans[{i}]", res_attrs, scope_name))
+                except FormatError as exc:
+                    if rejected is None:
+                        raise
+                    rejected.append(exc)
     return out
 
 
@@ -349,7 +359,7 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
 # -- protobuf decoding --------------------------------------------------------------------------
 
 
-def spans_from_protobuf(body: bytes) -> list[OtlpSpan]:
+def spans_from_protobuf(body: bytes, rejected: list[FormatError] | None = None) -> list[OtlpSpan]:
     """Decode a binary protobuf ``ExportTraceServiceRequest``.
 
     Raises:
@@ -375,7 +385,12 @@ def spans_from_protobuf(body: bytes) -> list[OtlpSpan]:
             scope_name = ss.scope.name or None
             for i, span in enumerate(ss.spans):
                 where = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                out.append(_pb_span(span, where, res_attrs, scope_name))
+                try:
+                    out.append(_pb_span(span, where, res_attrs, scope_name))
+                except FormatError as exc:
+                    if rejected is None:
+                        raise
+                    rejected.append(exc)
     return out
 
 

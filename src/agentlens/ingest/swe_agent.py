@@ -8,11 +8,19 @@ and ``messages``), ``history`` (the chat sent to the model), ``info`` (``exit_st
 Mapping, per trajectory entry:
 
 - ``thought`` -> a ``thinking`` step (when not empty), with ``response`` in its attributes;
-- ``action`` -> a ``tool`` step: ``name`` = the command word (``open``, ``edit``, ``python``,
-  ``submit``...), ``input`` = the action text, ``output`` = ``observation``; ``execution_time``
-  becomes ``attributes.duration_s``, ``state`` is kept (parsed when it is JSON). An edit the
-  editor refused ("Your proposed edit has introduced new syntax error(s)...") is the step's
-  ``error`` rather than its ``output``: the call failed and the file is unchanged.
+- ``action`` -> a ``tool`` step: ``name`` = the program it runs (``open``, ``edit``,
+  ``python``, ``submit``...; a leading ``cd DIR &&`` or ``VAR=value`` is passed over, so
+  ``cd /repo && python -m pytest`` is ``python``), ``input`` = the action text, ``output`` =
+  ``observation``; ``execution_time`` becomes ``attributes.duration_s``, ``state`` is kept
+  (parsed when it is JSON).
+- An observation in which the tool refused or failed the call is the step's ``error`` rather
+  than its ``output`` (the call did nothing): 0.x's refused edit ("Your proposed edit has
+  introduced new syntax error(s)...") and ``EXECUTION TIMED OUT``, and 1.x's blocked command
+  ("Operation '...' is not supported by this environment"), timeout ("The command '...' was
+  cancelled because it took more than N seconds"), bash syntax check ("Your bash command
+  contained syntax errors and was NOT executed"), edit not applied ("Your edit was not
+  applied"), and ``str_replace_editor`` refusals ("No replacement was performed", "The path ...
+  does not exist", "Invalid `view_range`"...).
 
 The first ``system`` message of ``history`` becomes a ``system`` step and the first ``user``
 message the run's ``input``; ``info.submission`` is the run's ``output``; ``exit_status``
@@ -33,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,8 +54,30 @@ from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["command_name", "read"]
 
-_EDIT_REJECTED = "Your proposed edit has introduced new syntax error"
-"""How SWE-agent's editor reports an edit it refused (the file is left unchanged)."""
+_FAILED = re.compile(
+    r"\s*(?:"
+    r"Your proposed edit has introduced new syntax error"  # 0.x and 1.x windowed editor
+    r"|EXECUTION TIMED OUT"  # 0.x timeout
+    r"|Operation '.*' is not supported by this environment"  # 1.x blocklist
+    r"|Interactive operation '.*' is not supported"  # 1.x interactive blocklist
+    r"|The command '.*' was cancelled because it took more than"  # 1.x timeout
+    r"|Your bash command contained syntax errors and was NOT executed"  # 1.x bash -n check
+    r"|Your edit was not applied"  # 1.x edit tools
+    r"|No replacement was performed"  # 1.x str_replace_editor
+    r"|The path \S+ does not exist"
+    r"|The path \S+ is a directory and only the `view` command"
+    r"|File already exists at: "
+    r"|Invalid `(?:view_range|insert_line)`"
+    r"|Parameter `\w+` is required for command"
+    r"|Unrecognized command \S+\. The allowed commands"
+    r")",
+    re.DOTALL,
+)
+"""How SWE-agent (0.x and 1.x) reports a call its tools refused or that failed to run."""
+_PRELUDE = re.compile(
+    r"\s*(?:cd\s+(?:\"[^\"]*\"|'[^']*'|[^\s;&|]+)\s*(?:&&|;)|[A-Za-z_]\w*=\S*\s)\s*"
+)
+"""A ``cd DIR &&`` (or ``cd DIR;``) or a ``VAR=value`` before the program an action runs."""
 _ENTRY_KEYS = {
     "action",
     "observation",
@@ -121,8 +152,15 @@ def read(path: Path) -> Iterator[Trace]:
 
 
 def command_name(action: str) -> str:
-    """The command word of a SWE-agent action: ``open "setup.py"`` -> ``open``."""
-    words = action.strip().split(None, 1)
+    """The program a SWE-agent action runs: ``open "setup.py"`` -> ``open``,
+    ``cd /repo && python -m pytest`` -> ``python``."""
+    text = action
+    while True:
+        match = _PRELUDE.match(text)
+        if match is None or match.end() >= len(text.rstrip()):
+            break
+        text = text[match.end() :]
+    words = text.strip().split(None, 1)
     if not words:
         return "empty"
     word = words[0]
@@ -198,7 +236,7 @@ def _from_trajectory(entries: list[Any], source: str, offset: int) -> list[Step]
             if key not in _ENTRY_KEYS:
                 attributes[key] = value
         observation = entry.get("observation")
-        failed = isinstance(observation, str) and observation.lstrip().startswith(_EDIT_REJECTED)
+        failed = isinstance(observation, str) and _FAILED.match(observation) is not None
         steps.append(
             Step(
                 id=sid(),
@@ -269,6 +307,10 @@ def _from_history(history: list[Any], source: str, offset: int) -> list[Step]:
         elif pending is not None and (
             role == "tool" or (role == "user" and message.get("message_type") == "observation")
         ):
-            pending.output = message.get("content")
+            content = message.get("content")
+            if isinstance(content, str) and _FAILED.match(content) is not None:
+                pending.error = content
+            else:
+                pending.output = content
             pending = None
     return steps

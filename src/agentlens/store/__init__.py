@@ -20,7 +20,7 @@ from agentlens.store._api import (
     set_default_url,
     shared_store,
 )
-from agentlens.store._protocol import RunFilter, RunSummary, TraceStore
+from agentlens.store._protocol import RunFilter, RunSummary, ServerStore, TraceStore
 from agentlens.store._rates import BREAKDOWNS, RateCounts, RateQuery, RateSource, VersionSelector
 from agentlens.store._sqlite import SQLiteStore
 
@@ -33,6 +33,7 @@ __all__ = [
     "RunFilter",
     "RunSummary",
     "SQLiteStore",
+    "ServerStore",
     "TraceStore",
     "VersionSelector",
     "close_shared_stores",

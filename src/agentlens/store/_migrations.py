@@ -215,7 +215,53 @@ _REVIEW = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW)
+
+_SERVER_TABLES = Migration(
+    4,
+    "server: api_keys, otlp_spans, otlp_traces",
+    (
+        """
+        CREATE TABLE api_keys (
+            id         TEXT    PRIMARY KEY,
+            project    TEXT    NOT NULL,
+            name       TEXT,
+            salt       BLOB    NOT NULL,
+            hash       BLOB    NOT NULL,
+            created_at INTEGER NOT NULL,
+            revoked_at INTEGER
+        )
+        """,
+        """
+        CREATE TABLE otlp_spans (
+            seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+            project     TEXT    NOT NULL,
+            trace_id    TEXT    NOT NULL,
+            span_id     TEXT    NOT NULL,
+            received_at INTEGER NOT NULL,
+            doc         TEXT    NOT NULL,
+            UNIQUE (project, trace_id, span_id)
+        )
+        """,
+        """
+        CREATE TABLE otlp_traces (
+            project    TEXT    NOT NULL,
+            trace_id   TEXT    NOT NULL,
+            first_seen INTEGER NOT NULL,
+            last_seen  INTEGER NOT NULL,
+            root_ended INTEGER NOT NULL,
+            max_seq    INTEGER NOT NULL,
+            built_seq  INTEGER NOT NULL,
+            built_at   INTEGER,
+            purged     INTEGER NOT NULL,
+            PRIMARY KEY (project, trace_id)
+        ) WITHOUT ROWID
+        """,
+        "CREATE INDEX otlp_traces_ready ON otlp_traces (last_seen) WHERE max_seq > built_seq",
+    ),
+)
+"""The server's tables: see :mod:`agentlens.store._server`."""
+
+MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES)
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "ReviewLag",
     "RunFilter",
     "RunSummary",
+    "ServerStore",
     "TraceStore",
     "VerdictCount",
     "VerdictRecord",
@@ -381,4 +382,78 @@ class TraceStore(Protocol):
 
     def close(self) -> None:
         """Flush and release the store. Safe to call twice."""
+        ...
+
+
+@runtime_checkable
+class ServerStore(TraceStore, Protocol):
+    """What ``agentlens serve`` needs of a store besides :class:`TraceStore`: API keys, and OTLP
+    spans staged until their trace is complete. SQLite implements it in
+    :mod:`agentlens.store._server` (tables and semantics documented there); a PostgreSQL backend
+    mirrors the same tables and methods. Times are integers, µs since the Unix epoch (UTC).
+
+    Staging contract: ``stage_spans`` is atomic and idempotent per (project, trace id, span id),
+    so a span delivered twice is stored once; once it returns, the spans are durable.
+    ``ready_traces`` lists traces that have spans not yet in their run and whose root span ended
+    (or that have been idle since ``idle_before``); ``commit_built_runs`` stores the built runs
+    and records which spans they include in one transaction, so a crash between the two never
+    loses or duplicates a span.
+    """
+
+    def create_api_key(
+        self,
+        key_id: str,
+        project: str,
+        salt: bytes,
+        digest: bytes,
+        created_at: int,
+        name: str | None = None,
+    ) -> None:
+        """Store a new key: its public id, project, salt and slow hash (never the key)."""
+        ...
+
+    def get_api_key(self, key_id: str) -> Any:
+        """The :class:`~agentlens.store._server.ApiKeyRecord` with this id, or ``None``."""
+        ...
+
+    def list_api_keys(self) -> list[Any]:
+        """Every key record, oldest first, revoked ones included."""
+        ...
+
+    def revoke_api_key(self, key_id: str, revoked_at: int) -> bool:
+        """Revoke an active key; False when there is none with this id."""
+        ...
+
+    def count_active_api_keys(self) -> int:
+        """How many keys are not revoked (none: the server serves loopback clients only)."""
+        ...
+
+    def stage_spans(self, spans: Sequence[Any], received_at: int) -> int:
+        """Stage :class:`~agentlens.store._server.StagedSpan` s atomically; duplicates are
+        ignored. Returns how many were new."""
+        ...
+
+    def ready_traces(self, *, idle_before: int, limit: int = 256) -> list[Any]:
+        """:class:`~agentlens.store._server.ReadyTrace` s to build now, oldest activity first."""
+        ...
+
+    def staged_spans(self, project: str, trace_id: str) -> tuple[list[str], int]:
+        """The staged spans' JSON of one trace and the newest arrival seq among them."""
+        ...
+
+    def commit_built_runs(self, built: Sequence[tuple[str, str, Any, int]], built_at: int) -> int:
+        """Store built runs (``(project, trace_id, Trace | None, upto_seq)``) and mark their
+        spans built, in one transaction. Returns how many runs were stored."""
+        ...
+
+    def purge_staged_spans(self, *, built_before: int) -> int:
+        """Delete the spans of traces built before ``built_before`` whose root ended."""
+        ...
+
+    def staging_counts(self) -> Any:
+        """:class:`~agentlens.store._server.StagingCounts`: staged spans and traces pending."""
+        ...
+
+    def run_projects(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """The project of each stored run among ``run_ids``."""
         ...

@@ -100,6 +100,7 @@ from agentlens.store import _sqlite_rates
 from agentlens.store._migrations import migrate
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
+from agentlens.store._server import ServerTablesMixin
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, ReviewMixin, summary_of
 
 __all__ = ["NO_TIME", "SQLiteStore", "from_us", "parse_sqlite_url", "to_us"]
@@ -180,7 +181,7 @@ class _Prepared:
     steps: str
 
 
-class SQLiteStore(ReviewMixin):
+class SQLiteStore(ReviewMixin, ServerTablesMixin):
     """The embedded store: a SQLite file (WAL, one writer, pooled readers) or a private memory DB.
 
     Implements :class:`agentlens.store.TraceStore`. Thread-safe. The schema is documented in

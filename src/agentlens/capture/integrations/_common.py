@@ -1,0 +1,574 @@
+"""What the client integrations share: joining the current run or keeping a conversation's run,
+llm and tool steps opened and closed across calls, costs, and the missing-extra error.
+
+A model call is recorded as an ``llm`` step. Where it goes:
+
+- inside :func:`agentlens.run` (or any step of it), the call joins that run: the step is a child
+  of the enclosing step;
+- outside any run, each conversation is a run of its own. A call continues a conversation when
+  the messages it sends begin with everything that conversation has seen (its messages and
+  replies so far), or when it names an earlier response (``previous_response_id``). The
+  conversation's run ends, and is exported, when the model answers without asking for a tool
+  (the end of an agent loop); a later call that goes on with the same messages starts a new run
+  whose ``metadata.continues`` names the previous one. Conversations that never get there are
+  ended when too many are open (the oldest first) and when the process exits.
+
+Each tool call the model asks for opens a ``tool`` step (input = its arguments) when the reply
+arrives; the result fed back in a later call (a ``tool`` message, a ``function_call_output``
+item, a ``tool_result`` block) closes it with the raw content as ``output``, or as ``error``
+when the result says it failed. So a tool step spans the time the tool ran, and a call whose
+result never came back stays open (``attributes.incomplete``). Turn this off with
+``record_tool_results=False`` when the tools are already decorated with ``@agentlens.tool``.
+
+Everything here runs under ``try``: a failure to record is logged and counted, never raised into
+the agent, and the client's own result or exception is returned untouched.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import contextvars
+import functools
+import hashlib
+import importlib
+import json
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from agentlens.capture._run import ActiveStep, Run, current_run
+from agentlens.capture._run import run as new_run
+from agentlens.capture._state import is_enabled
+from agentlens.errors import MissingExtraError
+
+__all__ = [
+    "PRICES",
+    "Call",
+    "Recorder",
+    "ToolCall",
+    "ToolResult",
+    "async_wrapper",
+    "estimate_cost",
+    "fingerprint",
+    "require",
+    "safe",
+    "sync_wrapper",
+]
+
+logger = logging.getLogger("agentlens")
+
+PRICES: dict[str, tuple[float, float]] = {
+    # USD per million (input, output) tokens: list prices, estimates only; override with prices=.
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-5-mini": (0.25, 2.00),
+    "gpt-5": (1.25, 10.00),
+    "o4-mini": (1.10, 4.40),
+    "o3-mini": (1.10, 4.40),
+    "o3": (2.00, 8.00),
+    "claude-3-haiku": (0.25, 1.25),
+    "claude-3-5-haiku": (0.80, 4.00),
+    "claude-haiku-4": (1.00, 5.00),
+    "claude-3-5-sonnet": (3.00, 15.00),
+    "claude-3-7-sonnet": (3.00, 15.00),
+    "claude-sonnet-4": (3.00, 15.00),
+    "claude-opus-4": (15.00, 75.00),
+}
+"""Prices per model name prefix (the longest matching prefix wins); ``cost_usd`` is left out
+for a model not in the table (or in ``prices=``)."""
+
+MAX_CONVERSATIONS = 64
+"""Conversations (outside any run) kept open at once; the oldest is ended past this."""
+MAX_JOINED = 256
+"""Runs joined at once whose tool calls are tracked."""
+
+_FAILURE = re.compile(r"\s*(?:error|exception)\s*:|\s*Traceback \(most recent call last\)", re.I)
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import ``module`` or raise :class:`MissingExtraError` naming the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(module, extra) from None
+
+
+def estimate_cost(
+    model: str | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    prices: Mapping[str, Sequence[float]] | None = None,
+) -> float | None:
+    """USD for a call, or ``None`` when the model's price or the token counts are unknown."""
+    if not model or input_tokens is None or output_tokens is None:
+        return None
+    table: dict[str, Sequence[float]] = {**PRICES, **(prices or {})}
+    best = max((p for p in table if model.startswith(p)), key=len, default="")
+    if not best:
+        return None
+    return round((input_tokens * table[best][0] + output_tokens * table[best][1]) / 1e6, 8)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short digest of JSON-able parts (a message's role, text, tool call ids...)."""
+    text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def looks_failed(content: Any) -> bool:
+    """True when a tool result's text reports a failure (``Error: ...``, a traceback)."""
+    return isinstance(content, str) and _FAILURE.match(content) is not None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model asked for."""
+
+    id: str
+    name: str
+    arguments: Any
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A tool's result fed back to the model."""
+
+    call_id: str
+    content: Any
+    is_error: bool = False
+    name: str | None = None
+
+
+@dataclass
+class _Session:
+    run: Run
+    ctx: contextvars.Context
+    own: bool
+    open_calls: dict[str, tuple[ActiveStep, contextvars.Context]] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+    known: list[str] = field(default_factory=list)
+    responses: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Call:
+    """One model call being recorded."""
+
+    session: _Session
+    step: ActiveStep
+    ctx: contextvars.Context
+    sent: list[str]
+
+
+class Recorder:
+    """Records the model calls of one wrapped client."""
+
+    def __init__(
+        self,
+        integration: str,
+        *,
+        agent: str | None,
+        record_tool_results: bool,
+        prices: Mapping[str, Sequence[float]] | None,
+    ) -> None:
+        self.integration = integration
+        self.agent = agent
+        self.record_tool_results = record_tool_results
+        self.prices = dict(prices or {})
+        self._lock = threading.Lock()
+        self._own: OrderedDict[int, _Session] = OrderedDict()
+        self._joined: OrderedDict[str, _Session] = OrderedDict()
+        self._ended: dict[str, str] = {}
+        """Last fingerprint of an ended conversation -> its run id (for ``continues``)."""
+        _RECORDERS.append(self)
+
+    # -- a call ------------------------------------------------------------------------------
+
+    def begin(
+        self,
+        *,
+        model: str | None,
+        input: Any,
+        sent: list[str],
+        results: list[ToolResult],
+        first_user: Any,
+        previous_response: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> Call | None:
+        """Open the ``llm`` step of a call (and close the tool steps its results answer).
+        ``None`` when nothing is recorded. Never raises."""
+        try:
+            if not is_enabled():
+                return None
+            session = self._session(sent, first_user, previous_response)
+            if session is None:
+                return None
+            self._results(session, results)
+            ctx = session.ctx.copy() if session.own else contextvars.copy_context()
+            step = ctx.run(
+                session.run.step,
+                "llm",
+                model,
+                input=input,
+                attributes={"integration": self.integration, **(attributes or {})},
+            )
+            ctx.run(step.__enter__)
+            return Call(session, step, ctx, sent)
+        except Exception as exc:
+            _internal(exc)
+            return None
+
+    def end(
+        self,
+        call: Call | None,
+        *,
+        output: Any,
+        model: str | None,
+        usage: Mapping[str, int | None],
+        tool_calls: list[ToolCall],
+        reply: list[str],
+        text: str | None,
+        response_id: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Close the call's ``llm`` step with the reply, and open a tool step per tool call."""
+        if call is None:
+            return
+        try:
+            step, session = call.step, call.session
+            step.output = output
+            attrs = step.attributes
+            if model:
+                attrs["model"] = model
+            for key, value in usage.items():
+                if value is not None:
+                    attrs[key] = value
+            if "total_tokens" not in attrs and {"input_tokens", "output_tokens"} <= set(attrs):
+                attrs["total_tokens"] = attrs["input_tokens"] + attrs["output_tokens"]
+            cost = estimate_cost(
+                model, attrs.get("input_tokens"), attrs.get("output_tokens"), self.prices
+            )
+            if cost is not None:
+                attrs["cost_usd"] = cost
+            if response_id:
+                attrs["response_id"] = response_id
+                session.responses.add(response_id)
+            if attributes:
+                attrs.update(attributes)
+            call.ctx.run(step.__exit__, None, None, None)
+            if self.record_tool_results:
+                for tool in tool_calls:
+                    tctx = session.ctx.copy() if session.own else call.ctx.copy()
+                    tstep = tctx.run(
+                        session.run.step,
+                        "tool",
+                        tool.name,
+                        input=tool.arguments,
+                        attributes={"tool_call_id": tool.id},
+                    )
+                    tctx.run(tstep.__enter__)
+                    session.open_calls[tool.id] = (tstep, tctx)
+            if session.own:
+                with self._lock:
+                    session.known = call.sent + reply
+                if not tool_calls:
+                    session.run.output = text
+                    self._end_own(session)
+        except Exception as exc:
+            _internal(exc)
+
+    def fail(self, call: Call | None, exc: BaseException) -> None:
+        """Close the call's step with the client's exception (which the caller re-raises)."""
+        if call is None:
+            return
+        try:
+            call.step.error = exc
+            call.ctx.run(call.step.__exit__, type(exc), exc, None)
+        except Exception as err:
+            _internal(err)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def _session(
+        self, sent: list[str], first_user: Any, previous_response: str | None
+    ) -> _Session | None:
+        run = current_run()
+        if run is not None:
+            if not run.recording:
+                return None
+            with self._lock:
+                session = self._joined.get(run.id)
+                if session is None or session.run is not run:
+                    session = _Session(run, contextvars.copy_context(), own=False)
+                    self._joined[run.id] = session
+                    while len(self._joined) > MAX_JOINED:
+                        self._joined.popitem(last=False)
+                self._joined.move_to_end(run.id)
+            return session
+        with self._lock:
+            for key, session in reversed(self._own.items()):
+                if (previous_response and previous_response in session.responses) or (
+                    not previous_response
+                    and session.known
+                    and sent[: len(session.known)] == session.known
+                ):
+                    self._own.move_to_end(key)
+                    return session
+            evicted = []
+            while len(self._own) >= MAX_CONVERSATIONS:
+                evicted.append(self._own.popitem(last=False)[1])
+        for old in evicted:
+            self._close(old)
+        metadata: dict[str, Any] = {"integration": self.integration}
+        continues = self._continues(sent, previous_response)
+        if continues:
+            metadata["continues"] = continues
+        own = new_run(agent=self.agent, input=first_user, metadata=metadata)
+        # Run after (atexit is last-in, first-out) capture's own exit hook, registered when
+        # capture was configured: end the conversations first, then the exporter flushes them.
+        atexit.unregister(end_conversations)
+        atexit.register(end_conversations)
+        ctx = contextvars.Context()
+        ctx.run(own.__enter__)
+        session = _Session(own, ctx, own=True)
+        with self._lock:
+            self._own[id(session)] = session
+        return session
+
+    def _continues(self, sent: list[str], previous_response: str | None) -> str | None:
+        with self._lock:
+            if previous_response and previous_response in self._ended:
+                return self._ended[previous_response]
+            for i in range(len(sent), 0, -1):
+                if sent[i - 1] in self._ended:
+                    return self._ended[sent[i - 1]]
+        return None
+
+    def _results(self, session: _Session, results: list[ToolResult]) -> None:
+        if not self.record_tool_results:
+            return
+        for result in results:
+            if result.call_id in session.seen:
+                continue
+            session.seen.add(result.call_id)
+            failed = result.is_error or looks_failed(result.content)
+            opened = session.open_calls.pop(result.call_id, None)
+            if opened is not None:
+                step, ctx = opened
+                if failed:
+                    step.error = result.content if result.content not in (None, "") else "error"
+                else:
+                    step.output = result.content
+                ctx.run(step.__exit__, None, None, None)
+            else:
+                ctx = session.ctx.copy() if session.own else contextvars.copy_context()
+                ctx.run(
+                    session.run.step,
+                    "tool",
+                    result.name,
+                    output=None if failed else result.content,
+                    error=(result.content or "error") if failed else None,
+                    attributes={"tool_call_id": result.call_id, "unpaired": True},
+                )
+
+    def _end_own(self, session: _Session) -> None:
+        with self._lock:
+            self._own.pop(id(session), None)
+            if session.known:
+                self._ended[session.known[-1]] = session.run.id
+            for response in session.responses:
+                self._ended[response] = session.run.id
+            while len(self._ended) > 4 * MAX_CONVERSATIONS:
+                self._ended.pop(next(iter(self._ended)))
+        self._close(session)
+
+    def _close(self, session: _Session) -> None:
+        with contextlib.suppress(Exception):
+            session.ctx.run(session.run.__exit__, None, None, None)
+
+    def close(self) -> None:
+        """End every conversation still open (their runs are exported as they are)."""
+        with self._lock:
+            sessions = list(self._own.values())
+            self._own.clear()
+        for session in sessions:
+            self._close(session)
+
+
+_RECORDERS: list[Recorder] = []
+
+
+def end_conversations() -> None:
+    """End every open conversation of every wrapped client (also done at exit)."""
+    for recorder in list(_RECORDERS):
+        recorder.close()
+
+
+atexit.register(end_conversations)
+
+
+def _internal(exc: BaseException) -> None:
+    with contextlib.suppress(Exception):
+        logger.warning("agentlens: integration error (ignored): %s", exc)
+
+
+def safe(fn: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, or ``default`` when it raises (logged)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        _internal(exc)
+        return default
+
+
+# -- wrapping the methods ----------------------------------------------------------------------
+
+
+def sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
+    """``create`` recording each call through ``api`` (``begin``, ``end``, ``accumulator``)."""
+
+    @functools.wraps(create)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = safe(api.begin, recorder, kwargs)
+        try:
+            result = create(*args, **kwargs)
+        except BaseException as exc:
+            recorder.fail(call, exc)
+            raise
+        if call is None:
+            return result
+        if kwargs.get("stream"):
+            return _Stream(result, recorder, call, api.accumulator())
+        safe(api.end, recorder, call, result)
+        return result
+
+    return wrapper
+
+
+def async_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
+    """The async form of :func:`sync_wrapper`."""
+
+    @functools.wraps(create)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        call = safe(api.begin, recorder, kwargs)
+        try:
+            result = await create(*args, **kwargs)
+        except BaseException as exc:
+            recorder.fail(call, exc)
+            raise
+        if call is None:
+            return result
+        if kwargs.get("stream"):
+            return _AsyncStream(result, recorder, call, api.accumulator())
+        safe(api.end, recorder, call, result)
+        return result
+
+    return wrapper
+
+
+class _Stream:
+    """The SDK's stream, passed through item by item; the call is recorded when it ends."""
+
+    def __init__(self, inner: Any, recorder: Recorder, call: Call, acc: Any) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self._call: Call | None = call
+        self._acc = acc
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for item in self._inner:
+                safe(self._acc.add, item)
+                yield item
+        except GeneratorExit:  # the caller stopped reading: record what arrived
+            self._done()
+            raise
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        self._done()
+
+    def __next__(self) -> Any:
+        try:
+            item = next(self._inner)
+        except StopIteration:
+            self._done()
+            raise
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        safe(self._acc.add, item)
+        return item
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._done()
+        self._inner.close()
+
+    def _done(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            safe(self._acc.finish_call, self._recorder, call)
+
+    def _fail(self, exc: BaseException) -> None:
+        call, self._call = self._call, None
+        self._recorder.fail(call, exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _AsyncStream:
+    """The SDK's async stream, passed through; the call is recorded when it ends."""
+
+    def __init__(self, inner: Any, recorder: Recorder, call: Call, acc: Any) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self._call: Call | None = call
+        self._acc = acc
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        try:
+            async for item in self._inner:
+                safe(self._acc.add, item)
+                yield item
+        except GeneratorExit:
+            self._done()
+            raise
+        except BaseException as exc:
+            call, self._call = self._call, None
+            self._recorder.fail(call, exc)
+            raise
+        self._done()
+
+    async def __aenter__(self) -> _AsyncStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._done()
+        await self._inner.close()
+
+    def _done(self) -> None:
+        call, self._call = self._call, None
+        if call is not None:
+            safe(self._acc.finish_call, self._recorder, call)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)

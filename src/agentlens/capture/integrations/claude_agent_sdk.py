@@ -1,0 +1,297 @@
+"""Record a live Claude Agent SDK session from its message stream.
+
+::
+
+    import agentlens
+    from claude_agent_sdk import ClaudeAgentOptions, query
+    from agentlens.integrations.claude_agent_sdk import record
+
+    agentlens.configure(db="sqlite:///agentlens.db")
+    prompt = "Why was ORD-7731 refunded twice?"
+    async for message in record(query(prompt=prompt, options=ClaudeAgentOptions()), prompt=prompt):
+        ...  # the SDK's messages, passed through unchanged
+
+:func:`record` passes every message through and records, as they arrive (the same mapping as
+the ``claude-code`` importer, :mod:`agentlens.ingest.claude_code`):
+
+- ``AssistantMessage`` blocks: ``TextBlock`` -> ``text`` step, ``ThinkingBlock`` ->
+  ``thinking`` step, ``ToolUseBlock`` -> ``tool`` step (``name``, ``input``), opened until its
+  result arrives; the response's ``model``, token usage (``input_tokens``, ``output_tokens``,
+  ``cache_read_tokens``, ``cache_write_tokens``) and ``stop_reason`` on its first step, once
+  per ``message_id``;
+- ``UserMessage`` ``ToolResultBlock`` -> closes that tool step: ``output`` = its content (text
+  parts joined), or ``error`` with ``is_error``; ``attributes.truncated`` when the result says
+  it was cut (``[N lines truncated]``, ``Output too large``...); text from the user -> ``user``
+  step;
+- messages with ``parent_tool_use_id`` belong to a sub-agent: they are children of an ``agent``
+  step under the ``Task`` / ``Agent`` tool call that started it;
+- ``SystemMessage`` ``init`` -> ``metadata`` (``session_id``, ``model``, ``tools``...);
+- ``ResultMessage`` -> the run's ``output`` (``result``), ``status`` (``error`` when
+  ``is_error``), ``metadata``: ``total_cost_usd``, ``num_turns``, ``duration_ms``, ``usage``.
+
+Inside :func:`agentlens.run` the session joins that run; otherwise it is a run of its own
+(``agent`` = ``claude-agent-sdk`` unless given, ``input`` = ``prompt``), exported when the
+``ResultMessage`` arrives or the stream ends. Recording never raises into the session. Needs the
+``claude-agent-sdk`` extra.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+from collections.abc import AsyncIterable, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentlens.capture._run import ActiveStep, Run, current_run
+from agentlens.capture._run import run as new_run
+from agentlens.capture._state import is_enabled
+from agentlens.capture.integrations._common import _internal, require
+
+__all__ = ["record"]
+
+_sdk = require("claude_agent_sdk", "claude-agent-sdk")
+
+_TRUNCATED = re.compile(
+    r"\[\d[\d,]* (?:lines|characters|chars|bytes) truncated\]"
+    r"|\[Truncated|Output too large|<persisted-output>|Results are truncated",
+    re.IGNORECASE,
+)
+_TASK_TOOLS = frozenset({"Task", "Agent"})
+
+
+async def record(
+    messages: AsyncIterable[Any], *, prompt: Any = None, agent: str | None = None
+) -> AsyncIterator[Any]:
+    """Pass the messages of a Claude Agent SDK session through, recording them as a run.
+
+    Args:
+        messages: what ``claude_agent_sdk.query(...)`` or ``ClaudeSDKClient.receive_response()``
+            yields.
+        prompt: the prompt sent (the run's ``input`` when the session is a run of its own).
+        agent: the agent role of that run (default ``claude-agent-sdk``).
+
+    Importing this module raises :class:`~agentlens.errors.MissingExtraError` when the
+    ``claude-agent-sdk`` package is not installed.
+    """
+    session = _Session.start(_sdk, prompt, agent)
+    try:
+        async for message in messages:
+            if session is not None:
+                session.add(message)
+            yield message
+    except GeneratorExit:  # the caller stopped reading: what arrived is the run
+        if session is not None:
+            session.finish(None)
+        raise
+    except BaseException as exc:
+        if session is not None:
+            session.finish(exc)
+        raise
+    if session is not None:
+        session.finish(None)
+
+
+@dataclass
+class _Session:
+    sdk: Any
+    run: Run
+    ctx: contextvars.Context
+    own: bool
+    tools: dict[str, tuple[ActiveStep, contextvars.Context]] = field(default_factory=dict)
+    agents: dict[str, tuple[ActiveStep, contextvars.Context]] = field(default_factory=dict)
+    responses: dict[str, ActiveStep] = field(default_factory=dict)
+    done: bool = False
+
+    @classmethod
+    def start(cls, sdk: Any, prompt: Any, agent: str | None) -> _Session | None:
+        try:
+            if not is_enabled():
+                return None
+            joined = current_run()
+            if joined is not None:
+                if not joined.recording:
+                    return None
+                return cls(sdk, joined, contextvars.copy_context(), own=False)
+            run = new_run(
+                agent=agent or "claude-agent-sdk",
+                input=prompt if isinstance(prompt, str) else None,
+                metadata={"integration": "claude-agent-sdk"},
+            )
+            ctx = contextvars.Context()
+            ctx.run(run.__enter__)
+            return cls(sdk, run, ctx, own=True)
+        except Exception as exc:
+            _internal(exc)
+            return None
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def add(self, message: Any) -> None:
+        try:
+            sdk = self.sdk
+            if isinstance(message, sdk.AssistantMessage):
+                self.assistant(message)
+            elif isinstance(message, sdk.UserMessage):
+                self.user(message)
+            elif isinstance(message, sdk.SystemMessage):
+                if message.subtype == "init" and self.own:
+                    data = message.data or {}
+                    for key in ("session_id", "model", "cwd", "tools", "permissionMode"):
+                        if key in data:
+                            self.run.metadata[key] = data[key]
+            elif isinstance(message, sdk.ResultMessage):
+                self.result(message)
+        except Exception as exc:
+            _internal(exc)
+
+    def context(self, parent_tool: str | None) -> contextvars.Context:
+        """The context new steps are opened in: the sub-agent's, the run's, or the caller's."""
+        if parent_tool:
+            sub = self.agents.get(parent_tool)
+            if sub is None:
+                caller = self.tools.get(parent_tool)
+                base = caller[1] if caller is not None else self.base()
+                ctx = base.copy()
+                name = None
+                if caller is not None and isinstance(caller[0].input, dict):
+                    name = caller[0].input.get("subagent_type")
+                step = ctx.run(
+                    self.run.step,
+                    "agent",
+                    name or "subagent",
+                    attributes={"tool_use_id": parent_tool},
+                )
+                if caller is not None and isinstance(caller[0].input, dict):
+                    step.input = caller[0].input.get("prompt")
+                ctx.run(step.__enter__)
+                sub = self.agents[parent_tool] = (step, ctx)
+            return sub[1].copy()
+        return self.base().copy()
+
+    def base(self) -> contextvars.Context:
+        return self.ctx if self.own else contextvars.copy_context()
+
+    def assistant(self, message: Any) -> None:
+        sdk = self.sdk
+        parent = getattr(message, "parent_tool_use_id", None)
+        first: ActiveStep | None = None
+        for block in message.content:
+            ctx = self.context(parent)
+            step: ActiveStep | None = None
+            if isinstance(block, sdk.TextBlock):
+                step = ctx.run(self.run.step, "text", output=block.text)
+                if parent in self.agents:
+                    self.agents[parent][0].output = block.text
+            elif isinstance(block, sdk.ThinkingBlock):
+                step = ctx.run(self.run.step, "thinking", output=block.thinking)
+            elif isinstance(block, sdk.ToolUseBlock):
+                step = ctx.run(
+                    self.run.step,
+                    "tool",
+                    block.name,
+                    input=block.input,
+                    attributes={"tool_use_id": block.id},
+                )
+                ctx.run(step.__enter__)
+                self.tools[block.id] = (step, ctx)
+            if step is not None and first is None:
+                first = step
+        if first is None:
+            return
+        key = getattr(message, "message_id", None) or f"step-{first.id}"
+        holder = self.responses.setdefault(key, first)
+        attrs = holder.attributes
+        if getattr(message, "model", None):
+            attrs["model"] = message.model
+        if getattr(message, "message_id", None):
+            attrs["message_id"] = message.message_id
+        if getattr(message, "stop_reason", None):
+            attrs["stop_reason"] = message.stop_reason
+        usage = getattr(message, "usage", None) or {}
+        for source, target in (
+            ("input_tokens", "input_tokens"),
+            ("output_tokens", "output_tokens"),
+            ("cache_read_input_tokens", "cache_read_tokens"),
+            ("cache_creation_input_tokens", "cache_write_tokens"),
+        ):
+            value = usage.get(source)
+            if isinstance(value, int):
+                attrs[target] = max(value, attrs.get(target, 0))
+
+    def user(self, message: Any) -> None:
+        sdk = self.sdk
+        parent = getattr(message, "parent_tool_use_id", None)
+        content = message.content
+        if isinstance(content, str):
+            if content:
+                self.context(parent).run(self.run.step, "user", output=content)
+            return
+        texts = []
+        for block in content:
+            if isinstance(block, sdk.ToolResultBlock):
+                self.tool_result(block, getattr(message, "tool_use_result", None), parent)
+            elif isinstance(block, sdk.TextBlock):
+                texts.append(block.text)
+        if texts:
+            self.context(parent).run(self.run.step, "user", output="\n".join(texts))
+
+    def tool_result(self, block: Any, structured: Any, parent: str | None) -> None:
+        content = block.content
+        if isinstance(content, list):
+            content = "\n".join(
+                str(part.get("text", ""))
+                for part in content
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+        opened = self.tools.pop(block.tool_use_id, None)
+        if opened is None:
+            ctx = self.context(parent)
+            step = ctx.run(
+                self.run.step,
+                "tool",
+                attributes={"tool_use_id": block.tool_use_id, "unpaired": True},
+            )
+        else:
+            step, ctx = opened
+        if block.is_error:
+            step.error = content if content not in (None, "") else "error"
+        else:
+            step.output = content
+        if isinstance(structured, dict) and structured:
+            step.attributes["tool_use_result"] = structured
+        if isinstance(content, str) and _TRUNCATED.search(content):
+            step.attributes["truncated"] = True
+        if opened is not None:
+            ctx.run(step.__exit__, None, None, None)
+        sub = self.agents.pop(block.tool_use_id, None)
+        if sub is not None:
+            sub[1].run(sub[0].__exit__, None, None, None)
+
+    def result(self, message: Any) -> None:
+        if not self.own:
+            return
+        run = self.run
+        run.output = message.result
+        for key in ("total_cost_usd", "num_turns", "duration_ms", "usage", "session_id"):
+            value = getattr(message, key, None)
+            if value is not None:
+                run.metadata[key] = value
+        if message.is_error:
+            run.status = "error"
+            run.metadata["result_subtype"] = message.subtype
+        self.finish(None)
+
+    def finish(self, exc: BaseException | None) -> None:
+        if self.done or not self.own:
+            return
+        self.done = True
+        try:
+            for step, ctx in list(self.agents.values()):
+                ctx.run(step.__exit__, None, None, None)
+            if exc is None:
+                self.ctx.run(self.run.__exit__, None, None, None)
+            else:
+                self.ctx.run(self.run.__exit__, type(exc), exc, None)
+        except Exception as err:
+            _internal(err)

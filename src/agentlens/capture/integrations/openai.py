@@ -1,0 +1,422 @@
+"""Record the calls of an OpenAI client: ``agentlens.integrations.openai.wrap(client)``.
+
+::
+
+    import agentlens, openai
+    from agentlens.integrations.openai import wrap
+
+    agentlens.configure(db="sqlite:///agentlens.db")
+    client = wrap(openai.OpenAI())          # or openai.AsyncOpenAI()
+
+    with agentlens.run(agent="support", input=question):
+        reply = client.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
+
+``client.chat.completions.create`` and ``client.responses.create`` (sync and async, streaming
+or not) become ``llm`` steps: ``input`` = the messages (or Responses ``input``), ``output`` =
+the assistant message (``{"role": "assistant", "content": ..., "tool_calls": [...]}``),
+``attributes``: ``model``, ``input_tokens``, ``output_tokens``, ``total_tokens``,
+``cache_read_tokens``, ``cost_usd`` (from a list-price table, or ``prices=``),
+``finish_reason``, ``response_id``. A tool call the model asks for is a ``tool`` step, closed by
+the ``tool`` message (or ``function_call_output`` item) fed back with its result. How calls
+are grouped into runs is described in :mod:`agentlens.capture.integrations._common`.
+
+The client is changed in place (its two ``create`` methods) and returned, so ``isinstance``
+and every other method keep working. Needs the ``openai`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+from agentlens.capture.integrations._common import (
+    Call,
+    Recorder,
+    ToolCall,
+    ToolResult,
+    async_wrapper,
+    fingerprint,
+    require,
+    sync_wrapper,
+)
+
+__all__ = ["wrap"]
+
+C = TypeVar("C")
+
+
+def wrap(
+    client: C,
+    *,
+    agent: str | None = None,
+    record_tool_results: bool = True,
+    prices: Mapping[str, Sequence[float]] | None = None,
+) -> C:
+    """Record every chat-completions and Responses call of ``client``; returns ``client``.
+
+    Args:
+        client: an ``openai.OpenAI`` or ``openai.AsyncOpenAI`` (or Azure) client.
+        agent: the agent role of the runs made for conversations outside ``agentlens.run()``.
+        record_tool_results: record tool calls and the results fed back as ``tool`` steps
+            (turn off when the tools are decorated with ``@agentlens.tool``).
+        prices: {model prefix: (USD per 1M input tokens, per 1M output tokens)}.
+
+    Raises:
+        MissingExtraError: the ``openai`` package is not installed.
+    """
+    openai = require("openai", "openai")
+    if getattr(client, "_agentlens_wrapped", False):
+        return client
+    recorder = Recorder(
+        "openai", agent=agent, record_tool_results=record_tool_results, prices=prices
+    )
+    is_async = isinstance(client, openai.AsyncOpenAI)
+    completions = client.chat.completions  # type: ignore[attr-defined]
+    responses = client.responses  # type: ignore[attr-defined]
+    if is_async:
+        completions.create = async_wrapper(completions.create, recorder, _Chat)
+        responses.create = async_wrapper(responses.create, recorder, _Responses)
+    else:
+        completions.create = sync_wrapper(completions.create, recorder, _Chat)
+        responses.create = sync_wrapper(responses.create, recorder, _Responses)
+    client._agentlens_wrapped = True  # type: ignore[attr-defined]
+    return client
+
+
+# -- plain values from the SDK's objects ----------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """A dict/list form of a pydantic object of the SDK (or the value as it is)."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json", exclude_none=True)
+        except Exception:
+            return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            text = _get(part, "text")
+            if isinstance(text, str):
+                parts.append(text)
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(parts)
+    return str(content)
+
+
+def _arguments(raw: Any) -> Any:
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _usage(usage: Any) -> dict[str, int | None]:
+    if usage is None:
+        return {}
+    details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
+    return {
+        "input_tokens": _get(usage, "prompt_tokens", _get(usage, "input_tokens")),
+        "output_tokens": _get(usage, "completion_tokens", _get(usage, "output_tokens")),
+        "total_tokens": _get(usage, "total_tokens"),
+        "cache_read_tokens": _get(details, "cached_tokens") if details is not None else None,
+    }
+
+
+# -- chat completions ------------------------------------------------------------------------------
+
+
+class _Chat:
+    """Reading chat-completions requests, replies and stream chunks."""
+
+    @staticmethod
+    def begin(recorder: Recorder, kwargs: dict[str, Any]) -> Call | None:
+        messages = [_plain(m) for m in kwargs.get("messages") or []]
+        results = [
+            ToolResult(
+                call_id=str(m.get("tool_call_id")),
+                content=_text(m.get("content")),
+                name=m.get("name"),
+            )
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id")
+        ]
+        first_user = next(
+            (_text(m.get("content")) for m in messages if _get(m, "role") == "user"), None
+        )
+        return recorder.begin(
+            model=kwargs.get("model"),
+            input=messages,
+            sent=[_message_fp(m) for m in messages],
+            results=results,
+            first_user=first_user,
+        )
+
+    @staticmethod
+    def end(recorder: Recorder, call: Call | None, response: Any) -> None:
+        choices = _get(response, "choices") or []
+        message = _get(choices[0], "message") if choices else None
+        content = _get(message, "content")
+        calls = [
+            ToolCall(
+                id=str(_get(tc, "id")),
+                name=str(_get(_get(tc, "function"), "name")),
+                arguments=_arguments(_get(_get(tc, "function"), "arguments")),
+            )
+            for tc in (_get(message, "tool_calls") or [])
+        ]
+        _Chat.finish(
+            recorder,
+            call,
+            content=content,
+            refusal=_get(message, "refusal"),
+            calls=calls,
+            model=_get(response, "model"),
+            usage=_get(response, "usage"),
+            finish=_get(choices[0], "finish_reason") if choices else None,
+            response_id=_get(response, "id"),
+        )
+
+    @staticmethod
+    def finish(
+        recorder: Recorder,
+        call: Call | None,
+        *,
+        content: str | None,
+        refusal: str | None,
+        calls: list[ToolCall],
+        model: str | None,
+        usage: Any,
+        finish: str | None,
+        response_id: str | None,
+    ) -> None:
+        output: dict[str, Any] = {"role": "assistant", "content": content}
+        if refusal:
+            output["refusal"] = refusal
+        if calls:
+            output["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
+            ]
+        reply = fingerprint("assistant", content or "", [c.id for c in calls], None)
+        recorder.end(
+            call,
+            output=output,
+            model=model,
+            usage=_usage(usage),
+            tool_calls=calls,
+            reply=[reply],
+            text=content,
+            response_id=response_id,
+            attributes={"finish_reason": finish} if finish else None,
+        )
+
+    @staticmethod
+    def accumulator() -> _ChatChunks:
+        return _ChatChunks()
+
+
+def _message_fp(message: Any) -> str:
+    calls = [str(_get(tc, "id")) for tc in (_get(message, "tool_calls") or [])]
+    return fingerprint(
+        _get(message, "role"),
+        _text(_get(message, "content")) or "",
+        calls,
+        _get(message, "tool_call_id"),
+    )
+
+
+class _ChatChunks:
+    """A chat-completions stream, put back together chunk by chunk."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.model: str | None = None
+        self.usage: Any = None
+        self.finish: str | None = None
+        self.id: str | None = None
+
+    def add(self, chunk: Any) -> None:
+        self.model = _get(chunk, "model") or self.model
+        self.id = _get(chunk, "id") or self.id
+        if _get(chunk, "usage") is not None:
+            self.usage = _get(chunk, "usage")
+        for choice in _get(chunk, "choices") or []:
+            delta = _get(choice, "delta")
+            if _get(choice, "finish_reason"):
+                self.finish = _get(choice, "finish_reason")
+            if delta is None:
+                continue
+            if _get(delta, "content"):
+                self.content.append(_get(delta, "content"))
+            if _get(delta, "refusal"):
+                self.refusal.append(_get(delta, "refusal"))
+            for tc in _get(delta, "tool_calls") or []:
+                slot = self.calls.setdefault(
+                    _get(tc, "index", 0), {"id": None, "name": "", "arguments": ""}
+                )
+                if _get(tc, "id"):
+                    slot["id"] = _get(tc, "id")
+                function = _get(tc, "function")
+                if function is not None:
+                    slot["name"] += _get(function, "name") or ""
+                    slot["arguments"] += _get(function, "arguments") or ""
+
+    def finish_call(self, recorder: Recorder, call: Call | None) -> None:
+        calls = [
+            ToolCall(id=str(c["id"]), name=c["name"], arguments=_arguments(c["arguments"]))
+            for _, c in sorted(self.calls.items())
+        ]
+        _Chat.finish(
+            recorder,
+            call,
+            content="".join(self.content) if self.content or not calls else None,
+            refusal="".join(self.refusal) or None,
+            calls=calls,
+            model=self.model,
+            usage=self.usage,
+            finish=self.finish,
+            response_id=self.id,
+        )
+
+
+# -- Responses API --------------------------------------------------------------------------------
+
+
+class _Responses:
+    """Reading Responses API requests, responses and stream events."""
+
+    @staticmethod
+    def begin(recorder: Recorder, kwargs: dict[str, Any]) -> Call | None:
+        raw = kwargs.get("input")
+        items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
+        items = [_plain(i) for i in items]
+        results = [
+            ToolResult(call_id=str(i.get("call_id")), content=_output_text(i.get("output")))
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        first_user = next(
+            (
+                _text(i.get("content"))
+                for i in items
+                if isinstance(i, dict) and i.get("role") == "user"
+            ),
+            None,
+        )
+        sent = [_item_fp(i) for i in items]
+        instructions = kwargs.get("instructions")
+        shown: Any = items if not instructions else {"instructions": instructions, "input": items}
+        return recorder.begin(
+            model=kwargs.get("model"),
+            input=shown,
+            sent=sent,
+            results=results,
+            first_user=first_user,
+            previous_response=kwargs.get("previous_response_id"),
+        )
+
+    @staticmethod
+    def end(recorder: Recorder, call: Call | None, response: Any) -> None:
+        output = [_plain(i) for i in (_get(response, "output") or [])]
+        calls = [
+            ToolCall(
+                id=str(i.get("call_id")),
+                name=str(i.get("name")),
+                arguments=_arguments(i.get("arguments")),
+            )
+            for i in output
+            if isinstance(i, dict) and i.get("type") == "function_call"
+        ]
+        texts = [
+            _text(i.get("content"))
+            for i in output
+            if isinstance(i, dict) and i.get("type") == "message"
+        ]
+        content = "\n".join(t for t in texts if t) if texts else None
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
+            ]
+        status = _get(response, "status")
+        recorder.end(
+            call,
+            output=message,
+            model=_get(response, "model"),
+            usage=_usage(_get(response, "usage")),
+            tool_calls=calls,
+            reply=[_item_fp(i) for i in output],
+            text=content,
+            response_id=_get(response, "id"),
+            attributes={"status": status} if status else None,
+        )
+
+    @staticmethod
+    def accumulator() -> _ResponseEvents:
+        return _ResponseEvents()
+
+
+def _output_text(value: Any) -> Any:
+    if isinstance(value, list):
+        return _text(value)
+    return value
+
+
+def _item_fp(item: Any) -> str:
+    kind = _get(item, "type") or "message"
+    if kind == "message":
+        return fingerprint("message", _get(item, "role"), _text(_get(item, "content")) or "")
+    if kind in ("function_call", "function_call_output"):
+        return fingerprint(kind, _get(item, "call_id"))
+    return fingerprint(kind, _get(item, "id"))
+
+
+class _ResponseEvents:
+    """A Responses stream: the completed response at its end (or what arrived before)."""
+
+    def __init__(self) -> None:
+        self.response: Any = None
+        self.text: list[str] = []
+
+    def add(self, event: Any) -> None:
+        kind = _get(event, "type")
+        if kind in ("response.completed", "response.incomplete", "response.failed"):
+            self.response = _get(event, "response")
+        elif kind == "response.output_text.delta":
+            self.text.append(_get(event, "delta") or "")
+
+    def finish_call(self, recorder: Recorder, call: Call | None) -> None:
+        if self.response is not None:
+            _Responses.end(recorder, call, self.response)
+            return
+        recorder.end(
+            call,
+            output={"role": "assistant", "content": "".join(self.text)},
+            model=None,
+            usage={},
+            tool_calls=[],
+            reply=[],
+            text="".join(self.text),
+            attributes={"stream_incomplete": True},
+        )

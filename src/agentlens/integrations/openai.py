@@ -1,0 +1,5 @@
+"""``agentlens.integrations.openai``: see :mod:`agentlens.capture.integrations.openai`."""
+
+from agentlens.capture.integrations.openai import wrap
+
+__all__ = ["wrap"]

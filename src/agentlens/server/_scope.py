@@ -1,0 +1,122 @@
+"""A store seen through one project: what a key may read.
+
+The rate queries of :mod:`agentlens.analytics` answer from the SQLite store's rate rollup,
+which has no project column. When the store holds runs of more than one project, a key's rate
+is counted over :class:`ProjectView`, a :class:`~agentlens.store.TraceStore` that shows only
+that project's runs and scores (the analytics then count in Python, over the project's runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from agentlens.errors import RunNotFoundError, StoreError
+from agentlens.model import Score, Trace
+from agentlens.store import RunFilter, RunSummary
+
+__all__ = ["ProjectView", "project_view"]
+
+
+def project_view(store: Any, project: str | None) -> Any:
+    """``store`` itself when every stored run is in ``project`` (or ``project`` is ``None``),
+    else a :class:`ProjectView`."""
+    if project is None:
+        return store
+    read = getattr(store, "read", None)
+    if read is not None:
+        other = read(
+            lambda c: c.execute(
+                "SELECT 1 FROM runs WHERE project < ? OR project > ? LIMIT 1", (project, project)
+            ).fetchone()
+        )
+        if other is None:
+            return store
+    return ProjectView(store, project)
+
+
+class ProjectView:
+    """The runs and scores of one project of ``store``, read-only."""
+
+    def __init__(self, store: Any, project: str) -> None:
+        self._store = store
+        self.project = project
+        self.url = store.url
+
+    def _where(self, where: RunFilter | None) -> RunFilter:
+        if where is None:
+            return RunFilter(project=self.project)
+        if where.project not in (None, self.project):
+            return replace(where, project=self.project, run_ids=[])
+        return replace(where, project=self.project)
+
+    def list_runs(
+        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[RunSummary]:
+        result: Iterator[RunSummary] = self._store.list_runs(
+            self._where(where), limit=limit, newest_first=newest_first
+        )
+        return result
+
+    def query_traces(
+        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[Trace]:
+        result: Iterator[Trace] = self._store.query_traces(
+            self._where(where), limit=limit, newest_first=newest_first
+        )
+        return result
+
+    def count_runs(self, where: RunFilter | None = None) -> int:
+        return int(self._store.count_runs(self._where(where)))
+
+    def get_trace(self, run_id: str) -> Trace:
+        trace: Trace = self._store.get_trace(run_id)
+        if trace.project != self.project:
+            raise RunNotFoundError(run_id)
+        return trace
+
+    def get_scores(self, run_id: str) -> list[Score]:
+        owners = self._store.run_projects([run_id])
+        if owners.get(run_id) != self.project:
+            return []
+        scores: list[Score] = self._store.get_scores(run_id)
+        return scores
+
+    def unscored_run_ids(
+        self, scorer: str, version: str, where: RunFilter | None = None, *, limit: int | None = None
+    ) -> Iterator[str]:
+        result: Iterator[str] = self._store.unscored_run_ids(
+            scorer, version, self._where(where), limit=limit
+        )
+        return result
+
+    def verdict_counts(self, *, since: Any = None) -> list[Any]:
+        """Live verdicts per (scorer, failure mode) on this project's runs."""
+        from agentlens.store._protocol import VerdictCount
+        from agentlens.store._sqlite import to_us
+
+        sql = (
+            "SELECT v.scorer, v.failure_mode, sum(v.verdict = 'confirmed'),"
+            " sum(v.verdict = 'false_positive') FROM review_verdicts v"
+            " JOIN runs r ON r.id = v.run_id WHERE v.live = 1 AND r.project = ?"
+        )
+        params: list[Any] = [self.project]
+        if since is not None:
+            sql += " AND v.created_at >= ?"
+            params.append(to_us(since))
+        sql += " GROUP BY v.scorer, v.failure_mode ORDER BY v.scorer, ifnull(v.failure_mode, '')"
+        rows = self._store.read(lambda c: c.execute(sql, params).fetchall())
+        return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
+
+    def put_traces(self, traces: Iterable[Trace]) -> int:
+        raise StoreError("a project view is read-only")
+
+    def put_scores(self, scores: Iterable[Score]) -> int:
+        raise StoreError("a project view is read-only")
+
+    def delete_runs(self, run_ids: Iterable[str]) -> int:
+        raise StoreError("a project view is read-only")
+
+    def close(self) -> None:
+        """Nothing to close: the underlying store is not the view's."""

@@ -1,0 +1,326 @@
+"""What the server keeps in the SQLite store besides runs: API keys, and OTLP spans staged until
+their trace is complete. Mixed into :class:`~agentlens.store.SQLiteStore`; the methods are
+documented in :mod:`agentlens.store._protocol` (:class:`ServerStore`).
+
+Tables (migration 4, see :mod:`agentlens.store._migrations`):
+
+``api_keys`` — one row per key: ``id`` (the public key id, part of the key), ``project``,
+    ``name``, ``salt`` and ``hash`` (scrypt of the secret; the key itself is never stored),
+    ``created_at``, ``revoked_at`` (µs or NULL).
+``otlp_spans`` — every span received, once: ``seq`` (arrival order), ``project``,
+    ``trace_id``, ``span_id`` (unique together: a span delivered twice is stored once),
+    ``received_at`` (µs), ``doc`` (the decoded span's JSON,
+    :meth:`agentlens.ingest.otlp.OtlpSpan.to_dict`).
+``otlp_traces`` — one row per (project, trace): ``first_seen``/``last_seen`` (µs), ``root_ended``
+    (1 once a root span with an end time arrived), ``max_seq`` (the newest span's seq),
+    ``built_seq`` (the newest span included in the stored run), ``built_at`` (µs),
+    ``purged`` (1 once the spans of a built trace were deleted after the retention time).
+
+A trace is *ready* when it has spans not yet in its run (``max_seq > built_seq``) and either its
+root has ended or it has been idle (no new span) for the idle time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agentlens.model import Trace
+
+__all__ = [
+    "ApiKeyRecord",
+    "ReadyTrace",
+    "ServerTablesMixin",
+    "StagedSpan",
+    "StagingCounts",
+    "list_runs_page",
+]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class StagedSpan:
+    """A span to stage: its keys, whether it is an ended root span, and its JSON."""
+
+    project: str
+    trace_id: str
+    span_id: str
+    root_ended: bool
+    doc: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyTrace:
+    """A trace whose run should be (re)built now."""
+
+    project: str
+    trace_id: str
+    complete: bool
+    """True when its root span has ended; False when it is built because it went idle."""
+    purged: bool
+    """True when spans of an earlier build were purged: merge into the stored run."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagingCounts:
+    """How much staged work there is (for ``/metrics``)."""
+
+    spans: int
+    """Staged spans not yet in a run."""
+    traces: int
+    """Traces with spans not yet in a run."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRecord:
+    """A stored API key (without its secret)."""
+
+    id: str
+    project: str
+    name: str | None
+    salt: bytes
+    hash: bytes
+    created_at: int
+    """µs since the epoch."""
+    revoked_at: int | None
+
+
+class ServerTablesMixin:
+    """The server's store methods for :class:`~agentlens.store.SQLiteStore` (see the module)."""
+
+    _write: Callable[..., Any]
+    _read: Callable[..., Any]
+    put_traces: Callable[..., int]
+
+    # -- API keys -----------------------------------------------------------------------------
+
+    def create_api_key(
+        self, key_id: str, project: str, salt: bytes, digest: bytes, created_at: int,
+        name: str | None = None,
+    ) -> None:  # fmt: skip
+        """Store a new key's id, project and hash."""
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO api_keys (id, project, name, salt, hash, created_at, revoked_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                (key_id, project, name, salt, digest, created_at),
+            )
+        )
+
+    def get_api_key(self, key_id: str) -> ApiKeyRecord | None:
+        """The key with this id (revoked or not), or ``None``."""
+        row = self._read(
+            lambda c: c.execute(
+                "SELECT id, project, name, salt, hash, created_at, revoked_at FROM api_keys"
+                " WHERE id = ?",
+                (key_id,),
+            ).fetchone()
+        )
+        return None if row is None else ApiKeyRecord(*row)
+
+    def list_api_keys(self) -> list[ApiKeyRecord]:
+        """Every key, oldest first (revoked ones too)."""
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT id, project, name, salt, hash, created_at, revoked_at FROM api_keys"
+                " ORDER BY created_at, id"
+            ).fetchall()
+        )
+        return [ApiKeyRecord(*row) for row in rows]
+
+    def revoke_api_key(self, key_id: str, revoked_at: int) -> bool:
+        """Revoke a key; False when there is no such active key."""
+        n = self._write(
+            lambda c: (
+                c.execute(
+                    "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                    (revoked_at, key_id),
+                ).rowcount
+            )
+        )
+        return bool(n)
+
+    def count_active_api_keys(self) -> int:
+        """How many keys are not revoked."""
+        return int(
+            self._read(
+                lambda c: c.execute(
+                    "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL"
+                ).fetchone()[0]
+            )
+        )
+
+    # -- OTLP span staging --------------------------------------------------------------------
+
+    def stage_spans(self, spans: Sequence[StagedSpan], received_at: int) -> int:
+        """Stage spans, atomically; a span already staged (same project, trace, span id) is
+        ignored. Returns how many spans were new."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO otlp_spans (project, trace_id, span_id, received_at, doc)"
+                " VALUES (?, ?, ?, ?, ?)",
+                [(s.project, s.trace_id, s.span_id, received_at, s.doc) for s in spans],
+            )
+            new = conn.total_changes - before
+            traces: dict[tuple[str, str], bool] = {}
+            for s in spans:
+                key = (s.project, s.trace_id)
+                traces[key] = traces.get(key, False) or s.root_ended
+            conn.executemany(
+                "INSERT INTO otlp_traces (project, trace_id, first_seen, last_seen, root_ended,"
+                " max_seq, built_seq, built_at, purged) VALUES (?1, ?2, ?3, ?3, ?4,"
+                " (SELECT ifnull(max(seq), 0) FROM otlp_spans WHERE project = ?1"
+                " AND trace_id = ?2), 0, NULL, 0)"
+                " ON CONFLICT (project, trace_id) DO UPDATE SET last_seen = excluded.last_seen,"
+                " root_ended = max(root_ended, excluded.root_ended), max_seq = excluded.max_seq",
+                [
+                    (project, trace_id, received_at, int(ended))
+                    for (project, trace_id), ended in traces.items()
+                ],
+            )
+            return new
+
+        return int(self._write(work))
+
+    def ready_traces(self, *, idle_before: int, limit: int = 256) -> list[ReadyTrace]:
+        """Traces to build now: spans not in their run yet, and the root ended or no span
+        since ``idle_before`` (µs). Oldest activity first."""
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT project, trace_id, root_ended, purged FROM otlp_traces"
+                " WHERE max_seq > built_seq AND (root_ended = 1 OR last_seen < ?)"
+                " ORDER BY last_seen LIMIT ?",
+                (idle_before, limit),
+            ).fetchall()
+        )
+        return [ReadyTrace(p, t, bool(r), bool(g)) for p, t, r, g in rows]
+
+    def staged_spans(self, project: str, trace_id: str) -> tuple[list[str], int]:
+        """The staged spans' JSON of one trace, and the newest seq among them."""
+        rows = self._read(
+            lambda c: c.execute(
+                "SELECT seq, doc FROM otlp_spans WHERE project = ? AND trace_id = ? ORDER BY seq",
+                (project, trace_id),
+            ).fetchall()
+        )
+        return [doc for _, doc in rows], max((seq for seq, _ in rows), default=0)
+
+    def commit_built_runs(
+        self, built: Sequence[tuple[str, str, Trace | None, int]], built_at: int
+    ) -> int:
+        """Store the runs built from staged traces and record, in the same transaction, which
+        spans each includes: items are ``(project, trace_id, run or None, upto_seq)`` (``None``:
+        nothing to store, e.g. a trace refused). Returns how many runs were stored."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            runs = [run for _, _, run, _ in built if run is not None]
+            if runs:
+                self.put_traces(runs)
+            conn.executemany(
+                "UPDATE otlp_traces SET built_seq = max(built_seq, ?), built_at = ?"
+                " WHERE project = ? AND trace_id = ?",
+                [(upto, built_at, project, trace_id) for project, trace_id, _, upto in built],
+            )
+            return len(runs)
+
+        return int(self._write(work))
+
+    def purge_staged_spans(self, *, built_before: int) -> int:
+        """Delete the spans of traces fully built before ``built_before`` (µs) whose root has
+        ended; a span arriving later is merged into the stored run. Returns spans deleted."""
+
+        def work(conn: sqlite3.Connection) -> int:
+            done = conn.execute(
+                "SELECT project, trace_id FROM otlp_traces WHERE built_seq >= max_seq"
+                " AND built_at < ? AND purged = 0 AND root_ended = 1 LIMIT 5000",
+                (built_before,),
+            ).fetchall()
+            deleted = 0
+            for project, trace_id in done:
+                deleted += conn.execute(
+                    "DELETE FROM otlp_spans WHERE project = ? AND trace_id = ?",
+                    (project, trace_id),
+                ).rowcount
+            conn.executemany(
+                "UPDATE otlp_traces SET purged = 1 WHERE project = ? AND trace_id = ?", done
+            )
+            return deleted
+
+        return int(self._write(work))
+
+    def staging_counts(self) -> StagingCounts:
+        """Staged spans and traces not yet in a run."""
+
+        def work(conn: sqlite3.Connection) -> StagingCounts:
+            (traces,) = conn.execute(
+                "SELECT count(*) FROM otlp_traces WHERE max_seq > built_seq"
+            ).fetchone()
+            pending = conn.execute(
+                "SELECT count(*) FROM otlp_spans s JOIN otlp_traces t"
+                " ON t.project = s.project AND t.trace_id = s.trace_id WHERE s.seq > t.built_seq"
+            ).fetchone()[0]
+            return StagingCounts(spans=int(pending), traces=int(traces))
+
+        result: StagingCounts = self._read(work)
+        return result
+
+    def run_projects(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """The project of each of these runs that is stored."""
+        if not run_ids:
+            return {}
+        ids = list(run_ids)
+        out: dict[str, str] = {}
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = "(" + ", ".join("?" * len(part)) + ")"
+            rows = self._read(
+                lambda c, part=part, marks=marks: c.execute(
+                    f"SELECT id, project FROM runs WHERE id IN {marks}", part
+                ).fetchall()
+            )
+            out.update(dict(rows))
+        return out
+
+
+def list_runs_page(
+    store: Any,
+    where: Any,
+    *,
+    before: tuple[int, str] | None,
+    limit: int,
+    link: tuple[str, str] | None = None,
+) -> tuple[list[Any], tuple[int, str] | None]:
+    """One page of run summaries (with their review flags), newest first, after the key cursor
+    ``before`` (the ``(sort_at, id)`` the previous page returned); returns the page and the next
+    cursor (``None`` on the last page). ``where`` is a :class:`~agentlens.store.RunFilter`
+    (``flagged`` and ``failure_mode`` included); ``link``: only runs whose ``links[kind] == id``.
+    """
+    from agentlens.store._sqlite import _filter_sql, _where_clause
+    from agentlens.store._sqlite_review import SUMMARY_COLUMNS, summary_of
+
+    filter_sql = _filter_sql(where).with_review()
+    if link is not None:
+        filter_sql = filter_sql.plus(
+            "json_extract(r.doc, ?) = ?", '$.links."' + link[0] + '"', link[1]
+        )
+    sort_col, id_col = filter_sql.key
+    clauses, params = filter_sql.sql()
+    if before is not None:
+        clauses.append(f"({sort_col}, {id_col}) < (?, ?)")
+        params.extend(before)
+    sql = (
+        f"SELECT {sort_col}, {id_col}, {SUMMARY_COLUMNS} FROM runs r"
+        + filter_sql.join
+        + _where_clause(clauses)
+        + f" ORDER BY {sort_col} DESC, {id_col} DESC LIMIT ?"
+    )
+    params.append(limit + 1)
+    rows = store.read(lambda c: c.execute(sql, params).fetchall())
+    page = [summary_of(row) for row in rows[:limit]]
+    cursor = (rows[limit - 1][0], rows[limit - 1][1]) if len(rows) > limit else None
+    return page, cursor

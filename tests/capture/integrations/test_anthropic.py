@@ -1,0 +1,251 @@
+"""The Anthropic client integration, on the real ``anthropic`` client over a faked transport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import anthropic
+import pytest
+
+try:  # recent anthropic releases run on httpx2, older ones on httpx: fake the one it uses
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover
+    import httpx  # type: ignore[no-redef]
+
+import agentlens
+from agentlens.errors import MissingExtraError
+from agentlens.integrations.anthropic import wrap
+from agentlens.model import StepKind
+
+
+def _message(mid: str, content: list[dict[str, Any]], stop: str = "end_turn") -> dict[str, Any]:
+    return {
+        "id": mid,
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-6-20260101",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 200,
+            "output_tokens": 30,
+            "cache_read_input_tokens": 150,
+            "cache_creation_input_tokens": 10,
+        },
+    }
+
+
+class Server:
+    def __init__(self, *bodies: Any) -> None:
+        self.bodies = list(bodies)
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(json.loads(request.content))
+        body = self.bodies.pop(0)
+        if isinstance(body, list):
+            text = "".join(
+                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n" for event in body
+            )
+            return httpx.Response(
+                200, content=text.encode(), headers={"content-type": "text/event-stream"}
+            )
+        return httpx.Response(200, json=body)
+
+
+def client(server: Server) -> anthropic.Anthropic:
+    return wrap(
+        anthropic.Anthropic(
+            api_key="sk-ant-test",
+            base_url="http://fake.anthropic",
+            http_client=httpx.Client(transport=httpx.MockTransport(server)),
+            max_retries=0,
+        )
+    )
+
+
+TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "get_invoice", "input": {"id": "INV-7"}}
+
+
+def _loop(c: anthropic.Anthropic, result: dict[str, Any]) -> str:
+    messages: list[Any] = [{"role": "user", "content": "What does INV-7 say?"}]
+    reply = c.messages.create(
+        model="claude-sonnet-4-6", max_tokens=100, system="Be exact.", messages=messages
+    )
+    messages.append({"role": "assistant", "content": reply.content})
+    messages.append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", **result}]}
+    )
+    final = c.messages.create(model="claude-sonnet-4-6", max_tokens=100, messages=messages)
+    return "".join(b.text for b in final.content if b.type == "text")
+
+
+def test_tool_use_and_tool_result_inside_a_run(captured_traces: Any) -> None:
+    server = Server(
+        _message(
+            "msg_1",
+            [
+                {"type": "thinking", "thinking": "look it up", "signature": "s"},
+                {"type": "text", "text": "Let me check."},
+                TOOL_USE,
+            ],
+            "tool_use",
+        ),
+        _message("msg_2", [{"type": "text", "text": "INV-7 is 120 EUR."}]),
+    )
+    with agentlens.run(agent="billing") as run:
+        run.output = _loop(
+            client(server), {"content": [{"type": "text", "text": "INV-7: 120 EUR"}]}
+        )
+    llm1, tool, llm2 = captured_traces.one().steps
+    assert (llm1.kind, tool.kind, llm2.kind) == (StepKind.LLM, StepKind.TOOL, StepKind.LLM)
+    assert llm1.input == {
+        "system": "Be exact.",
+        "messages": [{"role": "user", "content": "What does INV-7 say?"}],
+    }
+    assert llm1.output == {
+        "role": "assistant",
+        "content": "Let me check.",
+        "thinking": "look it up",
+        "tool_calls": [{"id": "toolu_1", "name": "get_invoice", "arguments": {"id": "INV-7"}}],
+    }
+    attrs = llm1.attributes
+    assert attrs["model"] == "claude-sonnet-4-6-20260101"
+    assert (attrs["input_tokens"], attrs["output_tokens"]) == (200, 30)
+    assert (attrs["cache_read_tokens"], attrs["cache_write_tokens"]) == (150, 10)
+    assert attrs["cost_usd"] == pytest.approx((200 * 3 + 30 * 15) / 1e6)
+    assert attrs["stop_reason"] == "tool_use" and attrs["response_id"] == "msg_1"
+    assert (tool.name, tool.input, tool.output, tool.error) == (
+        "get_invoice",
+        {"id": "INV-7"},
+        "INV-7: 120 EUR",
+        None,
+    )
+    assert llm2.output["content"] == "INV-7 is 120 EUR."
+
+
+def test_an_is_error_tool_result_is_the_steps_error(captured_traces: Any) -> None:
+    server = Server(
+        _message("msg_1", [TOOL_USE], "tool_use"),
+        _message("msg_2", [{"type": "text", "text": "Not found."}]),
+    )
+    with agentlens.run():
+        _loop(client(server), {"content": "no invoice INV-7", "is_error": True})
+    tool = captured_traces.one().steps[1]
+    assert tool.error == "no invoice INV-7" and tool.output is None
+
+
+def test_outside_a_run_the_conversation_is_one_run(captured_traces: Any) -> None:
+    server = Server(
+        _message("msg_1", [TOOL_USE], "tool_use"),
+        _message("msg_2", [{"type": "text", "text": "120 EUR."}]),
+    )
+    assert _loop(client(server), {"content": "120 EUR"}) == "120 EUR."
+    trace = captured_traces.one()
+    assert [s.kind for s in trace.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert trace.input == "What does INV-7 say?" and trace.output == "120 EUR."
+    assert trace.metadata["integration"] == "anthropic"
+
+
+def test_streamed_message_with_a_tool_use(captured_traces: Any) -> None:
+    events = [
+        {
+            "type": "message_start",
+            "message": {
+                **_message("msg_s", [], "tool_use"),
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 40, "output_tokens": 1},
+            },
+        },
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Checking "},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "now."},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {
+                "type": "tool_use",
+                "id": "toolu_s",
+                "name": "get_invoice",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"id": "IN'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": 'V-9"}'},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 25},
+        },
+        {"type": "message_stop"},
+    ]
+    with agentlens.run():
+        stream = client(Server(events)).messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            stream=True,
+            messages=[{"role": "user", "content": "INV-9?"}],
+        )
+        assert len(list(stream)) == len(events)
+    llm, tool = captured_traces.one().steps
+    assert llm.output["content"] == "Checking now."
+    assert llm.output["tool_calls"] == [
+        {"id": "toolu_s", "name": "get_invoice", "arguments": {"id": "INV-9"}}
+    ]
+    assert (llm.attributes["input_tokens"], llm.attributes["output_tokens"]) == (40, 25)
+    assert llm.attributes["stop_reason"] == "tool_use"
+    assert tool.name == "get_invoice" and tool.attributes.get("incomplete") is True
+
+
+def test_async_client(captured_traces: Any) -> None:
+    server = Server(_message("msg_a", [{"type": "text", "text": "async ok"}]))
+    c = wrap(
+        anthropic.AsyncAnthropic(
+            api_key="k",
+            base_url="http://fake.anthropic",
+            http_client=httpx.AsyncClient(transport=httpx.MockTransport(server)),
+            max_retries=0,
+        )
+    )
+
+    async def main() -> None:
+        async with agentlens.run():
+            await c.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=10,
+                messages=[{"role": "user", "content": "x"}],
+            )
+
+    asyncio.run(main())
+    (step,) = captured_traces.one().steps
+    assert step.output["content"] == "async ok"
+    assert step.attributes["cost_usd"] == pytest.approx((200 * 3 + 30 * 15) / 1e6)
+
+
+def test_a_missing_anthropic_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    with pytest.raises(MissingExtraError, match=r"agentlens\[anthropic\]"):
+        wrap(object())

@@ -1,0 +1,462 @@
+"""The OpenAI client integration, on the real ``openai`` client over a faked HTTP transport."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+import agentlens
+from agentlens.integrations.openai import wrap
+from agentlens.model import StepKind
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def _completion(
+    content: str | None, tool_calls: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["args"])},
+            }
+            for c in tool_calls
+        ]
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1764000000,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 20,
+            "total_tokens": 120,
+            "prompt_tokens_details": {"cached_tokens": 64},
+        },
+    }
+
+
+class Server:
+    """Answers each request with the next scripted body; keeps the requests it saw."""
+
+    def __init__(self, *bodies: Any) -> None:
+        self.bodies = list(bodies)
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(json.loads(request.content))
+        body = self.bodies.pop(0)
+        if isinstance(body, httpx.Response):
+            return body
+        if isinstance(body, list):  # a stream: server-sent events
+            text = "".join(f"data: {json.dumps(event)}\n\n" for event in body) + "data: [DONE]\n\n"
+            return httpx.Response(
+                200, content=text.encode(), headers={"content-type": "text/event-stream"}
+            )
+        return httpx.Response(200, json=body)
+
+
+def client(server: Server) -> openai.OpenAI:
+    return wrap(
+        openai.OpenAI(
+            api_key="sk-test",
+            base_url="http://fake.openai/v1",
+            http_client=httpx.Client(transport=httpx.MockTransport(server)),
+            max_retries=0,
+        )
+    )
+
+
+def async_client(server: Server) -> openai.AsyncOpenAI:
+    return wrap(
+        openai.AsyncOpenAI(
+            api_key="sk-test",
+            base_url="http://fake.openai/v1",
+            http_client=httpx.AsyncClient(transport=httpx.MockTransport(server)),
+            max_retries=0,
+        )
+    )
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+        },
+    }
+]
+
+
+def _agent_loop(c: openai.OpenAI, tool_output: str) -> str | None:
+    messages: list[Any] = [{"role": "user", "content": "Where is order ORD-1?"}]
+    reply = c.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+    messages.append(reply.choices[0].message)
+    for call in reply.choices[0].message.tool_calls or []:
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": tool_output})
+    final = c.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+    return final.choices[0].message.content
+
+
+def test_a_tool_loop_inside_a_run_joins_it(captured_traces: Any) -> None:
+    server = Server(
+        _completion(None, [{"id": "call_1", "name": "get_order", "args": {"id": "ORD-1"}}]),
+        _completion("ORD-1 shipped on 2026-11-20."),
+    )
+    c = client(server)
+    with agentlens.run(agent="support", input="Where is order ORD-1?") as run:
+        run.output = _agent_loop(c, '{"id": "ORD-1", "shipped": "2026-11-20"}')
+    trace = captured_traces.one()
+    assert [(s.kind, s.name) for s in trace.steps] == [
+        (StepKind.LLM, "gpt-4o"),
+        (StepKind.TOOL, "get_order"),
+        (StepKind.LLM, "gpt-4o"),
+    ]
+    first, tool, second = trace.steps
+    assert first.input == [{"role": "user", "content": "Where is order ORD-1?"}]
+    assert first.output["tool_calls"] == [
+        {"id": "call_1", "name": "get_order", "arguments": {"id": "ORD-1"}}
+    ]
+    assert first.attributes["model"] == "gpt-4o-2024-08-06"
+    assert first.attributes["input_tokens"] == 100
+    assert first.attributes["output_tokens"] == 20
+    assert first.attributes["total_tokens"] == 120
+    assert first.attributes["cache_read_tokens"] == 64
+    assert first.attributes["cost_usd"] == pytest.approx((100 * 2.5 + 20 * 10.0) / 1e6)
+    assert tool.input == {"id": "ORD-1"}
+    assert tool.output == '{"id": "ORD-1", "shipped": "2026-11-20"}'  # raw content
+    assert tool.error is None and tool.attributes["tool_call_id"] == "call_1"
+    assert tool.started_at is not None and tool.ended_at is not None
+    assert second.output == {"role": "assistant", "content": "ORD-1 shipped on 2026-11-20."}
+    assert second.started_at >= tool.ended_at
+    assert trace.output == "ORD-1 shipped on 2026-11-20."
+    # the request the client sent was not changed
+    assert server.requests[1]["messages"][2]["tool_call_id"] == "call_1"
+
+
+def test_a_failed_tool_result_is_the_tool_steps_error(captured_traces: Any) -> None:
+    server = Server(
+        _completion(None, [{"id": "call_1", "name": "get_order", "args": {"id": "X"}}]),
+        _completion("I could not find it."),
+    )
+    with agentlens.run(agent="support"):
+        _agent_loop(client(server), "Error: order X not found")
+    tool = captured_traces.one().steps[1]
+    assert tool.error == "Error: order X not found" and tool.output is None
+
+
+def test_outside_a_run_each_conversation_is_a_run(captured_traces: Any) -> None:
+    server = Server(
+        _completion(None, [{"id": "call_1", "name": "get_order", "args": {"id": "ORD-1"}}]),
+        _completion("Shipped."),
+        _completion("Hello!"),
+    )
+    c = client(server)
+    assert _agent_loop(c, "shipped") == "Shipped."
+    c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    first, second = captured_traces.traces
+    assert [s.kind for s in first.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert first.input == "Where is order ORD-1?" and first.output == "Shipped."
+    assert first.metadata["integration"] == "openai"
+    assert [s.kind for s in second.steps] == [StepKind.LLM]
+    assert second.input == "hi" and second.output == "Hello!"
+
+
+def test_a_follow_up_turn_is_a_new_run_that_names_the_previous(captured_traces: Any) -> None:
+    server = Server(_completion("Paris."), _completion("About 2.1 million."))
+    c = client(server)
+    messages: list[Any] = [{"role": "user", "content": "Capital of France?"}]
+    reply = c.chat.completions.create(model="gpt-4o", messages=messages)
+    messages += [reply.choices[0].message, {"role": "user", "content": "Population?"}]
+    c.chat.completions.create(model="gpt-4o", messages=messages)
+    first, second = captured_traces.traces
+    assert second.metadata["continues"] == first.id
+
+
+def test_streamed_chat_with_tool_call_deltas(captured_traces: Any) -> None:
+    def chunk(
+        delta: dict[str, Any], finish: str | None = None, usage: Any = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "id": "chatcmpl-s",
+            "object": "chat.completion.chunk",
+            "created": 1764000000,
+            "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if usage is not None:
+            body["choices"] = []
+            body["usage"] = usage
+        return body
+
+    server = Server(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_9",
+                            "type": "function",
+                            "function": {"name": "get_order", "arguments": ""},
+                        }
+                    ],
+                }
+            ),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"id": '}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"ORD-9"}'}}]}),
+            chunk({}, "tool_calls"),
+            chunk({}, usage={"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}),
+        ],
+        [
+            chunk({"role": "assistant", "content": "ORD-9 "}),
+            chunk({"content": "is late."}, "stop"),
+        ],
+    )
+    c = client(server)
+    with agentlens.run(agent="support"):
+        messages: list[Any] = [{"role": "user", "content": "ORD-9?"}]
+        stream = c.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = list(stream)
+        assert len(chunks) == 5
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_9",
+                        "type": "function",
+                        "function": {"name": "get_order", "arguments": '{"id": "ORD-9"}'},
+                    }
+                ],
+            }
+        )
+        messages.append({"role": "tool", "tool_call_id": "call_9", "content": "late"})
+        text = "".join(
+            ch.choices[0].delta.content or ""
+            for ch in c.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True)
+        )
+    assert text == "ORD-9 is late."
+    llm1, tool, llm2 = captured_traces.one().steps
+    assert llm1.output["tool_calls"] == [
+        {"id": "call_9", "name": "get_order", "arguments": {"id": "ORD-9"}}
+    ]
+    assert llm1.attributes["input_tokens"] == 10 and llm1.attributes["output_tokens"] == 5
+    assert llm1.attributes["cost_usd"] == pytest.approx((10 * 0.15 + 5 * 0.6) / 1e6)
+    assert tool.output == "late"
+    assert llm2.output == {"role": "assistant", "content": "ORD-9 is late."}
+    assert llm2.attributes["finish_reason"] == "stop"
+
+
+def test_responses_api_with_function_calls(captured_traces: Any) -> None:
+    def response(rid: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": rid,
+            "object": "response",
+            "created_at": 1764000000,
+            "model": "gpt-4.1-2025-04-14",
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": 50,
+                "output_tokens": 10,
+                "total_tokens": 60,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0},
+            },
+        }
+
+    server = Server(
+        response(
+            "resp_1",
+            [
+                {
+                    "type": "function_call",
+                    "id": "fc_1",
+                    "call_id": "call_r",
+                    "name": "get_order",
+                    "arguments": '{"id": "ORD-2"}',
+                    "status": "completed",
+                }
+            ],
+        ),
+        response(
+            "resp_2",
+            [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {"type": "output_text", "text": "ORD-2 is paid.", "annotations": []}
+                    ],
+                }
+            ],
+        ),
+    )
+    c = client(server)
+    first = c.responses.create(model="gpt-4.1", input="Is ORD-2 paid?", instructions="Be brief.")
+    c.responses.create(
+        model="gpt-4.1",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": "call_r", "output": "paid"}],
+    )
+    trace = captured_traces.one()  # one conversation, by previous_response_id
+    llm1, tool, llm2 = trace.steps
+    assert llm1.input == {
+        "instructions": "Be brief.",
+        "input": [{"role": "user", "content": "Is ORD-2 paid?"}],
+    }
+    assert llm1.attributes["response_id"] == "resp_1"
+    assert llm1.attributes["cost_usd"] == pytest.approx((50 * 2.0 + 10 * 8.0) / 1e6)
+    assert (tool.name, tool.input, tool.output) == ("get_order", {"id": "ORD-2"}, "paid")
+    assert llm2.output == {"role": "assistant", "content": "ORD-2 is paid."}
+    assert trace.output == "ORD-2 is paid." and trace.input == "Is ORD-2 paid?"
+
+
+def test_async_client_and_async_stream(captured_traces: Any) -> None:
+    server = Server(
+        _completion("Async answer."),
+        [
+            {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "created": 1,
+                "model": "gpt-4o",
+                "choices": [
+                    {"index": 0, "delta": {"content": "streamed"}, "finish_reason": "stop"}
+                ],
+            },
+        ],
+    )
+    c = async_client(server)
+
+    async def main() -> str:
+        async with agentlens.run(agent="support"):
+            reply = await c.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "a?"}]
+            )
+            stream = await c.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "b?"}], stream=True
+            )
+            parts = [ch.choices[0].delta.content async for ch in stream]
+            return (reply.choices[0].message.content or "") + "".join(p or "" for p in parts)
+
+    assert asyncio.run(main()) == "Async answer.streamed"
+    steps = captured_traces.one().steps
+    assert [s.output["content"] for s in steps] == ["Async answer.", "streamed"]
+
+
+def test_a_client_error_is_recorded_and_raised_unchanged(captured_traces: Any) -> None:
+    server = Server(httpx.Response(400, json={"error": {"message": "bad model", "type": "x"}}))
+    c = client(server)
+    with agentlens.run(agent="support"), pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    step = captured_traces.one().steps[0]
+    assert step.kind is StepKind.LLM and step.error["type"] == "openai.BadRequestError"
+
+
+def test_without_capture_the_client_is_untouched_in_behaviour() -> None:
+    server = Server(_completion("plain"))
+    reply = client(server).chat.completions.create(
+        model="gpt-4o", messages=[{"role": "user", "content": "x"}]
+    )
+    assert reply.choices[0].message.content == "plain"
+
+
+def test_wrapping_twice_records_once(captured_traces: Any) -> None:
+    server = Server(_completion("once"))
+    c = wrap(client(server))
+    with agentlens.run():
+        c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
+    assert len(captured_traces.one().steps) == 1
+
+
+def test_a_missing_openai_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from agentlens.errors import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'agentlens\[openai\]'"):
+        wrap(object())
+
+
+def test_responses_input_lists_continue_the_conversation(captured_traces: Any) -> None:
+    def response(rid: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "id": rid,
+            "object": "response",
+            "created_at": 1764000000,
+            "model": "gpt-4.1",
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+
+    server = Server(
+        response(
+            "r1",
+            [
+                {
+                    "type": "function_call",
+                    "id": "fc",
+                    "call_id": "c7",
+                    "name": "lookup",
+                    "arguments": "{}",
+                    "status": "completed",
+                }
+            ],
+        ),
+        response(
+            "r2",
+            [
+                {
+                    "type": "message",
+                    "id": "m",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "Found.", "annotations": []}],
+                }
+            ],
+        ),
+    )
+    c = client(server)
+    items: list[Any] = [{"role": "user", "content": "Find it"}]
+    first = c.responses.create(model="gpt-4.1", input=items)
+    items += [*first.output, {"type": "function_call_output", "call_id": "c7", "output": "it"}]
+    c.responses.create(model="gpt-4.1", input=items)
+    trace = captured_traces.one()
+    assert [s.kind for s in trace.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert trace.steps[1].output == "it" and trace.output == "Found."

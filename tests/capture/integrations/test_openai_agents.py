@@ -1,0 +1,206 @@
+"""The OpenAI Agents SDK tracing processor, on the real SDK with a custom model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    InputGuardrail,
+    Model,
+    ModelResponse,
+    Runner,
+    Usage,
+    function_tool,
+    generation_span,
+    set_trace_processors,
+)
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+import agentlens
+from agentlens.integrations.openai_agents import AgentlensProcessor
+from agentlens.model import StepKind
+
+
+@function_tool
+def get_order(order_id: str) -> str:
+    """Look an order up."""
+    if order_id == "ORD-404":
+        raise ValueError("no such order")
+    return f"{order_id}: shipped 2026-11-20"
+
+
+class ScriptedModel(Model):
+    """A model that answers from a script, and traces each call as a model adapter does."""
+
+    def __init__(self, *replies: list[Any]) -> None:
+        self.replies = list(replies)
+
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        output = self.replies.pop(0)
+        sent = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        with generation_span(model="scripted-gpt-4o", input=sent) as span:
+            span.span_data.output = [o.model_dump() for o in output]
+            span.span_data.usage = {"input_tokens": 40, "output_tokens": 10}
+        return ModelResponse(
+            output=output,
+            usage=Usage(requests=1, input_tokens=40, output_tokens=10, total_tokens=50),
+            response_id=None,
+        )
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+
+
+def _call(order_id: str) -> list[Any]:
+    return [
+        ResponseFunctionToolCall(
+            type="function_call",
+            call_id="call_1",
+            name="get_order",
+            arguments=f'{{"order_id": "{order_id}"}}',
+            id="fc_1",
+            status="completed",
+        )
+    ]
+
+
+def _text(text: str) -> list[Any]:
+    return [
+        ResponseOutputMessage(
+            type="message",
+            id="msg_1",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+        )
+    ]
+
+
+@pytest.fixture
+def processor() -> Iterator[AgentlensProcessor]:
+    ours = AgentlensProcessor(prices={"scripted-gpt-4o": (1.0, 2.0)})
+    set_trace_processors([ours])
+    try:
+        yield ours
+    finally:
+        set_trace_processors([])
+
+
+def test_a_trace_is_one_run_with_agent_llm_and_tool_steps(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    model = ScriptedModel(_call("ORD-1"), _text("ORD-1 shipped on 2026-11-20."))
+    agent = Agent(name="support", instructions="Help.", tools=[get_order], model=model)
+    result = asyncio.run(Runner.run(agent, "Where is ORD-1?"))
+    assert result.final_output == "ORD-1 shipped on 2026-11-20."
+    trace = captured_traces.one()
+    assert trace.name == "Agent workflow"
+    assert trace.metadata["integration"] == "openai-agents"
+    assert trace.metadata["trace_id"].startswith("trace_")
+    assert trace.input == "Where is ORD-1?"
+    assert trace.output == "ORD-1 shipped on 2026-11-20."
+    agent_step = next(s for s in trace.steps if s.attributes["span_type"] == "agent")
+    assert (agent_step.kind, agent_step.name) == (StepKind.AGENT, "support")
+    assert agent_step.attributes["tools"] == ["get_order"]
+    children = [s for s in trace.steps if _under(trace.steps, s, agent_step.id)]
+    children = [s for s in children if s.kind in (StepKind.LLM, StepKind.TOOL)]
+    assert [s.kind for s in children] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    llm, tool, _ = children
+    assert llm.name == "scripted-gpt-4o"
+    assert (llm.attributes["input_tokens"], llm.attributes["output_tokens"]) == (40, 10)
+    assert llm.attributes["cost_usd"] == pytest.approx((40 * 1.0 + 10 * 2.0) / 1e6)
+    assert llm.input == [{"role": "user", "content": "Where is ORD-1?"}]
+    assert (tool.name, tool.input, tool.output) == (
+        "get_order",
+        {"order_id": "ORD-1"},
+        "ORD-1: shipped 2026-11-20",
+    )
+    assert tool.started_at <= tool.ended_at
+
+
+def test_a_failing_tool_is_the_tool_steps_error(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    model = ScriptedModel(_call("ORD-404"), _text("I could not find it."))
+    agent = Agent(name="support", tools=[get_order], model=model)
+    asyncio.run(Runner.run(agent, "ORD-404?"))
+    tool = next(s for s in captured_traces.one().steps if s.kind is StepKind.TOOL)
+    # the SDK reports the failure on the span (and redacts the exception's text by default)
+    assert tool.error["message"] == "Error running tool (non-fatal)"
+    assert tool.error["data"]["tool_name"] == "get_order"
+
+
+def test_handoffs_and_guardrails_are_steps(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    billing = Agent(name="billing", model=ScriptedModel(_text("Your invoice is 120 EUR.")))
+
+    def polite(ctx: Any, agent: Any, input: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info="ok", tripwire_triggered=False)
+
+    from openai.types.responses import ResponseFunctionToolCall as Call
+
+    triage_model = ScriptedModel(
+        [
+            Call(
+                type="function_call",
+                call_id="h1",
+                name="transfer_to_billing",
+                arguments="{}",
+                id="fc_h",
+                status="completed",
+            )
+        ]
+    )
+    triage = Agent(
+        name="triage",
+        handoffs=[billing],
+        model=triage_model,
+        input_guardrails=[InputGuardrail(guardrail_function=polite, name="polite")],
+    )
+    result = asyncio.run(Runner.run(triage, "What is my invoice?"))
+    assert result.final_output == "Your invoice is 120 EUR."
+    steps = captured_traces.one().steps
+    kinds = {(s.attributes["span_type"], s.name) for s in steps}
+    assert ("handoff", "handoff") in kinds and ("guardrail", "polite") in kinds
+    handoff = next(s for s in steps if s.attributes["span_type"] == "handoff")
+    assert (handoff.attributes["from_agent"], handoff.attributes["to_agent"]) == (
+        "triage",
+        "billing",
+    )
+    guard = next(s for s in steps if s.attributes["span_type"] == "guardrail")
+    assert guard.attributes["triggered"] is False
+    assert [s.name for s in steps if s.attributes["span_type"] == "agent"] == ["triage", "billing"]
+
+
+def test_inside_a_run_the_trace_joins_it(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    agent = Agent(name="support", model=ScriptedModel(_text("hi")))
+    with agentlens.run(agent="outer"):
+        asyncio.run(Runner.run(agent, "hello"))
+    trace = captured_traces.one()
+    assert trace.agent == "outer"
+    assert [s.kind for s in trace.steps if s.kind is not StepKind.AGENT] == [StepKind.LLM]
+    assert "support" in [s.name for s in trace.steps]
+
+
+def _under(steps: list[Any], step: Any, ancestor: str) -> bool:
+    by_id = {s.id: s for s in steps}
+    parent = step.parent_id
+    while parent is not None:
+        if parent == ancestor:
+            return True
+        parent = by_id[parent].parent_id
+    return False

@@ -1,0 +1,165 @@
+"""``POST /v1/traces``: OTLP/HTTP in JSON and protobuf, gzip, partial success, limits."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+from _server_api import Api, wait_until
+
+from _otlp_fixtures import GENAI_TRACE, OI_TRACE, genai_spans, openinference_spans, request
+from agentlens.errors import RunNotFoundError
+
+
+def stored(api: Api, run_id: str) -> object:
+    def get() -> object:
+        try:
+            return api.store.get_trace(run_id)
+        except RunNotFoundError:
+            return None
+
+    return wait_until(get)
+
+
+def post_json(api: Api, doc: object, **headers: str) -> object:
+    return api.post(
+        "/v1/traces",
+        content=json.dumps(doc),
+        headers={"Content-Type": "application/json", **headers},
+    )
+
+
+def test_json_request_becomes_a_run(api: Api) -> None:
+    r = post_json(api, request(genai_spans() + openinference_spans()))
+    assert r.status_code == 200, r.text
+    assert r.json() == {}
+    run = stored(api, GENAI_TRACE)
+    assert run.agent == "support" and run.project == "default"
+    assert stored(api, OI_TRACE).agent == "rag"
+
+
+def test_spans_split_over_requests_in_any_order_join_one_run(api: Api) -> None:
+    spans = genai_spans()
+    root, children = spans[0], spans[1:]
+    for s in reversed(children):
+        assert post_json(api, request([s])).status_code == 200
+    # not complete yet: the root has not arrived
+    assert api.store.count_runs() == 0
+    assert post_json(api, request([root])).status_code == 200
+    run = stored(api, GENAI_TRACE)
+    assert len([s for s in run.steps if "." not in s.id]) == 4
+    assert "otel_incomplete" not in run.metadata
+
+
+def test_a_late_span_rebuilds_the_run(api: Api) -> None:
+    spans = genai_spans()
+    post_json(api, request(spans[:3]))
+    first = stored(api, GENAI_TRACE)
+    assert "3" * 16 not in {s.id for s in first.steps}
+    post_json(api, request(spans[3:]))
+    wait_until(lambda: "3" * 16 in {s.id for s in api.store.get_trace(GENAI_TRACE).steps})
+
+
+def test_a_trace_without_root_is_stored_after_the_idle_time(make_api) -> None:  # type: ignore[no-untyped-def]
+    api = make_api(idle_timeout_s=0.3)
+    post_json(api, request(genai_spans()[1:]))
+    run = stored(api, GENAI_TRACE)
+    assert run.metadata["otel_incomplete"] is True
+
+
+def test_duplicate_spans_are_stored_once(api: Api) -> None:
+    doc = request(genai_spans())
+    post_json(api, doc)
+    post_json(api, doc)
+    stored(api, GENAI_TRACE)
+    n = api.store.read(lambda c: c.execute("SELECT count(*) FROM otlp_spans").fetchone()[0])
+    assert n == 4
+
+
+def test_protobuf_and_gzip(api: Api) -> None:
+    import base64
+
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    doc = request(genai_spans(structured=True))
+    for s in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for k in ("traceId", "spanId", "parentSpanId"):
+            if k in s:
+                s[k] = base64.b64encode(bytes.fromhex(s[k])).decode()
+    body = ParseDict(doc, ExportTraceServiceRequest()).SerializeToString()
+    r = api.post(
+        "/v1/traces",
+        content=gzip.compress(body),
+        headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"},
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/x-protobuf"
+    response = ExportTraceServiceResponse.FromString(r.content)
+    assert response.partial_success.rejected_spans == 0
+    assert stored(api, GENAI_TRACE).agent == "support"
+
+
+def test_partial_success_reports_rejected_spans(api: Api) -> None:
+    doc = request(genai_spans())
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].append({"traceId": "nothex", "spanId": "x"})
+    r = post_json(api, doc)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["partialSuccess"]["rejectedSpans"] == "1"
+    assert "traceId" in body["partialSuccess"]["errorMessage"]
+    assert stored(api, GENAI_TRACE)
+
+
+def test_malformed_bodies_get_400_with_the_error_shape(api: Api) -> None:
+    r = api.post("/v1/traces", content=b"{nope", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "invalid_request"
+    r = api.post(
+        "/v1/traces", content=b"\xff\xff\xff", headers={"Content-Type": "application/x-protobuf"}
+    )
+    assert r.status_code == 400 and "protobuf" in r.json()["error"]["message"]
+    r = post_json(api, {"resourceSpans": 3})
+    assert r.status_code == 400 and "resourceSpans" in r.json()["error"]["message"]
+    r = api.post("/v1/traces", content=b"x", headers={"Content-Type": "text/plain"})
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
+    r = api.post(
+        "/v1/traces",
+        content=b"not gzip",
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    assert r.status_code == 400
+
+
+def test_size_limit_counts_the_decompressed_body(make_api) -> None:  # type: ignore[no-untyped-def]
+    api = make_api(max_body_bytes=100_000)
+    big = b"{" + b" " * 200_000 + b"}"
+    r = api.post("/v1/traces", content=big, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
+    bomb = gzip.compress(b" " * 50_000_000)  # ~50 KB compressed, 50 MB inflated
+    assert len(bomb) < 100_000
+    r = api.post(
+        "/v1/traces",
+        content=bomb,
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    assert r.status_code == 413
+    assert "decompressed" in r.json()["error"]["message"]
+
+
+def test_overloaded_writer_answers_429_with_retry_after(make_api) -> None:  # type: ignore[no-untyped-def]
+    api = make_api(max_pending_spans=1)
+    ingestor = api.app.state.agentlens.ingestor
+    # hold the writer: a pending job that is never taken
+    ingestor.shutdown()
+    ingestor._stop = False
+    ingestor._pending = 1
+    r = post_json(api, request(genai_spans()))
+    assert r.status_code == 429
+    assert r.headers["Retry-After"] == "1"
+    assert r.json()["error"]["code"] == "overloaded"
+    assert ingestor.metrics.requests_refused == 1
+    ingestor._pending = 0
