@@ -25,6 +25,7 @@ reviews it (``agentlens review run``, the server). With only ``AGENTLENS_DB`` se
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -63,10 +64,11 @@ class ReviewingExporter(StoreExporter):
     def shutdown(self, timeout: float | None = None) -> bool:
         """Give the reviewer a bounded moment to finish, stop it, let go of the store."""
         budget = SHUTDOWN_REVIEW_S if timeout is None else min(SHUTDOWN_REVIEW_S, timeout)
+        deadline = time.monotonic() + budget
         try:
             self.reviewer.flush(budget)
-        finally:
-            self.reviewer.shutdown(budget)
+        finally:  # what is left of the budget (a daemon thread: it never holds the exit)
+            self.reviewer.shutdown(max(0.0, deadline - time.monotonic()))
         return super().shutdown(timeout)
 
 

@@ -285,6 +285,13 @@ def _judge(name: str, kind: str, parse: Callable[[Any, str], Any], doc: str, **k
     return Setting(f"judge.{name}", kind, None, doc, env=env, key=key, parse=parse, **kw)
 
 
+def _review(name: str, kind: str, parse: Callable[[Any, str], Any], doc: str, **kw: Any) -> Setting:
+    env = kw.pop("env", f"AGENTLENS_REVIEW_{name.upper()}")
+    return Setting(
+        f"review.{name}", kind, None, doc, env=env, key=f"review.{name}", parse=parse, **kw
+    )
+
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "db",
@@ -428,6 +435,57 @@ SETTINGS: tuple[Setting, ...] = (
         env="AGENTLENS_JUDGE_ALLOW_FILE_BASE_URL",
         parse=parse_bool,
     ),
+    _review(
+        "scorers",
+        "list of scorer names",
+        _names,
+        "The scorers review runs on a completed run (default: the deterministic set); per role "
+        "under [agents.ROLE.review]. See docs/review.md.",
+    ),
+    _review(
+        "judge",
+        "str",
+        _str,
+        "The judge review may use; without it review runs deterministic scorers only.",
+        env=None,
+    ),
+    _review("webhook", "http(s) URL", _str, "The URL flagged runs are POSTed to, signed."),
+    _review(
+        "webhook_secret",
+        "str",
+        _str,
+        "The HMAC-SHA256 key of the webhook's X-Agentlens-Signature-256 header.",
+    ),
+    _review(
+        "base_url",
+        "http(s) URL",
+        _str,
+        "The dashboard's base URL: callbacks and webhooks link to {base_url}/runs/{id}.",
+    ),
+    _review(
+        "on_capture",
+        "bool",
+        parse_bool,
+        "Review captured runs in the background as agentlens.configure() writes them (default on).",
+        argument="configure(review=...)",
+    ),
+    _review(
+        "webhook_attempts", "int", _number(int), "Attempts per delivery (default 6).", env=None
+    ),
+    _review(
+        "webhook_backoff",
+        "float",
+        _number(float),
+        "Seconds before a delivery's first retry, doubled after each (default 2).",
+        env=None,
+    ),
+    _review(
+        "webhook_timeout",
+        "float",
+        _number(float),
+        "Seconds per delivery attempt (default 10).",
+        env=None,
+    ),
 )
 """Every setting: argument, environment variable, file key, type and default in one place."""
 
@@ -487,7 +545,8 @@ class Settings:
     judge: Mapping[str, Any] = field(default_factory=dict)
     """The judge configuration that was set (environment over ``[judge]``), without defaults."""
     review: Mapping[str, Any] = field(default_factory=dict)
-    """The ``[review]`` table, as written (checked by :func:`agentlens.review.review_settings`)."""
+    """The ``review.*`` settings that were set (argument, ``AGENTLENS_REVIEW_*``, ``[review]``),
+    by key without the prefix; checked further by :func:`agentlens.review.review_settings`."""
     source: Path | None = None
     """The file the settings were read from, if any."""
     disabled: bool = False
@@ -608,7 +667,11 @@ def load_settings(
             for name, value in values.items()
             if name.startswith("judge.")
         },
-        review=_table(table.get("review", {}), f"{where}: 'review'"),
+        review={
+            name.removeprefix("review."): value
+            for name, value in values.items()
+            if name.startswith("review.")
+        },
         source=path,
         disabled=values["disabled"],
         debug=values["debug"],
@@ -652,6 +715,18 @@ def _flatten(table: Mapping[str, Any], where: str) -> dict[str, Any]:
                     known = ", ".join(k for k in JUDGE_KEYS if f"judge.{k}" in _BY_KEY)
                     raise ConfigError(f"{where}: [judge]: unknown key {sub!r}; known keys: {known}")
                 flat[dotted] = item
+        elif key == "review":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: 'review' must be a table")
+            for sub, item in value.items():
+                if f"review.{sub}" not in _BY_KEY:
+                    known = ", ".join(
+                        s.name.removeprefix("review.")
+                        for s in SETTINGS
+                        if s.name.startswith("review.")
+                    )
+                    raise ConfigError(f"{where}: review: unknown key {sub!r}; known keys: {known}")
+                flat[f"review.{sub}"] = item
         elif key in _SECTIONS:
             continue
         elif key in _BY_KEY:

@@ -434,3 +434,12 @@ def test_transcript_deep_tool_arguments_are_kept_as_text(tmp_path: Path) -> None
     path = _write(tmp_path, "t.jsonl", json.dumps(event) + "\n")
     (run,) = get_reader("transcript")(path)
     assert run.steps[0].input == _DEEP
+
+
+def test_openhands_first_json_line_gets_the_checks_of_every_line(tmp_path: Path) -> None:
+    # Found by the fuzzer: the first line of an OpenHands JSON Lines file was decoded without
+    # the lone-surrogate check, so the store refused the run instead of the importer.
+    path = _write(tmp_path, "o.jsonl", '{"history": [], "": [{"": "\\ud800"}]}\n')
+    with pytest.raises(FormatError, match="lone surrogate") as caught:
+        list(get_reader("openhands")(path))
+    assert caught.value.line == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from review_factories import fabricated
@@ -138,13 +139,12 @@ def test_limit_bounds_a_round(store: TraceStore) -> None:
     ],
 )
 def test_bad_review_config_is_a_config_error_naming_file_and_key(
-    settings_from: Callable[[str], Settings], toml: str, key: str
+    settings_from: Callable[[str], Settings], tmp_path: Path, toml: str, key: str
 ) -> None:
-    settings = settings_from(toml)
     with pytest.raises(ConfigError) as info:
-        review_settings(settings)
+        review_settings(settings_from(toml))  # the loader or the review check refuses it
     message = str(info.value)
-    assert str(settings.source) in message
+    assert str(tmp_path / "agentlens.toml") in message
     assert key in message
 
 
@@ -154,3 +154,35 @@ def test_a_judge_for_review_allows_judged_scorers(settings_from: Callable[[str],
     )
     assert review.scorers == ("faithful_synthesis",)
     assert review.judge == "offline"
+
+
+def test_review_settings_come_from_the_environment_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentlens.config import load_settings
+
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK", "https://hooks.example/agentlens")
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK_SECRET", "from-env")
+    monkeypatch.setenv("AGENTLENS_REVIEW_SCORERS", "no_fabricated_refs, excessive_steps")
+    review = review_settings(load_settings(use_file=False))
+    assert review.webhook == "https://hooks.example/agentlens"
+    assert review.webhook_secret == "from-env"
+    assert review.scorers == ("no_fabricated_refs", "excessive_steps")
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK", "mailto:x@example.com")
+    with pytest.raises(ConfigError, match=r"^AGENTLENS_REVIEW_WEBHOOK must be an http"):
+        review_settings(load_settings(use_file=False))
+
+
+def test_an_unreadable_run_does_not_block_the_queue(
+    store: TraceStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    store.put_traces([fabricated("r1"), fabricated("r2")])
+    conn = sqlite3.connect(tmp_path / "agentlens.db")
+    conn.execute("UPDATE runs SET doc = '{broken' WHERE id = 'r1'")
+    conn.commit()
+    conn.close()
+    assert review_pending(store, settings=Settings()) == 2
+    assert store.pending_review() == []
+    flags = store.get_flags("r2")
+    assert flags is not None and flags.hallucination_detected
+    assert "unreadable" in caplog.text

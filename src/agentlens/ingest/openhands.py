@@ -84,7 +84,7 @@ def read(path: Path) -> Iterator[Trace]:
         if first is None:
             raise FormatError("empty file", source=name)
         try:
-            data = json.loads(first[1])
+            json.loads(first[1])  # is the first line a document of its own (JSON Lines)?
         except RecursionError:
             raise FormatError(
                 "invalid JSON: nested too deeply", source=name, line=first[0]
@@ -98,7 +98,8 @@ def read(path: Path) -> Iterator[Trace]:
                 ) from None
             yield _output(data, name, 1, raw)
             return
-        yield _line(data, name, first[0], first[1])
+        # Decoded again with the checks every other line gets (a lone surrogate, too deep).
+        yield _line(decode_json(first[1], name, first[0]), name, first[0], first[1])
         for number, line in lines:
             yield _line(decode_json(line, name, number), name, number, line)
 

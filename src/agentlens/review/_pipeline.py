@@ -134,7 +134,12 @@ def _review_batch(
     result: ReviewResult,
 ) -> None:
     ids = [p.run_id for p in batch]
-    traces = {t.id: t for t in store.query_traces(RunFilter(run_ids=ids), newest_first=False)}
+
+    def unreadable(exc: Exception) -> None:  # reviewed as it is: nothing in it can be scored
+        logger.warning("agentlens: review skipped an unreadable run: %s", exc)
+
+    found = store.query_traces(RunFilter(run_ids=ids), newest_first=False, on_unreadable=unreadable)
+    traces = {t.id: t for t in found}
     present = [traces[i] for i in ids if i in traces]
     scores = _score(present, store, scorers)
     if scores:

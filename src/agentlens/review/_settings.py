@@ -21,7 +21,6 @@ judged half of ``parametric_leakage`` too. Each scorer's options come from the u
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,8 +60,6 @@ _KEYS = {
     "webhook_timeout",
 }
 _ROLE_KEYS = {"scorers", "judge"}
-SECRET_ENV = "AGENTLENS_REVIEW_WEBHOOK_SECRET"
-"""The environment variable a webhook secret can come from instead of the file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,23 +106,31 @@ def _where(settings: Settings) -> str:
 
 
 def _names(value: Any, where: str, key: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: {key} must be a list of scorer names")
+    if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{_at(where, key)} must be a list of scorer names")
     from agentlens.eval import get_scorer
 
     for name in value:
         try:
             get_scorer(name)
         except ScorerError as exc:
-            raise ConfigError(f"{where}: {key}: {exc}") from None
+            raise ConfigError(f"{_at(where, key)}: {exc}") from None
     return tuple(dict.fromkeys(value))
+
+
+def _at(where: str, key: str) -> str:
+    """``FILE: key``; or, when ``where`` already names a place (an environment variable, or
+    ``FILE: key`` from the settings' origins), just that."""
+    return where if where.endswith(key) or where.startswith("AGENTLENS_") else f"{where}: {key}"
 
 
 def _judge(value: Any, where: str, key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: {key} must name a judge backend (offline, openai, anthropic)")
+        raise ConfigError(
+            f"{_at(where, key)} must name a judge backend (offline, openai, anthropic)"
+        )
     return value.strip()
 
 
@@ -134,27 +139,27 @@ def _check_judged(names: tuple[str, ...], judge: str | None, where: str, key: st
         judged = [n for n in names if n in JUDGED_SCORERS]
         if judged:
             raise ConfigError(
-                f"{where}: {key}: {judged[0]!r} needs a judge; review runs the deterministic "
+                f"{_at(where, key)}: {judged[0]!r} needs a judge; review runs the deterministic "
                 "scorers only unless [review] judge names one"
             )
 
 
 def _url(value: Any, where: str, key: str) -> str:
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: {key} must be an http(s) URL, got {value!r}")
+        raise ConfigError(f"{_at(where, key)} must be an http(s) URL, got {value!r}")
     parts = urlsplit(value.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"{where}: {key} must be an http(s) URL, got {value!r}")
+        raise ConfigError(f"{_at(where, key)} must be an http(s) URL, got {value!r}")
     return value.strip()
 
 
 def _number(value: Any, where: str, key: str, kind: type, low: float) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
+        raise ConfigError(f"{_at(where, key)} must be a number, got {value!r}")
     if kind is int and not float(value).is_integer():
-        raise ConfigError(f"{where}: {key} must be a whole number, got {value!r}")
+        raise ConfigError(f"{_at(where, key)} must be a whole number, got {value!r}")
     if value < low:
-        raise ConfigError(f"{where}: {key} must be at least {low:g}, got {value!r}")
+        raise ConfigError(f"{_at(where, key)} must be at least {low:g}, got {value!r}")
     return kind(value)
 
 
@@ -171,14 +176,19 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
         settings = load_settings()
     where = _where(settings)
     table: Mapping[str, Any] = getattr(settings, "review", {}) or {}
+    origins: Mapping[str, str] = getattr(settings, "origins", {}) or {}
+
+    def at(key: str) -> str:  # where a review setting came from: FILE: review.KEY, or a variable
+        return origins.get(f"review.{key}", where)
+
     unknown = sorted(set(table) - _KEYS)
     if unknown:
         raise ConfigError(f"{where}: review: unknown key {unknown[0]!r}")
-    judge = _judge(table.get("judge"), where, "review.judge")
+    judge = _judge(table.get("judge"), at("judge"), "review.judge")
     scorers = DEFAULT_REVIEW_SCORERS
     if "scorers" in table:
-        scorers = _names(table["scorers"], where, "review.scorers")
-        _check_judged(scorers, judge, where, "review.scorers")
+        scorers = _names(table["scorers"], at("scorers"), "review.scorers")
+        _check_judged(scorers, judge, at("scorers"), "review.scorers")
     roles: dict[str, tuple[str, ...]] = {}
     role_judges: dict[str, str] = {}
     for role, agent in getattr(settings, "agents", {}).items():
@@ -196,16 +206,18 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
             roles[role] = names
     webhook = None
     if table.get("webhook") is not None:
-        webhook = _url(table["webhook"], where, "review.webhook")
-    secret = table.get("webhook_secret", os.environ.get(SECRET_ENV) or None)
+        webhook = _url(table["webhook"], at("webhook"), "review.webhook")
+    secret = table.get("webhook_secret")
     if secret is not None and (not isinstance(secret, str) or not secret):
-        raise ConfigError(f"{where}: review.webhook_secret must be a non-empty string")
+        raise ConfigError(
+            f"{_at(at('webhook_secret'), 'review.webhook_secret')} must be a non-empty string"
+        )
     base_url = None
     if table.get("base_url") is not None:
-        base_url = _url(table["base_url"], where, "review.base_url").rstrip("/")
+        base_url = _url(table["base_url"], at("base_url"), "review.base_url").rstrip("/")
     on_capture = table.get("on_capture", True)
     if not isinstance(on_capture, bool):
-        raise ConfigError(f"{where}: review.on_capture must be true or false")
+        raise ConfigError(f"{_at(at('on_capture'), 'review.on_capture')} must be true or false")
     return ReviewSettings(
         scorers=scorers,
         roles=roles,
@@ -216,12 +228,24 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
         base_url=base_url,
         on_capture=on_capture,
         webhook_attempts=_number(
-            table.get("webhook_attempts", 6), where, "review.webhook_attempts", int, 1
+            table.get("webhook_attempts", 6),
+            at("webhook_attempts"),
+            "review.webhook_attempts",
+            int,
+            1,
         ),
         webhook_backoff=_number(
-            table.get("webhook_backoff", 2.0), where, "review.webhook_backoff", float, 0
+            table.get("webhook_backoff", 2.0),
+            at("webhook_backoff"),
+            "review.webhook_backoff",
+            float,
+            0,
         ),
         webhook_timeout=_number(
-            table.get("webhook_timeout", 10.0), where, "review.webhook_timeout", float, 0.001
+            table.get("webhook_timeout", 10.0),
+            at("webhook_timeout"),
+            "review.webhook_timeout",
+            float,
+            0.001,
         ),
     )
