@@ -135,6 +135,19 @@ class StoreExporter(Exporter):
             return self._url
         return str(getattr(self._store, "url", "<store>"))
 
+    @property
+    def spill_dir(self) -> str | None:
+        """Where a :class:`~agentlens.capture.BatchProcessor` keeps the runs it cannot write in
+        time: ``FILE-spill`` next to a SQLite file (``agentlens.db-spill``); ``None`` (no
+        spilling) for an in-memory store or a store given as an object without a file URL."""
+        url = self.url
+        if not url.startswith("sqlite:///"):
+            return None
+        path = url[len("sqlite:///") :].partition("?")[0]
+        if not path or path == ":memory:" or path.startswith("file::memory:"):
+            return None
+        return f"{path}-spill"
+
     def _open(self) -> TraceStore | str:
         if self._store is not None:
             return self._store

@@ -14,7 +14,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar, Token
 from datetime import datetime
 from types import TracebackType
@@ -176,8 +176,26 @@ class ActiveStep:
         return self._attributes
 
     @attributes.setter
-    def attributes(self, value: dict[str, Any]) -> None:
-        self._attributes = dict(value)
+    def attributes(self, value: dict[str, Any] | None) -> None:
+        # Misuse is recorded, never raised into the agent: None clears the attributes, a value
+        # that is not a mapping is kept under "value" (each with a warning).
+        try:
+            if value is None:
+                logger.warning(
+                    "agentlens: step %s: attributes = None; recorded as no attributes", self.id
+                )
+                self._attributes = None
+            elif isinstance(value, Mapping):
+                self._attributes = dict(value)
+            else:
+                logger.warning(
+                    "agentlens: step %s: attributes must be a dict, got %s; recorded under 'value'",
+                    self.id,
+                    type(value).__name__,
+                )
+                self._attributes = {"value": jsonable(value)}
+        except Exception as exc:
+            _internal_error(exc)
 
     def __enter__(self) -> ActiveStep:
         try:
@@ -247,6 +265,7 @@ class Run:
         "_output",
         "_pipeline",
         "_recording",
+        "_reentries",
         "_seq",
         "_token",
         "agent",
@@ -279,6 +298,7 @@ class Run:
         self._seq = itertools.count(1)
         self._token: Token[Context | None] | None = None
         self._entered = 0
+        self._reentries: list[Token[Context | None]] = []
         self._closed = False
         self._output: Any = None
         self.steps: list[ActiveStep] = []
@@ -329,6 +349,20 @@ class Run:
     # -- context management -------------------------------------------------------------------
 
     def __enter__(self) -> Run:
+        if self._closed:
+            # Entered again after its block ended (and it was exported): that block records
+            # nothing, but the run is current for its duration (so that its calls attach to no
+            # other run) and stops being current when it ends.
+            logger.warning(
+                "agentlens: run %s already ended; entering it again records nothing "
+                "(start a new agentlens.run() for a new run)",
+                self.id,
+            )
+            try:
+                self._reentries.append(_CTX.set((self, None)))
+            except Exception as exc:  # pragma: no cover - defensive
+                _internal_error(exc)
+            return self
         self._entered += 1
         if self._entered > 1:
             logger.warning("agentlens: run %s entered twice; the second entry is ignored", self.id)
@@ -349,6 +383,12 @@ class Run:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._closed and self._reentries:
+            try:
+                _reset(self._reentries.pop())
+            except Exception as err:  # pragma: no cover - defensive
+                _internal_error(err)
+            return
         self._entered -= 1
         if self._closed or self._entered != 0:
             return
@@ -373,6 +413,10 @@ class Run:
 
     def _finish(self, exc: BaseException | None) -> None:
         self.ended_ns = self._clock()
+        # run.metadata = None, run.links = None (or another non-dict) must not lose the run:
+        # recorded as empty (None) or under one key, with a warning.
+        self.metadata = _as_dict(self.metadata, "metadata", "metadata", self.id)
+        self.links = _as_dict(self.links, "links", "link", self.id)
         if exc is not None:
             self.status = "error"
             self.metadata["error"] = describe_error(exc)
@@ -510,6 +554,24 @@ def run(
         project=project,
         run_id=run_id,
     )
+
+
+def _as_dict(value: Any, field: str, key: str, run_id: str) -> dict[Any, Any]:
+    if isinstance(value, dict):
+        return value
+    if value is None:
+        logger.warning("agentlens: run %s: %s = None; recorded as empty", run_id, field)
+        return {}
+    if isinstance(value, Mapping):
+        return dict(value)
+    logger.warning(
+        "agentlens: run %s: %s must be a dict, got %s; recorded under %r",
+        run_id,
+        field,
+        type(value).__name__,
+        key,
+    )
+    return {key: value}
 
 
 def current_run() -> Run | None:

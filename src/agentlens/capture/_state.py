@@ -86,6 +86,7 @@ def _resolve_default() -> Pipeline:
             else:
                 store_url = parse_store_url(url, "AGENTLENS_DB")
                 pipeline = Pipeline(enabled=True, processor=_batch(StoreExporter(store_url)))
+                _register_atexit()
         except Exception as exc:  # never raise into the agent
             logger.warning("agentlens: capture disabled, bad environment: %s", exc)
             pipeline = Pipeline(enabled=False)
@@ -314,10 +315,18 @@ def stats() -> CaptureStats:
 
 
 def _register_atexit() -> None:
+    """Export what is queued at a normal exit (atexit) and on SIGTERM (a handler that chains to
+    the host's, installed from the main thread only: see :mod:`agentlens.capture._signals`)."""
     global _atexit_registered
     if not _atexit_registered:
         _atexit_registered = True
         atexit.register(_at_exit)
+    try:
+        from agentlens.capture._signals import install_sigterm_handler
+
+        install_sigterm_handler(flush, shutdown)
+    except Exception:  # pragma: no cover - never raise into the agent
+        pass
 
 
 def _at_exit() -> None:
