@@ -87,3 +87,16 @@ def test_gate_baseline_out_of_range_is_one_line(cli: Invoke) -> None:
     result = cli("gate", "--since", "7d", "--max-rate", "0.5", "--baseline-since", "3000000d")
     assert result.exit_code == 2
     assert result.stderr.startswith("error: bad --baseline-since ")
+
+
+@pytest.mark.parametrize("hours", [1e20, 24 * 3_000_000])
+def test_python_api_windows_out_of_range_are_config_errors(hours: float) -> None:
+    from agentlens import hallucination_rate, query_traces
+    from agentlens.errors import ConfigError
+    from agentlens.store import SQLiteStore
+
+    with SQLiteStore("sqlite:///:memory:") as store:
+        with pytest.raises(ConfigError):
+            list(query_traces(since_hours=hours, db=store))
+        with pytest.raises(ConfigError):
+            hallucination_rate(since_hours=hours, store=store)

@@ -274,6 +274,7 @@ def test_user_errors_are_one_line_and_exit_2(
     cli: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    cli("import", str(HANDWRITTEN))  # export reads an existing store (it never creates one)
     result = cli(*args)
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {message}")
@@ -354,7 +355,8 @@ def test_export_to_a_file_is_atomic_and_complete(cli: Invoke, tmp_path: Path) ->
     assert [p.name for p in out.parent.iterdir()] == ["export.jsonl"]
 
 
-def test_export_of_an_empty_store(cli: Invoke) -> None:
+def test_export_of_an_empty_store(cli: Invoke, db_url: str) -> None:
+    open_store(db_url).close()  # export reads an existing store; it never creates one
     result = cli("export")
     assert result.exit_code == 0
     assert result.stdout == ""

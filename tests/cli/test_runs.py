@@ -176,7 +176,8 @@ def test_runs_filters(cli: Invoke) -> None:
     assert ids("--since", "1h") == []
 
 
-def test_runs_on_an_empty_store(cli: Invoke) -> None:
+def test_runs_on_an_empty_store(cli: Invoke, db_url: str) -> None:
+    open_store(db_url).close()  # a read command never creates the store
     result = cli("runs")
     assert (result.exit_code, result.stdout) == (0, "no runs match\n")
     assert cli("runs", "--json").stdout == ""
@@ -265,7 +266,8 @@ def test_show_unscored_run(cli: Invoke, db_url: str) -> None:
     assert "  not scored yet (run `agentlens score`)" in result.stdout.splitlines()
 
 
-def test_show_unknown_run(cli: Invoke) -> None:
+def test_show_unknown_run(cli: Invoke, db_url: str) -> None:
+    open_store(db_url).close()
     result = cli("show", "nope")
     assert result.exit_code == 2
     assert result.stderr == "error: no run with id 'nope'\n"

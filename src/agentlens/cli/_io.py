@@ -381,7 +381,7 @@ def export(
     with user_errors():
         lower, upper = time_window(since, start, end)
         where = RunFilter(start=lower, end=upper, agent=agent)
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             if limit is not None:
                 # The N most recent runs, still written oldest first.

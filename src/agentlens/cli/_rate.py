@@ -177,7 +177,7 @@ def rate(
     with user_errors():
         lower, upper = _window(since, start, end)
         settings = state.settings()
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             common: dict[str, Any] = {
                 "start": lower,
@@ -369,10 +369,11 @@ def gate(
         Path | None, typer.Option("--junit", help="Write a JUnit XML report here.", metavar="FILE")
     ] = None,
     markdown: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--markdown",
-            help="Write a Markdown summary here (appended to $GITHUB_STEP_SUMMARY).",
+            help="Write a Markdown summary here (appended to $GITHUB_STEP_SUMMARY); an empty "
+            "value (an unset $GITHUB_STEP_SUMMARY outside CI) writes none.",
             metavar="FILE",
         ),
     ] = None,
@@ -407,7 +408,7 @@ def gate(
                 raise ConfigError("--baseline-since needs a window with a start; not --since all")
             base_window = window.preceding(length, f"bad --baseline-since {baseline_since!r}")
         settings = state.settings()
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             common: dict[str, Any] = {
                 "agent": agent,
@@ -442,7 +443,16 @@ def gate(
         finally:
             store.close()
         omitted = current.flagged - len(runs) if result is not None else 0
-        _write_reports(junit, markdown, result, runs, error, omitted, label, base_label)
+        markdown_path: Path | None = None
+        if markdown is not None and markdown.strip():
+            markdown_path = Path(markdown)
+        elif markdown is not None:
+            err_console.print(
+                "--markdown is empty ($GITHUB_STEP_SUMMARY is not set outside GitHub Actions): "
+                "no Markdown summary written",
+                markup=False,
+            )
+        _write_reports(junit, markdown_path, result, runs, error, omitted, label, base_label)
     if error is not None:
         raise fail(error)
     assert result is not None

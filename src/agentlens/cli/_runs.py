@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -24,6 +26,7 @@ from agentlens.cli._util import (
     preview,
     time_window,
     user_errors,
+    visible,
 )
 from agentlens.errors import ConfigError
 from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc, worst_verdict
@@ -55,6 +58,10 @@ _STYLE = {
     Verdict.ERROR: "magenta",
 }
 _HIGHLIGHT = "bold red reverse"
+ANSWER_SHOWN = 20_000
+"""Characters of the answer ``show`` prints unless ``--full``."""
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw that a terminal may act on."""
 
 
 def latest_scores(scores: Iterable[Score]) -> list[Score]:
@@ -127,7 +134,7 @@ def runs(
             flagged=True if flagged else None,
             failure_mode=mode,
         )
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             rows = store.list_runs(where, limit=limit or None, newest_first=True)
             if as_json:
@@ -180,13 +187,16 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
         count += 1
         verdict, text = verdict_summary(latest_scores(store.get_scores(summary.id)))
         table.add_row(
-            Text(summary.id),
-            Text(summary.agent or ""),
+            Text(visible(summary.id, lines=False)),
+            Text(visible(summary.agent or "", lines=False)),
             Text(preview(summary.name, 40)),
             Text(format_time(summary.started_at)),
             Text(str(summary.step_count)),
-            Text(summary.status, style="red" if summary.status == "error" else ""),
-            Text(text, style=_STYLE.get(verdict, "") if verdict else "dim"),
+            Text(
+                visible(summary.status, lines=False),
+                style="red" if summary.status == "error" else "",
+            ),
+            Text(visible(text, lines=False), style=_STYLE.get(verdict, "") if verdict else "dim"),
             Text(preview(summary.hallucination_reason or "", 80), style="red"),
         )
     if count == 0:
@@ -206,10 +216,21 @@ def show(
     as_json: Annotated[
         bool, typer.Option("--json", help="The run in the trace format, plus a 'scores' list.")
     ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help=f"Print the whole answer (default: its first {ANSWER_SHOWN:,} characters).",
+        ),
+    ] = False,
 ) -> None:
-    """Show one run: its steps as a tree, the answer, and each scorer's findings in place."""
+    """Show one run: its steps as a tree, the answer, and each scorer's findings in place.
+
+    Control characters from the trace (terminal escape sequences, carriage returns...) are
+    printed as visible escapes (``\\x1b``), never sent to the terminal.
+    """
     with user_errors():
-        store = state.open_store()
+        store = state.open_store(read_only=True)
         try:
             trace = store.get_trace(run_id)
             scores = store.get_scores(run_id)
@@ -225,10 +246,11 @@ def show(
         review["verdicts"] = [_verdict_json(v) for v in verdicts]
         doc["review"] = review
         doc["scores"] = [s.to_json_line() for s in scores]
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        text = json.dumps(doc, indent=2, ensure_ascii=False)
+        sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
         sys.stdout.flush()
         return
-    render_run(trace, latest_scores(scores), flags=flags, verdicts=verdicts)
+    render_run(trace, latest_scores(scores), flags=flags, verdicts=verdicts, full=full)
 
 
 def _verdict_json(v: VerdictRecord) -> dict[str, Any]:
@@ -253,7 +275,7 @@ def render_flags(flags: RunFlags | None, verdicts: Sequence[VerdictRecord] = ())
         return
     if flags.hallucination_detected:
         line = Text("HALLUCINATION DETECTED: ", style="bold red")
-        line.append(flags.reason or "", style="red")
+        line.append(visible(flags.reason or "", lines=False), style="red")
         console.print(line)
     elif str(flags.state) == "unverifiable":
         console.print(
@@ -271,11 +293,11 @@ def render_flags(flags: RunFlags | None, verdicts: Sequence[VerdictRecord] = ())
     live = {v.finding_key: v for v in verdicts if v.live}
     for f in flags.findings:
         line = Text(f"  {f.n}. ", style="bold")
-        line.append(f"[{f.failure_mode or f.scorer}] ", style="red")
-        line.append(f.detail)
-        line.append(f"  ({f.scorer}", style="dim")
+        line.append(visible(f"[{f.failure_mode or f.scorer}] ", lines=False), style="red")
+        line.append(visible(f.detail, lines=False))
+        line.append(visible(f"  ({f.scorer}", lines=False), style="dim")
         if f.step_ids:
-            line.append(f", steps {', '.join(f.step_ids)}", style="dim")
+            line.append(visible(f", steps {', '.join(f.step_ids)}", lines=False), style="dim")
         line.append(")", style="dim")
         v = live.get(f.key)
         if v is not None:
@@ -283,9 +305,9 @@ def render_flags(flags: RunFlags | None, verdicts: Sequence[VerdictRecord] = ())
                 f"  verdict: {v.verdict}", style="green" if v.verdict == "confirmed" else "yellow"
             )
             if v.author:
-                line.append(f" by {v.author}", style="dim")
+                line.append(visible(f" by {v.author}", lines=False), style="dim")
             if v.note:
-                line.append(f": {v.note}", style="dim")
+                line.append(visible(f": {v.note}", lines=False), style="dim")
         console.print(line)
 
 
@@ -295,13 +317,18 @@ def render_run(
     *,
     flags: RunFlags | None = None,
     verdicts: Sequence[VerdictRecord] = (),
+    full: bool = False,
 ) -> None:
     """Print a run for a human: its flag and reason first, then header, step tree, answer with
-    findings marked, scores."""
+    findings marked, scores.
+
+    The answer is cut after :data:`ANSWER_SHOWN` characters (with a note saying how to see it
+    all) unless ``full``.
+    """
     console = out_console
     render_flags(flags, verdicts)
     header = Text("run ", style="bold")
-    header.append(trace.id, style="bold cyan")
+    header.append(visible(trace.id, lines=False), style="bold cyan")
     console.print(header)
     facts = [
         ("agent", trace.agent),
@@ -317,7 +344,7 @@ def render_run(
     for key, value in facts:
         if value:
             line = Text(f"  {key}: ", style="dim")
-            line.append(str(value))
+            line.append(visible(str(value), lines=False))
             console.print(line)
 
     console.print(Text(f"steps ({len(trace.steps)})", style="bold"))
@@ -328,8 +355,16 @@ def render_run(
 
     texts = _turn_texts(trace)
     console.print(Text("answer", style="bold"))
-    answer = render_answer(trace, scores, texts)
+    limit = None if full else ANSWER_SHOWN
+    answer = render_answer(trace, scores, texts, limit=limit)
     console.print(_indent(answer, "  ") if answer.plain else Text("  (no answer)", style="dim"))
+    whole = len(texts.get("output", ""))
+    if limit is not None and whole > limit:
+        note = (
+            f"  (the answer is cut here: {limit:,} of {whole:,} characters shown; "
+            f"`agentlens show {trace.id} --full` prints it all, `--json` as data)"
+        )
+        console.print(Text(visible(note, lines=False), style="yellow"))
 
     console.print(Text("scores", style="bold"))
     if not scores:
@@ -339,14 +374,22 @@ def render_run(
 
 
 def render_answer(
-    trace: Trace, scores: Sequence[Score], texts: dict[str, str] | None = None
+    trace: Trace,
+    scores: Sequence[Score],
+    texts: dict[str, str] | None = None,
+    *,
+    limit: int | None = None,
 ) -> Text:
-    """The run's final answer with every finding's token in it highlighted."""
+    """The run's final answer with every finding's token in it highlighted (its first ``limit``
+    characters when given); control characters are made visible."""
     texts = texts if texts is not None else _turn_texts(trace)
     answer = texts.get("output", "")
     # A finding in a model reply that is the answer itself is marked in the answer too.
     same = {loc for loc, text in texts.items() if text == answer}
     spans = [_span(f, answer) for s in scores for f in s.findings if f.location in same]
+    if limit is not None and len(answer) > limit:
+        answer = answer[:limit]
+        spans = [(a, min(b, limit)) for a, b in (sp for sp in spans if sp) if a < limit]
     return _highlighted(answer, [sp for sp in spans if sp])
 
 
@@ -380,10 +423,10 @@ def _tree(steps: Sequence[Step]) -> list[tuple[str, Step]]:
 
 def _step_line(prefix: str, step: Step) -> Text:
     line = Text(prefix, style="dim")
-    line.append(step.id, style="cyan")
+    line.append(visible(step.id, lines=False), style="cyan")
     line.append(f" {step.kind}", style="bold")
     if step.name:
-        line.append(f" {step.name}")
+        line.append(" " + visible(step.name, lines=False))
     shows_input = step.kind in ("tool", "retrieval", "llm", "agent")
     if shows_input and step.input is not None:
         line.append("  in: ", style="dim")
@@ -436,9 +479,15 @@ def _span(finding: Finding, text: str) -> tuple[int, int] | None:
 
 
 def _highlighted(text: str, spans: Sequence[tuple[int, int]]) -> Text:
-    out = Text(text)
-    for start, end in spans:
-        out.stylize(_HIGHLIGHT, start, end)
+    """``text`` with its control characters made visible and ``spans`` (offsets into the raw
+    text) highlighted: each piece between span boundaries is made visible on its own, so the
+    highlights stay on the tokens they mark."""
+    marks = sorted({0, len(text), *(p for sp in spans for p in sp if 0 <= p <= len(text))})
+    out = Text()
+    for start, end in itertools.pairwise(marks):
+        piece = visible(text[start:end])
+        lit = any(a <= start and end <= b for a, b in spans)
+        out.append(piece, style=_HIGHLIGHT if lit else "")
     return out
 
 
@@ -462,11 +511,11 @@ def print_score(
         texts = _turn_texts(trace)
     verdict = score.verdict or Verdict.ERROR
     line = Text(f"{indent}{_MARK[verdict]} ", style=_STYLE[verdict])
-    line.append(score.scorer, style="bold")
-    line.append(f" v{score.version}: ", style="dim")
+    line.append(visible(score.scorer, lines=False), style="bold")
+    line.append(visible(f" v{score.version}: ", lines=False), style="dim")
     line.append(str(verdict), style=_STYLE[verdict])
     if score.detail:
-        line.append(f" — {score.detail}")
+        line.append(visible(f" — {score.detail}", lines=False))
     out_console.print(line)
     # The same token found in several turns (a model reply and the final answer that repeats
     # it) is shown once, in the answer when it is there, naming the other places.
@@ -482,7 +531,7 @@ def print_score(
             out_console.print(where)
         others = sorted({f.location for f in group if f is not shown and f.location != "output"})
         if others:
-            also = Text(f"{indent}      also in step {', '.join(others)}", style="dim")
+            also = Text(visible(f"{indent}      also in step {', '.join(others)}"), style="dim")
             out_console.print(also)
 
 
@@ -491,7 +540,7 @@ def _finding_line(finding: Finding, trace: Trace, indent: str) -> Text:
     line = Text(f"{indent}{mark} ", style="yellow" if finding.unverifiable else "red")
     if finding.failure_mode is not None:
         line.append(f"{finding.failure_mode}: ", style="bold")
-    line.append(describe_finding(finding, trace))
+    line.append(visible(describe_finding(finding, trace), lines=False))
     return line
 
 
@@ -547,10 +596,10 @@ def _context(
             where += f" ({step.kind}{' ' + step.name if step.name else ''})"
         except KeyError:
             pass
-    line = Text(f"{indent}in {where}, chars {start}-{end}: ", style="dim")
-    line.append(("…" if start > width else "") + before.replace("\n", " "))
+    line = Text(visible(f"{indent}in {where}, chars {start}-{end}: ", lines=False), style="dim")
+    line.append(visible(("…" if start > width else "") + before, lines=False))
     line.append("»")
-    line.append(text[start:end].replace("\n", " "), style=_HIGHLIGHT)
+    line.append(visible(text[start:end], lines=False), style=_HIGHLIGHT)
     line.append("«")
-    line.append(after.replace("\n", " ") + ("…" if end + width < len(text) else ""))
+    line.append(visible(after + ("…" if end + width < len(text) else ""), lines=False))
     return line

@@ -30,6 +30,7 @@ __all__ = [
     "report_unreadable",
     "time_window",
     "user_errors",
+    "visible",
 ]
 
 # The options that select runs, shared by every command that takes them.
@@ -154,10 +155,37 @@ def preview(value: Any, width: int = 60) -> str:
             text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
         except (TypeError, ValueError):
             text = repr(value)
-    text = " ".join(text.split())
+    text = " ".join(text[: width * 4 + 64].split())  # a huge value is not joined whole
     if len(text) > width:
-        return text[: max(width - 1, 1)] + "…"
-    return text
+        return visible(text[: max(width - 1, 1)], lines=False) + "…"
+    return visible(text, lines=False)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal may act on instead of printing: C0 controls other than tab and newline
+(ESC starts the escape sequences that clear screens, move the cursor, set window titles or write
+the clipboard through OSC 52), DEL, C1 controls (U+009B is a one-byte CSI), the line separators
+and the bidirectional overrides and isolates."""
+
+
+def visible(text: str, *, lines: bool = True) -> str:
+    """``text`` safe to print on a terminal: every control character replaced by its escape
+    (``\\x1b``, ``\\u202e``), so it shows instead of acting.
+
+    Args:
+        lines: keep newlines and tabs (for text printed on several lines); ``False`` turns
+            them into spaces (for one-line fields).
+    """
+    if not lines:
+        text = text.replace("\r\n", " ").replace("\n", " ").replace("\t", " ")
+    if text.isascii() and text.isprintable():
+        return text
+    return _CONTROL.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @contextmanager

@@ -17,7 +17,13 @@ from typing import Any, BinaryIO
 
 from agentlens._ids import new_id
 from agentlens.errors import FormatError
-from agentlens.ingest._checks import MAX_NESTING, check_surrogates, deep_path, parse_nested_json
+from agentlens.ingest._checks import (
+    MAX_NESTING,
+    check_surrogates,
+    deep_path,
+    parse_nested_json,
+    read_record,
+)
 
 __all__ = [
     "decode_json",
@@ -158,7 +164,7 @@ def load_json(path: Path) -> tuple[Any, bytes]:
         FormatError: the file cannot be read or is not JSON (with the line of the error).
     """
     with open_binary(path) as handle:
-        raw = handle.read()
+        raw = read_record(handle, source_name(path))
     return decode_json(raw, source_name(path)), raw
 
 

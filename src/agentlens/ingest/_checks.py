@@ -10,7 +10,8 @@ for a ``\\uD800``-``\\uDFFF`` escape; only a record that has one is walked.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from pydantic_core import from_json
 
@@ -18,6 +19,7 @@ from agentlens.errors import FormatError
 
 __all__ = [
     "MAX_NESTING",
+    "MAX_RECORD_BYTES",
     "SURROGATE_ESCAPE",
     "SURROGATE_REASON",
     "check_surrogates",
@@ -40,6 +42,50 @@ SURROGATE_REASON = (
 _ESCAPE = SURROGATE_ESCAPE
 _ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+MAX_RECORD_BYTES = 256 << 20
+"""The most an importer holds of one record: one line of a JSON Lines file, or a file that is
+one document (a trajectory, a transcript). A longer one is a format error naming the line, not
+a process that grows until the machine runs out of memory."""
+
+
+def _too_large(source: str, line: int | None, what: str) -> FormatError:
+    return FormatError(
+        f"{what} is larger than {MAX_RECORD_BYTES >> 20} MiB, the most one record may hold",
+        source=source,
+        line=line,
+    )
+
+
+def read_record(handle: BinaryIO, source: str, head: bytes = b"") -> bytes:
+    """The rest of ``handle`` after ``head`` (already read), as one record.
+
+    Raises:
+        FormatError: it is larger than :data:`MAX_RECORD_BYTES`.
+    """
+    limit = MAX_RECORD_BYTES
+    data = head + handle.read(max(limit + 1 - len(head), 0))
+    if len(data) > limit:
+        raise _too_large(source, None, "the document")
+    return data
+
+
+def record_lines(handle: BinaryIO, source: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a JSON Lines file, from line 1.
+
+    Raises:
+        FormatError: a line is larger than :data:`MAX_RECORD_BYTES` (naming it).
+    """
+    number = 0
+    while True:
+        line = handle.readline(MAX_RECORD_BYTES + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_RECORD_BYTES:
+            raise _too_large(source, number, "the line")
+        yield number, line
 
 
 def surrogate_path(value: Any) -> str | None:

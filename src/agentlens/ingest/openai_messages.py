@@ -39,7 +39,7 @@ from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
-from agentlens.ingest._checks import parse_nested_json
+from agentlens.ingest._checks import parse_nested_json, record_lines
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["MAX_DOCUMENT_BYTES", "read"]
@@ -107,7 +107,7 @@ def _looks_like_jsonl(head: bytes) -> bool:
 
 def _read_jsonl(handle: Any, name: str) -> Iterator[Trace]:
     index = 0
-    for lineno, line in enumerate(handle, 1):
+    for lineno, line in record_lines(handle, name):
         text = line.strip()
         if lineno == 1:
             text = text.lstrip(b"\xef\xbb\xbf")

@@ -47,6 +47,7 @@ from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
+from agentlens.ingest._checks import read_record, record_lines
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["read"]
@@ -76,10 +77,10 @@ def read(path: Path) -> Iterator[Trace]:
         head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
         handle.seek(0)
         if head[:1] == b"[":
-            raw = handle.read()
+            raw = read_record(handle, name)
             yield _run(decode_json(raw, name, None), {}, name, 1, raw, None)
             return
-        lines = ((n, line) for n, line in enumerate(handle, start=1) if line.strip())
+        lines = ((n, line) for n, line in record_lines(handle, name) if line.strip())
         first = next(lines, None)
         if first is None:
             raise FormatError("empty file", source=name)
@@ -90,7 +91,7 @@ def read(path: Path) -> Iterator[Trace]:
                 "invalid JSON: nested too deeply", source=name, line=first[0]
             ) from None
         except ValueError:  # one pretty-printed output object
-            raw = first[1] + handle.read()
+            raw = read_record(handle, name, first[1])
             data = decode_json(raw, name, None)
             if not isinstance(data, dict):
                 raise FormatError(

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError, MissingExtraError
-from agentlens.ingest._checks import parse_nested_json
+from agentlens.ingest._checks import parse_nested_json, read_record
 from agentlens.model import Step, StepKind, Trace, from_epoch_us
 
 __all__ = [
@@ -1226,7 +1226,7 @@ def read(path: Path) -> Iterator[Trace]:
     name = source_name(path)
     spans: list[OtlpSpan] = []
     with open_binary(path) as handle:
-        data = handle.read()
+        data = read_record(handle, name)
     try:
         text = data.decode("utf-8").lstrip("\ufeff")
     except UnicodeDecodeError as exc:

@@ -40,6 +40,7 @@ from pydantic import ValidationError
 from pydantic_core import from_json as _fast_json
 
 from agentlens.errors import FormatError
+from agentlens.ingest import _checks
 from agentlens.ingest._checks import MAX_NESTING, SURROGATE_REASON, deep_path, surrogate_path
 from agentlens.ingest._checks import SURROGATE_ESCAPE as _ESCAPE
 from agentlens.ingest._detect import foreign_keys
@@ -145,6 +146,9 @@ def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
     """Write runs to ``path`` as JSON Lines, atomically: into a temporary file in the same
     folder, renamed over ``path`` only once every run is written. Returns the count.
 
+    The file keeps the mode of the file it replaces; a new file gets the mode the umask gives
+    (as ``open()`` would), not the private mode of a temporary file.
+
     Raises:
         FormatError: the folder cannot be written to.
     """
@@ -155,6 +159,7 @@ def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
     except OSError as exc:
         raise FormatError(f"cannot write: {exc.strerror or exc}", source=str(target)) from None
     try:
+        os.chmod(tmp, _mode_for(target))
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
             count = write(traces, fp)
             fp.flush()
@@ -165,6 +170,17 @@ def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
             os.unlink(tmp)
         raise
     return count
+
+
+def _mode_for(target: Path) -> int:
+    """The permission bits a written file gets: those of the file it replaces, else what the
+    umask leaves of 0o666."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 # -- opening -------------------------------------------------------------------------------
@@ -216,16 +232,40 @@ def _head(stream: BinaryIO, source: str) -> tuple[bytes, int]:
 # -- JSON Lines ----------------------------------------------------------------------------
 
 
-def _lines(prefix: bytes, stream: BinaryIO, source: str) -> Iterator[bytes]:
-    """The lines of the file, each with its ``\\n`` (the last may lack one)."""
+def _lines(prefix: bytes, stream: BinaryIO, source: str, first: int) -> Iterator[bytes]:
+    """The lines of the file, each with its ``\\n`` (the last may lack one); ``first`` is the
+    number of the first line.
+
+    Raises:
+        FormatError: a line is longer than :data:`~agentlens.ingest._checks.MAX_RECORD_BYTES`.
+    """
+    limit = _checks.MAX_RECORD_BYTES
+    number = first - 1
     parts = prefix.split(b"\n")
     for part in parts[:-1]:
+        number += 1
+        if len(part) + 1 > limit:
+            raise FormatError(
+                f"the line is larger than {limit >> 20} MiB, the most one record may hold",
+                source=source,
+                line=number,
+            )
         yield part + b"\n"
     try:
-        tail = parts[-1] + stream.readline()
-        if tail:
-            yield tail
-        yield from stream
+        tail = parts[-1]
+        while True:
+            line = tail + stream.readline(max(limit + 1 - len(tail), 1))
+            tail = b""
+            if not line:
+                return
+            number += 1
+            if len(line) > limit:
+                raise FormatError(
+                    f"the line is larger than {limit >> 20} MiB, the most one record may hold",
+                    source=source,
+                    line=number,
+                )
+            yield line
     except OSError as exc:
         raise FormatError(f"cannot read: {exc.strerror or exc}", source=source) from None
 
@@ -235,7 +275,7 @@ def _scan_jsonl(
 ) -> Iterator[Record]:
     offset = 0
     lineno = skipped_lines  # blank lines before the first run were consumed by _head
-    for raw in _lines(prefix, stream, source):
+    for raw in _lines(prefix, stream, source, skipped_lines + 1):
         lineno += 1
         offset += len(raw)
         try:
@@ -349,7 +389,19 @@ class _ArrayBuffer:
         self.buf += text
 
     def fill(self, at_least: int = 0) -> None:
-        """Read more of the file (at least ``at_least`` bytes, so retries stay linear)."""
+        """Read more of the file (at least ``at_least`` bytes, so retries stay linear).
+
+        Raises:
+            FormatError: the record being read is already longer than
+                :data:`~agentlens.ingest._checks.MAX_RECORD_BYTES`.
+        """
+        if len(self.buf) - self.pos > _checks.MAX_RECORD_BYTES:
+            raise FormatError(
+                f"a run is larger than {_checks.MAX_RECORD_BYTES >> 20} MiB, the most one "
+                "record may hold",
+                source=self.source,
+                line=self.line,
+            )
         data = _read(self.stream, max(_CHUNK, at_least), self.source)
         if not data:
             self.eof = True

@@ -38,7 +38,7 @@ from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary, parse_time, run_id, source_name
-from agentlens.ingest._checks import parse_nested_json
+from agentlens.ingest._checks import parse_nested_json, read_record, record_lines
 from agentlens.model import Step, StepKind, Trace
 
 __all__ = ["read"]
@@ -72,14 +72,14 @@ def _events(path: Path, builder: _Builder) -> Iterator[tuple[int, Any]]:
     with open_binary(path) as handle:
         first = handle.read(4096)
         if first.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
-            raw = first + handle.read()
+            raw = read_record(handle, name, first)
             builder.digest.update(raw)
             events = decode_json(raw, name)
             for i, event in enumerate(events):
                 yield i + 1, event
             return
         handle.seek(0)
-        for number, raw_line in enumerate(handle, start=1):
+        for number, raw_line in record_lines(handle, name):
             builder.digest.update(raw_line)
             text = raw_line.strip()
             if number == 1:

@@ -127,14 +127,24 @@ def resolve_window(
     elif since_hours is not None:
         if since_hours <= 0:
             raise ConfigError(f"since_hours must be positive, got {since_hours}")
-        length = timedelta(hours=since_hours)
+        try:
+            length = timedelta(hours=since_hours)
+        except OverflowError:
+            raise ConfigError(
+                f"since_hours={since_hours!r} is longer than any window can be"
+            ) from None
     elif start_t is None:
         length = default_since
     else:
         length = None
     if length is not None:
         end_t = end_t or (now or datetime.now(UTC)).astimezone(UTC)
-        start_t = end_t - length
+        try:
+            start_t = end_t - length
+        except OverflowError:
+            raise ConfigError(
+                f"the window of {length} reaches back before the year 1; give a shorter one"
+            ) from None
     if start_t is not None and end_t is not None and start_t >= end_t:
         raise ConfigError(
             f"the window is empty: start {start_t:%Y-%m-%dT%H:%M:%SZ} is not before "

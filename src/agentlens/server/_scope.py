@@ -8,11 +8,11 @@ that project's runs and scores (the analytics then count in Python, over the pro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from agentlens.errors import RunNotFoundError, StoreError
+from agentlens.errors import RunNotFoundError, StoreError, UnreadableRunError
 from agentlens.model import Score, Trace
 from agentlens.store import RunFilter, RunSummary
 
@@ -60,10 +60,15 @@ class ProjectView:
         return result
 
     def query_traces(
-        self, where: RunFilter | None = None, *, limit: int | None = None, newest_first: bool = True
+        self,
+        where: RunFilter | None = None,
+        *,
+        limit: int | None = None,
+        newest_first: bool = True,
+        on_unreadable: Callable[[UnreadableRunError], None] | None = None,
     ) -> Iterator[Trace]:
         result: Iterator[Trace] = self._store.query_traces(
-            self._where(where), limit=limit, newest_first=newest_first
+            self._where(where), limit=limit, newest_first=newest_first, on_unreadable=on_unreadable
         )
         return result
 

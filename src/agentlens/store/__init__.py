@@ -56,9 +56,12 @@ def normalize_url(url: str) -> str:
     return parse_store_url(url)
 
 
-def open_store(url: str | None = None) -> TraceStore:
+def open_store(url: str | None = None, *, read_only: bool = False) -> TraceStore:
     """Open the store at ``url`` (default: :func:`agentlens.configure`'s store, then the
     settings: ``AGENTLENS_DB``, the configuration file, ``sqlite:///agentlens.db``).
+
+    ``read_only=True`` opens an existing store for reading: nothing is created or written (a
+    missing file is a :class:`StoreError`), and a store on read-only media can be read.
 
     Raises:
         ConfigError: the URL's scheme is unknown.
@@ -67,7 +70,7 @@ def open_store(url: str | None = None) -> TraceStore:
     """
     parsed = parse_store_url(url) if url is not None else default_url()
     if parsed.backend == "sqlite":
-        return SQLiteStore(parsed)
+        return SQLiteStore(parsed, read_only=read_only)
     raise ConfigError(
         f"{parsed.split('@')[-1]!r}: the PostgreSQL backend is not available yet; "
         "use a sqlite:/// URL"

@@ -75,8 +75,10 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -97,7 +99,12 @@ from agentlens.errors import (
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
 from agentlens.store import _sqlite_rates
-from agentlens.store._migrations import migrate
+from agentlens.store._migrations import (
+    MIGRATIONS_TABLE,
+    current_version,
+    latest_version,
+    migrate,
+)
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
 from agentlens.store._server import ServerTablesMixin
@@ -190,14 +197,19 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
     Args:
         url: ``sqlite:///path``, ``sqlite:////abs/path`` or ``sqlite:///:memory:``.
         timeout_s: how long a write waits for another process's write lock before failing.
+        read_only: open an existing store for reading only: nothing is created (a missing
+            file is an error), nothing is written, and a store on read-only media (or a file
+            this process may not write) can be read. Ignored for an in-memory store.
 
     Raises:
         ConfigError: the URL is not a SQLite URL.
-        StoreError: the file cannot be opened or is not a SQLite database (the message names it).
+        StoreError: the file cannot be opened, is not a SQLite database, or is a SQLite database
+            of another application (refused untouched), or, read-only, does not exist (the
+            message names it).
         SchemaVersionError: the store was written by a newer agentlens.
     """
 
-    def __init__(self, url: str, *, timeout_s: float = 5.0) -> None:
+    def __init__(self, url: str, *, timeout_s: float = 5.0, read_only: bool = False) -> None:
         self.url = url
         path = parse_sqlite_url(url)
         self._memory = path is None
@@ -208,6 +220,12 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
         self._pool_lock = threading.Lock()
         self._idle: list[sqlite3.Connection] = []
         self._closed = False
+        self._read_only = read_only and self._path is not None
+        self._immutable = False
+        self._writer: sqlite3.Connection = None  # type: ignore[assignment]  # read-only: none
+        if self._read_only:
+            self._open_read_only()
+            return
         self._writer = self._connect(write=True)
         try:
             migrate(self._writer, self._label)
@@ -221,7 +239,55 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
 
     # -- connections --------------------------------------------------------------------------
 
+    def _open_read_only(self) -> None:
+        """Check that the file is an agentlens store this agentlens reads, without writing.
+
+        A store that still needs a migration is migrated when the file can be written (as any
+        open would); on read-only media it is refused, naming the versions.
+        """
+        assert self._path is not None
+        if not self._path.is_file():
+            what = "is a folder" if self._path.is_dir() else "does not exist"
+            raise StoreError(
+                f"{self._label}: no agentlens store here (the path {what}); check --db or "
+                "AGENTLENS_DB (read commands never create a store)"
+            )
+        conn = self._connect(write=False)
+        try:
+            current = current_version(conn)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"{self._label}: cannot open the store: {exc}") from None
+        self._release(conn)
+        newest = latest_version()
+        if current == 0:
+            raise StoreError(
+                f"{self._label}: not an agentlens store (an empty database); check --db or "
+                "AGENTLENS_DB (read commands never create a store)"
+            )
+        if current > newest:
+            raise SchemaVersionError(
+                f"{self._label}: the store has schema version {current}, newer than the "
+                f"{newest} this agentlens knows; upgrade agentlens to read it"
+            )
+        if current < newest:
+            if self._immutable or not os.access(self._path, os.W_OK):
+                raise StoreError(
+                    f"{self._label}: the store has schema version {current} and this agentlens "
+                    f"reads {newest}; it is read-only here, so it cannot be upgraded: open it "
+                    "once with a command that writes (e.g. agentlens score) where it is writable"
+                )
+            with SQLiteStore(self.url, timeout_s=self._timeout_s):
+                pass  # migrates, then closes
+
+    def _ro_uri(self) -> str:
+        assert self._path is not None
+        uri = "file:" + urllib.parse.quote(str(self._path)) + "?mode=ro"
+        return uri + "&immutable=1" if self._immutable else uri
+
     def _connect(self, *, write: bool) -> sqlite3.Connection:
+        if self._read_only:
+            return self._connect_read_only()
         target = ":memory:" if self._path is None else str(self._path)
         conn: sqlite3.Connection | None = None
         try:
@@ -230,6 +296,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
             )
             conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
             if write and not self._memory:
+                _refuse_foreign(conn, self._label)
                 conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")  # only applies to a new file
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -245,6 +312,40 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
                 hint = f" (the folder {self._path.parent} does not exist)"
             raise StoreError(f"{self._label}: cannot open the store: {exc}{hint}") from None
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A connection that cannot write (``mode=ro``). A WAL store on read-only media, where
+        SQLite cannot create the ``-shm`` file it reads through, is opened ``immutable``: read
+        as it is on disk (nothing can be writing to it there)."""
+        conn: sqlite3.Connection | None = None
+        for attempt in range(2):
+            try:
+                conn = sqlite3.connect(
+                    self._ro_uri(),
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self._timeout_s,
+                )
+                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout_s * 1000)}")
+                conn.execute("PRAGMA temp_store = MEMORY")
+                conn.execute("PRAGMA cache_size = -32768")
+                _refuse_foreign(conn, self._label)
+                return conn
+            except sqlite3.OperationalError as exc:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                cannot_open = "unable to open" in str(exc) or "readonly" in str(exc)
+                if attempt == 0 and cannot_open and not self._immutable:
+                    self._immutable = True
+                    continue
+                raise StoreError(f"{self._label}: cannot open the store: {exc}") from None
+            except sqlite3.Error as exc:
+                if conn is not None:
+                    conn.close()
+                raise StoreError(f"{self._label}: cannot open the store: {exc}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_open(self) -> None:
         if self._closed:
@@ -326,6 +427,8 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
         """Run ``work`` in one write transaction: all of it is kept, or none of it."""
         with self._write_lock:
             self._check_open()
+            if self._read_only:
+                raise StoreError(f"{self._label}: the store was opened read-only")
             conn = self._writer
             nested = conn.in_transaction
             try:
@@ -361,7 +464,8 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
                 idle, self._idle = self._idle, []
             for conn in idle:
                 conn.close()
-            self._writer.close()
+            if self._writer is not None:
+                self._writer.close()
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -772,6 +876,28 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
                 yield from page
 
         return iterate()
+
+
+def _refuse_foreign(conn: sqlite3.Connection, label: str) -> None:
+    """Refuse, before anything is written to it, a SQLite database of another application: one
+    with tables but without agentlens's migrations table.
+
+    Raises:
+        StoreError: naming the file and some of its tables.
+    """
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
+            " AND name NOT LIKE 'sqlite%' ORDER BY name"
+        )
+    ]
+    if tables and MIGRATIONS_TABLE not in tables:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise StoreError(
+            f"{label}: a SQLite database, but not an agentlens store (it has {shown}); "
+            "it was left untouched. Point --db (or AGENTLENS_DB) at an agentlens store or a new file"
+        )
 
 
 def _parse(text: str) -> Any:
