@@ -36,6 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "_oncomplete": _BASE | {"model", "capture", "store", "eval", "analytics", "review"},
     "server": _BASE
     | {"__init__", "model", "capture", "ingest", "store", "eval", "analytics", "review"},
+    "__main__": {"cli"},  # python -m agentlens runs the CLI
     "cli": _BASE
     | {"__init__", "model", "capture", "ingest", "store", "eval", "analytics", "review", "server"},
 }
