@@ -19,7 +19,7 @@ scores in bulk. The store is kept (``--db``), so later runs reuse it.
 Compared side by side in the same run, on the same store, with three baselines:
 
 - *scan (previous implementation)*: the same public calls with ``rate_counts`` replaced by
-  :func:`~agentlens.store._rates.scan_rate_counts`, which aggregates the window's rows of
+  :func:`scan_rate_counts` (``tests/_rate_scan.py``), which aggregates the window's rows of
   ``scores`` (what ``agentlens rate`` did before migration 2); the results must be equal;
 - *naive SQL + Python*: fetch every score row of the window (run id, scorer, version, verdict and
   its failure modes) and aggregate in Python with the reference tally;
@@ -42,6 +42,7 @@ import random
 import sqlite3
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -51,13 +52,14 @@ from typing import Any
 
 from agentlens._ids import new_id
 from agentlens.analytics import ScoreFacts, hallucination_rate, rate_breakdown, tally
-from agentlens.analytics import _rate as _rate_module
 from agentlens.analytics._rate import python_rate_counts
 from agentlens.config import Settings
 from agentlens.eval import ScoreResult, define_scorer
 from agentlens.model import FailureMode, Finding, Score, Trace, Verdict
-from agentlens.store import open_store
-from agentlens.store._rates import RateQuery, VersionSelector, scan_rate_counts
+from agentlens.store import RateCounts, RateQuery, VersionSelector, open_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _rate_scan import scan_rate_counts  # the reference scan lives in tests/
 
 DAYS = 180
 AGENTS = ("support", "billing", "research", "triage")
@@ -292,18 +294,31 @@ def main() -> None:
         print(f"{name:56} {seconds * 1000:8.1f} ms  {note}", flush=True)
 
 
-def scanning(fn: Callable[[], Any]) -> Callable[[], Any]:
-    """``fn`` run with the previous implementation (the scan over ``scores``) in place."""
+class Scanning:
+    """A store whose rate queries are answered by the previous implementation (the scan over
+    ``scores``, ``tests/_rate_scan.py``) instead of the rollup."""
 
-    def run() -> Any:
-        saved = _rate_module.rate_counts
-        _rate_module.rate_counts = scan_rate_counts
-        try:
-            return fn()
-        finally:
-            _rate_module.rate_counts = saved
+    def __init__(self, store: Any) -> None:
+        self.store = store
 
-    return run
+    def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+        return scan_rate_counts(self.store, query, by)
+
+    def stored_scorers(self) -> list[str]:
+        return list(self.store.stored_scorers())
+
+    def stored_versions(
+        self, scorer: str, start_us: int | None = None, end_us: int | None = None
+    ) -> list[tuple[str, int]]:
+        return list(self.store.stored_versions(scorer, start_us, end_us))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def scanning(fn: Callable[[Any], Any], store: Any) -> Callable[[], Any]:
+    """``fn(store)`` run with the previous implementation (the scan over ``scores``)."""
+    return lambda: fn(Scanning(store))
 
 
 def measure(db: Path, now: datetime, repeat: int) -> list[tuple[str, float, str]]:
@@ -314,24 +329,24 @@ def measure(db: Path, now: datetime, repeat: int) -> list[tuple[str, float, str]
     results: list[tuple[str, float, str]] = []
     try:
 
-        def week_rate() -> Any:
+        def week_rate(store: Any = store) -> Any:
             return hallucination_rate(
                 start=week, end=now, scorers=scorers, store=store, settings=SETTINGS
             )
 
-        def by_day() -> Any:
+        def by_day(store: Any = store) -> Any:
             return rate_breakdown(
                 "day", start=quarter, end=now, scorers=scorers, store=store, settings=SETTINGS
             )
 
-        def by_mode() -> Any:
+        def by_mode(store: Any = store) -> Any:
             return rate_breakdown(
                 "mode", start=week, end=now, scorers=scorers, store=store, settings=SETTINGS
             )
 
         t, report = timed(week_rate, repeat)
         results.append(("rate, 7 days", t, f"{report.runs:,} runs, rate {report.rate:.4f}"))
-        t_scan, scanned = timed(scanning(week_rate), max(3, repeat // 2))
+        t_scan, scanned = timed(scanning(week_rate, store), max(3, repeat // 2))
         assert scanned == report, "the rollup and the scan disagree"
         results.append(("  baseline: scan over scores (previous)", t_scan, "equal report"))
         t_naive, counts = timed(lambda: naive(store, week, now, False), 3)
@@ -348,7 +363,7 @@ def measure(db: Path, now: datetime, repeat: int) -> list[tuple[str, float, str]
                 f"{len(breakdown.groups)} days, {total:,} runs, {flagged:,} flagged ids",
             )
         )
-        t_scan, scanned = timed(scanning(by_day), 3)
+        t_scan, scanned = timed(scanning(by_day, store), 3)
         assert scanned == breakdown, "the rollup and the scan disagree"
         results.append(("  baseline: scan over scores (previous)", t_scan, "equal breakdown"))
         t_naive, days = timed(lambda: naive(store, quarter, now, True), 1)
@@ -357,7 +372,7 @@ def measure(db: Path, now: datetime, repeat: int) -> list[tuple[str, float, str]
 
         t, modes = timed(by_mode, repeat)
         results.append(("--by mode, 7 days", t, f"{len(modes.groups)} modes"))
-        t_scan, scanned = timed(scanning(by_mode), max(3, repeat // 2))
+        t_scan, scanned = timed(scanning(by_mode, store), max(3, repeat // 2))
         assert scanned == modes, "the rollup and the scan disagree"
         results.append(("  baseline: scan over scores (previous)", t_scan, "equal breakdown"))
 

@@ -70,7 +70,7 @@ def test_passing_evaluation(project: pytest.Pytester) -> None:
             result.assert_no_flags()
         """
     )
-    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome = project.runpytest_subprocess()
     outcome.assert_outcomes(passed=1)
 
 
@@ -88,7 +88,7 @@ def test_failure_message_lists_flagged_runs_with_findings(project: pytest.Pytest
             result.assert_rate_below(0.2)
         """
     )
-    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome = project.runpytest_subprocess()
     outcome.assert_outcomes(failed=1)
     text = outcome.stdout.str()
     assert "the rate (33.3%) is not below 20.0%" in text
@@ -117,7 +117,7 @@ def test_upper_bound_is_stricter_and_nothing_scored_fails(project: pytest.Pytest
                 result.assert_rate_below(0.5)
         """
     )
-    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome = project.runpytest_subprocess()
     outcome.assert_outcomes(passed=2)
 
 
@@ -141,7 +141,7 @@ def test_instrumented_agent_runs_are_scored_and_can_be_saved(project: pytest.Pyt
             assert case.outcome == "flagged" and ok.outcome == "passed"
         """
     )
-    outcome = project.runpytest_subprocess("-p", "agentlens._evalgate")
+    outcome = project.runpytest_subprocess()
     outcome.assert_outcomes(passed=1)
     from agentlens.store import open_store
 

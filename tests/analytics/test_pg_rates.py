@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_rollup import BREAKDOWNS, CFG, WINDOWS, _op, _score, apply
+from test_rollup import BREAKDOWNS, CFG, WINDOWS, _op, _query, _score, apply
 
 from agentlens.analytics import hallucination_rate, python_rate_counts
-from agentlens.analytics._rate import _query, resolve_selection
+from agentlens.analytics._rate import resolve_selection
 from agentlens.analytics._window import Window
 from agentlens.model import Trace
-from agentlens.store import open_store
-from agentlens.store._rates import RateQuery, rate_counts
+from agentlens.store import RateSource, open_store
+from agentlens.store._rates import RateQuery
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def assert_same_rates(pg: Any, lite: Any, windows: list[Window]) -> None:
                 query = _query(window, agent, modes, selectors)
                 every = replace(query, any_version_of=("t_refs", "t_loops"))
                 for q, by in [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]:
-                    expected = rate_counts(lite, q, by)
+                    expected = lite.rate_counts(q, by)
                     assert pg.rate_counts(q, by) == expected, (window, modes, agent, by)
 
 
@@ -94,6 +94,8 @@ def test_the_same_writes_give_the_same_rates(pg: Any, ops: list[tuple[Any, ...]]
 
 def test_the_rate_through_the_analytics_api(pg: Any) -> None:
     from test_rollup import run
+
+    assert isinstance(pg, RateSource)  # the analytics count in the database, not in Python
 
     a, b, c = run(1, 2, "support", "v1"), run(2, 30, "support", "v1"), run(3, None, None, None)
     pg.put_traces([a, b, c])

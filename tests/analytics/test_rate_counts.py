@@ -7,18 +7,17 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from _rate_fixtures import NOW, score, trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _rate_fixtures import NOW, score, trace
 from agentlens.analytics import hallucination_rate, python_rate_counts, rate_breakdown
-from agentlens.analytics._rate import _query, resolve_selection
+from agentlens.analytics._rate import RateSelection, resolve_selection
 from agentlens.analytics._window import Window
 from agentlens.config import AgentSettings, Settings
 from agentlens.errors import ConfigError
 from agentlens.model import FailureMode
 from agentlens.store import open_store
-from agentlens.store._rates import rate_counts
 
 CFG = Settings()
 
@@ -292,12 +291,17 @@ def test_sql_agrees_with_the_python_reference(specs, modes, agent, days) -> None
         selectors, _ = resolve_selection(store, CFG, window, ["t_refs", "t_loops"])
         query = _query(window, agent, list(modes) if modes else None, selectors)
         for by in (None, "day", "week", "agent", "release", "mode"):
-            assert rate_counts(store, query, by) == python_rate_counts(store, query, by), by
+            assert store.rate_counts(query, by) == python_rate_counts(store, query, by), by
         from dataclasses import replace
 
         every = replace(query, any_version_of=("t_refs", "t_loops"))
-        assert rate_counts(store, every, "scorer_version") == python_rate_counts(
+        assert store.rate_counts(every, "scorer_version") == python_rate_counts(
             store, every, "scorer_version"
         )
     finally:
         store.close()
+
+
+def _query(window, agent, modes, selectors):  # type: ignore[no-untyped-def]
+    """The store query of a selection (as the rate functions build it)."""
+    return RateSelection(window, agent, tuple(modes) if modes else None).query(selectors)

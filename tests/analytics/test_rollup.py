@@ -16,17 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _rate_fixtures import NOW, score
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _rate_fixtures import NOW, score
+from _rate_scan import scan_rate_counts
 from agentlens.analytics import hallucination_rate, python_rate_counts, rate_breakdown
-from agentlens.analytics._rate import _query, resolve_selection
+from agentlens.analytics._rate import RateSelection, resolve_selection
 from agentlens.analytics._window import Window
 from agentlens.config import Settings
 from agentlens.model import FailureMode, Score, Step, StepKind, Trace
-from agentlens.store import open_store
-from agentlens.store._rates import RateQuery, rate_counts, rebuild_rate_rollup, scan_rate_counts
+from agentlens.store import RateQuery, open_store
+from agentlens.store._sqlite_rates import rebuild_rate_rollup
 
 CFG = Settings()
 BREAKDOWNS = (None, "day", "week", "agent", "release", "mode")
@@ -141,7 +142,7 @@ def assert_rates_agree(
                 every = replace(query, any_version_of=("t_refs", "t_loops"))
                 for q, by in [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]:
                     expected = scan_rate_counts(store, q, by)
-                    assert rate_counts(store, q, by) == expected, (window, modes, agent, by)
+                    assert store.rate_counts(q, by) == expected, (window, modes, agent, by)
                     if python:
                         assert python_rate_counts(store, q, by) == expected, (window, by)
 
@@ -258,8 +259,8 @@ def test_days_before_1970_and_odd_names_round_trip() -> None:
             end_us=None,
         )
         for by in (*BREAKDOWNS, "scorer_version"):
-            assert rate_counts(store, query, by) == python_rate_counts(store, query, by), by
-        (day,) = rate_counts(store, query, "day")
+            assert store.rate_counts(query, by) == python_rate_counts(store, query, by), by
+        (day,) = store.rate_counts(query, "day")
         assert day.key == "1969-12-31" and day.flagged_run_ids == [old.id]
     finally:
         store.close()
@@ -289,3 +290,8 @@ def test_insert_or_replace_and_manual_updates_keep_it_exact(verdict: str) -> Non
         assert_rates_agree(store, scorers=["t_refs"], python=False)
     finally:
         store.close()
+
+
+def _query(window, agent, modes, selectors):  # type: ignore[no-untyped-def]
+    """The store query of a selection (as the rate functions build it)."""
+    return RateSelection(window, agent, tuple(modes) if modes else None).query(selectors)

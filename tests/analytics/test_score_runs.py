@@ -7,8 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from _rate_fixtures import NOW, register, trace
 
+from _rate_fixtures import NOW, register, trace
 from agentlens.config import AgentSettings, Settings
 from agentlens.errors import ConfigError, ScorerError
 from agentlens.eval import ScoreResult, define_scorer

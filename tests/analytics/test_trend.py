@@ -73,3 +73,26 @@ def test_p_value_is_symmetric_and_in_range(n1: int, n2: int, data: st.DataObject
     assert 0.0 <= p <= 1.0
     assert p == pytest.approx(p2)
     assert z == pytest.approx(-z2)
+
+
+def test_one_window_gives_its_label_its_baseline_and_unpacks() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.analytics import Window, parse_time
+    from agentlens.errors import ConfigError
+
+    start, end = datetime(2026, 3, 1, 10, tzinfo=UTC), datetime(2026, 3, 8, 10, tzinfo=UTC)
+    window = Window(start, end)
+    assert window.label() == "2026-03-01 10:00 → 2026-03-08 10:00 UTC"
+    assert Window(None, None).label() == "the first run → now UTC"
+    base = window.preceding(timedelta(days=14))
+    assert (base.start, base.end) == (start - timedelta(days=14), start)
+    lower, upper = window
+    assert (lower, upper) == (start, end)
+    with pytest.raises(ConfigError, match="needs a current window with a start"):
+        Window(None, end).preceding(timedelta(days=1))
+    with pytest.raises(ConfigError, match="before the year 1"):
+        window.preceding(timedelta(days=800_000), "bad --baseline-since '800000d'")
+    assert parse_time("2026-03-01T12:00:00+02:00") == datetime(2026, 3, 1, 10, tzinfo=UTC)
+    with pytest.raises(ConfigError, match="bad --to 'noon': use an ISO 8601 date or time"):
+        parse_time("noon", "--to")

@@ -52,12 +52,10 @@ def test_demo_scores_prints_findings_and_a_rate(cli: Invoke, db_url: str) -> Non
     assert out.startswith(f"recording 4 demo runs of a support agent into {db_url}\n")
     ids = run_ids(out)
     assert len(ids) == 4
-    from agentlens.eval import registered_scorers
-
-    if "no_fabricated_refs" in registered_scorers():
-        assert "CUST-48231 is not in the evidence; closest: CUST-48213 in step" in out
-    if "repeated_tool_calls" in registered_scorers():
-        assert "repeated_tool_call" in out
+    # both built-in scorers are there: their findings must be printed (not "if registered")
+    assert "CUST-48231 is not in the evidence; closest: CUST-48213 in step" in out
+    assert "repeated_tool_call" in out
+    assert "not available yet" not in result.stderr
     assert re.search(r"^hallucination rate: \d/4 runs flagged = \d+%  \(95% Wilson", out, re.M)
     assert f"agentlens --db {db_url} show {ids[1]}" in out
     store = open_store(db_url)

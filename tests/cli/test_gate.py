@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "analytics"))
-
 from _rate_fixtures import trace
-
 from agentlens.cli._rate import write_atomic
 from agentlens.config import Settings
 from agentlens.eval._runner import score_runs

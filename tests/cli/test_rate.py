@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "analytics"))
 
 from _rate_fixtures import trace
-
 from agentlens.cli._rate import forest_bar, parse_fraction, sparkline
 from agentlens.config import Settings
 from agentlens.eval._runner import score_runs

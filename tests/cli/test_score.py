@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "analytics"))
-
 from _rate_fixtures import trace
-
 from agentlens.model import Score
 from agentlens.store import open_store
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentlens.eval import Evidence
@@ -112,13 +112,47 @@ def test_guard_keeps_shapes_whose_digits_are_in_the_next_word() -> None:
         max_leaves=12,
     )
 )
+@example(value={"role": "user", "content": "hi"})
+@example(value={"role": "assistant", "content": [{"type": "text", "text": "a"}, "b", 3]})
+@example(value=[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+@example(value=[{"type": "text"}, {"type": "text", "text": "b"}])
+@example(value={"role": "user", "content": "hi", "extra": 1})
+@example(value=[{"type": "text", "text": "a"}, 1])
 def test_text_of_dumps_like_json_dumps(value: Any) -> None:
-    expected = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict | list) and text_of(value) != expected:
-        # chat messages and text blocks are read by their content, not dumped
-        assert isinstance(value, list) or "content" in value
-        return
-    assert text_of(value) == ("" if value is None else expected)
+    assert text_of(value) == _expected_text(value)
+
+
+_CHAT_KEYS = {"role", "content", "name", "type"}
+
+
+def _blocks(blocks: list[Any]) -> str:
+    return "\n".join(
+        b if isinstance(b, str) else b["text"]
+        for b in blocks
+        if isinstance(b, str) or (isinstance(b, dict) and isinstance(b.get("text"), str))
+    )
+
+
+def _expected_text(value: Any) -> str:
+    """The documented rule, written out: chat messages and text blocks are read by their
+    content; every other value is ``json.dumps``'d (a string is itself, ``None`` is empty)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) <= _CHAT_KEYS:
+        content = value.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return _blocks(content)
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, dict) and v.get("type") == "text" for v in value)
+    ):
+        return _blocks(value)
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _trace(n: int) -> Trace:

@@ -80,9 +80,14 @@ def test_every_public_data_file_is_detected_as_what_it_is(
     ],
 )
 def test_every_golden_file_is_detected(folder: str, fmt: str) -> None:
-    for path in sorted((GOLDEN / folder).iterdir()):
-        if path.suffix in (".json", ".jsonl", ".traj") and ".expected" not in path.name:
-            assert detect(path) == fmt, path
+    paths = [
+        path
+        for path in sorted((GOLDEN / folder).iterdir())
+        if path.suffix in (".json", ".jsonl", ".traj") and ".expected" not in path.name
+    ]
+    assert paths, f"no golden file in {folder}"  # else the loop below asserts nothing
+    for path in paths:
+        assert detect(path) == fmt, path
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:

@@ -20,12 +20,24 @@ from agentlens.analytics._gate import (
     render_markdown,
 )
 from agentlens.analytics._interval import Z_95, wilson_interval
-from agentlens.analytics._outcome import Outcome, ScoreFacts, classify_run, facts_of, tally
+from agentlens.analytics._outcome import (
+    OUTCOME_PRECEDENCE,
+    Outcome,
+    ScoreFacts,
+    classify_run,
+    facts_of,
+    tally,
+    worst_outcome,
+)
 from agentlens.analytics._rate import (
     BREAKDOWNS,
+    PythonRateSource,
+    RateOptions,
+    RateSelection,
     hallucination_rate,
     python_rate_counts,
     rate_breakdown,
+    rate_source,
     resolve_selection,
 )
 from agentlens.analytics._report import Breakdown, RateGroup, RateReport, RateStats
@@ -34,14 +46,18 @@ from agentlens.analytics._window import Window, parse_time, resolve_window
 
 __all__ = [
     "BREAKDOWNS",
+    "OUTCOME_PRECEDENCE",
     "Z_95",
     "Breakdown",
     "FlaggedRun",
     "GateCheck",
     "GateResult",
     "Outcome",
+    "PythonRateSource",
     "RateGroup",
+    "RateOptions",
     "RateReport",
+    "RateSelection",
     "RateStats",
     "ScoreFacts",
     "Trend",
@@ -53,6 +69,7 @@ __all__ = [
     "parse_time",
     "python_rate_counts",
     "rate_breakdown",
+    "rate_source",
     "render_junit",
     "render_markdown",
     "resolve_selection",
@@ -61,4 +78,5 @@ __all__ = [
     "trend",
     "two_proportion_test",
     "wilson_interval",
+    "worst_outcome",
 ]

@@ -1,8 +1,8 @@
 """How one run's scores become one outcome, in plain Python.
 
-This is the reference implementation of the counting rules; the SQL in
-:mod:`agentlens.store._rates` computes the same thing inside the database, and the tests hold the
-two to agreement. The pytest fixture and small in-memory evaluations use it directly.
+This is the reference implementation of the counting rules; the SQL of each store's
+:class:`~agentlens.store.RateSource` computes the same thing inside the database, and the tests
+hold them to agreement. The pytest fixture and small in-memory evaluations use it directly.
 """
 
 from __future__ import annotations
@@ -11,10 +11,19 @@ from collections.abc import Collection, Iterable
 from enum import StrEnum
 from typing import NamedTuple
 
-from agentlens.model import FailureMode, Score, Verdict
-from agentlens.store._rates import RateCounts
+from agentlens.model import VERDICT_PRECEDENCE, FailureMode, Score, Verdict, worst_verdict
+from agentlens.store import RateCounts
 
-__all__ = ["Outcome", "ScoreFacts", "classify_run", "facts_of", "mode_keys", "tally"]
+__all__ = [
+    "OUTCOME_PRECEDENCE",
+    "Outcome",
+    "ScoreFacts",
+    "classify_run",
+    "facts_of",
+    "mode_keys",
+    "tally",
+    "worst_outcome",
+]
 
 
 class Outcome(StrEnum):
@@ -42,39 +51,54 @@ def facts_of(score: Score) -> ScoreFacts:
     return ScoreFacts(str(score.verdict), modes)
 
 
+_VERDICTS = frozenset(v.value for v in Verdict)
+
+
 def classify_run(
     scores: Iterable[ScoreFacts], modes: Collection[str] | None = None
 ) -> tuple[Outcome, frozenset[str]]:
     """The outcome of one run from its current scores, and the selected modes it was flagged in.
 
-    Flagged beats error beats unverifiable beats passed; no scores at all is ``unscored``. With
-    ``modes``, a ``flagged`` score counts only through a finding of a selected mode
-    (a run flagged only in other modes passes, as far as those modes go).
+    The verdicts rank as :data:`~agentlens.model.VERDICT_PRECEDENCE` says (flagged beats error
+    beats unverifiable beats passed); no scores at all is ``unscored``. With ``modes``, a
+    ``flagged`` score counts only through a finding of a selected mode (a run flagged only in
+    other modes passes, as far as those modes go).
     """
     wanted = None if modes is None else frozenset(str(m) for m in modes)
-    seen = False
-    error = unverifiable = flagged = False
+    verdicts: set[str] = set()
     flagged_modes: set[str] = set()
     for facts in scores:
-        seen = True
-        if facts.verdict == Verdict.FLAGGED:
-            hit = facts.modes if wanted is None else facts.modes & wanted
-            if wanted is None or hit:
-                flagged = True
-                flagged_modes.update(hit)
-        elif facts.verdict == Verdict.ERROR:
-            error = True
-        elif facts.verdict == Verdict.UNVERIFIABLE:
-            unverifiable = True
-    if not seen:
+        verdict = facts.verdict if facts.verdict in _VERDICTS else Verdict.PASSED
+        if verdict == Verdict.FLAGGED and wanted is not None:
+            hit = facts.modes & wanted
+            if not hit:
+                verdict = Verdict.PASSED
+            flagged_modes.update(hit)
+        elif verdict == Verdict.FLAGGED:
+            flagged_modes.update(facts.modes)
+        verdicts.add(verdict)
+    worst = worst_verdict(verdicts)
+    if worst is None:
         return Outcome.UNSCORED, frozenset()
-    if flagged:
-        return Outcome.FLAGGED, frozenset(flagged_modes)
-    if error:
-        return Outcome.ERROR, frozenset()
-    if unverifiable:
-        return Outcome.UNVERIFIABLE, frozenset()
-    return Outcome.PASSED, frozenset()
+    outcome = Outcome(worst.value)
+    return outcome, frozenset(flagged_modes) if outcome is Outcome.FLAGGED else frozenset()
+
+
+OUTCOME_PRECEDENCE: tuple[Outcome, ...] = (
+    *(Outcome(v.value) for v in VERDICT_PRECEDENCE),
+    Outcome.UNSCORED,
+)
+"""The outcome a group of runs takes: the verdict order, then ``unscored`` last."""
+
+
+def worst_outcome(outcomes: Iterable[Outcome | str]) -> Outcome:
+    """The outcome of a group of runs (one input of an evaluation): the first of
+    :data:`OUTCOME_PRECEDENCE` that any of them has; ``unscored`` for none."""
+    seen = {Outcome(o) for o in outcomes}
+    for outcome in OUTCOME_PRECEDENCE:
+        if outcome in seen:
+            return outcome
+    return Outcome.UNSCORED
 
 
 def mode_keys(modes: Collection[str] | None) -> list[str]:

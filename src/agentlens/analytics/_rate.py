@@ -25,61 +25,122 @@ apart and never as passes; ``rate = flagged / scored`` with ``scored = flagged +
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from agentlens.analytics._outcome import facts_of, mode_keys, tally
 from agentlens.analytics._report import Breakdown, RateGroup, RateReport
 from agentlens.analytics._window import Window, resolve_window
 from agentlens.config import Settings
 from agentlens.errors import ConfigError, ScorerError
-from agentlens.model import FailureMode, Score
-from agentlens.store import RunFilter, RunSummary
-from agentlens.store._rates import (
+from agentlens.model import FailureMode, Score, from_epoch_us, to_epoch_us, utc
+from agentlens.store import (
+    BREAKDOWNS,
     RateCounts,
     RateQuery,
+    RateSource,
+    RunFilter,
+    RunSummary,
+    TraceStore,
     VersionSelector,
-    rate_counts,
-    stored_scorers,
-    stored_versions,
 )
+from agentlens.store._rates import check_breakdown
 
 __all__ = [
     "BREAKDOWNS",
+    "PythonRateSource",
+    "RateOptions",
+    "RateSelection",
     "hallucination_rate",
     "python_rate_counts",
     "rate_breakdown",
+    "rate_source",
     "resolve_selection",
 ]
 
-BREAKDOWNS = ("day", "week", "agent", "mode", "release", "scorer_version")
-"""What :func:`rate_breakdown` can group by."""
+_T = TypeVar("_T")
 
 
-def hallucination_rate(
-    *,
-    since_hours: float | None = None,
-    start: datetime | str | None = None,
-    end: datetime | str | None = None,
-    agent: str | None = None,
-    modes: Iterable[str | FailureMode] | None = None,
-    scorers: Iterable[str] | None = None,
-    store: Any = None,
-    settings: Settings | None = None,
-    now: datetime | None = None,
-) -> RateReport:
+class RateOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`hallucination_rate` and :func:`rate_breakdown`: which
+    runs and scores count, and where they are. Stated once, here."""
+
+    since_hours: float | None
+    """The window is the last this many hours (up to ``end``, default now)."""
+    start: datetime | str | None
+    """The window's start (inclusive; a datetime or an ISO string; naive is UTC)."""
+    end: datetime | str | None
+    """The window's end (exclusive); default: open (or now, with ``since_hours``)."""
+    agent: str | None
+    """Count only this agent role's runs."""
+    modes: Iterable[str | FailureMode] | None
+    """Count only flags in these failure modes (default: any)."""
+    scorers: Iterable[str] | None
+    """Scorer names (``"name@version"`` pins a version); default: every stored scorer."""
+    store: TraceStore | None
+    """An open store; default: the configured one (opened and closed here)."""
+    settings: Settings | None
+    """Scorer options per agent role (default: :func:`load_settings`)."""
+    now: datetime | None
+    """The current time (for tests)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateSelection:
+    """Which runs and scores a rate counts, checked: a window, an agent role, failure modes and
+    scorer names. Built from :class:`RateOptions` by :meth:`of`."""
+
+    window: Window
+    agent: str | None = None
+    modes: tuple[str, ...] | None = None
+    """Known failure modes, normalised and without repeats; ``None``: all."""
+    scorers: tuple[str, ...] | None = None
+    """``None``: every stored scorer."""
+
+    @classmethod
+    def of(cls, options: RateOptions) -> RateSelection:
+        """Check the options (the window's, the failure modes).
+
+        Raises:
+            ConfigError: conflicting window options or an unknown failure mode.
+        """
+        window = resolve_window(
+            since_hours=options.get("since_hours"),
+            start=options.get("start"),
+            end=options.get("end"),
+            now=options.get("now"),
+        )
+        modes = _modes(options.get("modes"))
+        scorers = options.get("scorers")
+        return cls(
+            window=window,
+            agent=options.get("agent"),
+            modes=None if modes is None else tuple(modes),
+            scorers=None if scorers is None else tuple(scorers),
+        )
+
+    @property
+    def mode_list(self) -> list[str] | None:
+        """:attr:`modes` as a list (as the reports carry it)."""
+        return None if self.modes is None else list(self.modes)
+
+    def query(self, selectors: list[VersionSelector]) -> RateQuery:
+        """The store query of this selection, counting the given scorer versions."""
+        return RateQuery(
+            selectors=tuple(selectors),
+            start_us=to_epoch_us(self.window.start),
+            end_us=to_epoch_us(self.window.end),
+            agent=self.agent,
+            modes=self.modes,
+        )
+
+
+def hallucination_rate(**options: Unpack[RateOptions]) -> RateReport:
     """The hallucination rate of the runs that started in a window.
 
-    Args:
-        since_hours: the window is the last this many hours (up to ``end``, default now).
-        start: the window's start (inclusive; a datetime or an ISO string; naive is UTC).
-        end: the window's end (exclusive); default: open (or now, with ``since_hours``).
-        agent: count only this agent role's runs.
-        modes: count only flags in these failure modes (default: any).
-        scorers: scorer names (``"name@version"`` pins a version); default: every stored scorer.
-        store: an open store; default: the configured one (opened and closed here).
-        settings: scorer options per agent role (default: :func:`load_settings`).
-        now: the current time (for tests).
+    The options (:class:`RateOptions`): ``since_hours``, ``start``, ``end``, ``agent``,
+    ``modes``, ``scorers``, ``store``, ``settings``, ``now``.
 
     Returns:
         A :class:`RateReport` (``rate`` is ``None`` when nothing in the window was scored).
@@ -87,27 +148,26 @@ def hallucination_rate(
     Raises:
         ConfigError: conflicting window options or an unknown failure mode.
     """
-    window = resolve_window(since_hours=since_hours, start=start, end=end, now=now)
-    return _with_store(
-        store, settings, lambda st, cfg: _rate(st, cfg, window, agent, modes, scorers)
-    )
+    selection = RateSelection.of(options)
+
+    def work(source: RateSource, cfg: Settings) -> RateReport:
+        selectors, versions = resolve_selection(source, cfg, selection.window, selection.scorers)
+        (counts,) = source.rate_counts(selection.query(selectors), None)
+        return RateReport.from_counts(
+            counts,
+            start=selection.window.start,
+            end=selection.window.end,
+            agent=selection.agent,
+            modes=selection.mode_list,
+            scorers=versions,
+        )
+
+    return _with_source(options, work)
 
 
-def rate_breakdown(
-    by: str,
-    *,
-    since_hours: float | None = None,
-    start: datetime | str | None = None,
-    end: datetime | str | None = None,
-    agent: str | None = None,
-    modes: Iterable[str | FailureMode] | None = None,
-    scorers: Iterable[str] | None = None,
-    store: Any = None,
-    settings: Settings | None = None,
-    now: datetime | None = None,
-) -> Breakdown:
+def rate_breakdown(by: str, **options: Unpack[RateOptions]) -> Breakdown:
     """The rate broken down by ``day``, ``week``, ``agent``, ``mode``, ``release`` or
-    ``scorer_version``; the other arguments are those of :func:`hallucination_rate`.
+    ``scorer_version``; the options are those of :func:`hallucination_rate`.
 
     ``day`` keys are UTC dates; ``week`` keys are the Monday (UTC) that starts the ISO week;
     ``release`` is ``metadata.release``; ``mode`` gives each failure mode's rate as if only it
@@ -119,65 +179,55 @@ def rate_breakdown(
     """
     if by not in BREAKDOWNS:
         raise ConfigError(f"unknown breakdown {by!r}; choose from {', '.join(BREAKDOWNS)}")
-    window = resolve_window(since_hours=since_hours, start=start, end=end, now=now)
+    selection = RateSelection.of(options)
 
-    def work(st: Any, cfg: Settings) -> Breakdown:
-        mode_list = _modes(modes)
-        selectors, versions = resolve_selection(st, cfg, window, scorers)
-        query = _query(window, agent, mode_list, selectors)
+    def work(source: RateSource, cfg: Settings) -> Breakdown:
+        selectors, versions = resolve_selection(source, cfg, selection.window, selection.scorers)
+        query = selection.query(selectors)
         if by == "scorer_version":
             query = RateQuery(
                 any_version_of=tuple(versions),
                 start_us=query.start_us,
                 end_us=query.end_us,
-                agent=agent,
+                agent=query.agent,
                 modes=query.modes,
             )
-        groups = _counts(st, query, by)
+        groups = source.rate_counts(query, by)
         return Breakdown(
             by=by,
             groups=[RateGroup.from_counts(c) for c in groups],
-            start=window.start,
-            end=window.end,
-            agent=agent,
-            modes=mode_list,
+            start=selection.window.start,
+            end=selection.window.end,
+            agent=selection.agent,
+            modes=selection.mode_list,
             scorers=versions,
         )
 
-    return _with_store(store, settings, work)
+    return _with_source(options, work)
 
 
-def _with_store(store: Any, settings: Settings | None, work: Callable[[Any, Settings], Any]) -> Any:
-    cfg = settings
+def rate_source(store: TraceStore) -> RateSource:
+    """The store's own rate queries when it has them (SQLite, PostgreSQL), else the same
+    counts computed in Python (:class:`PythonRateSource`)."""
+    return store if isinstance(store, RateSource) else PythonRateSource(store)
+
+
+def _with_source(options: RateOptions, work: Callable[[RateSource, Settings], _T]) -> _T:
+    cfg = options.get("settings")
     if cfg is None:
         from agentlens.config import load_settings
 
         cfg = load_settings()
+    store = options.get("store")
     if store is not None:
-        return work(store, cfg)
+        return work(rate_source(store), cfg)
     from agentlens.store import open_store
 
     opened = open_store(cfg.db)
     try:
-        return work(opened, cfg)
+        return work(rate_source(opened), cfg)
     finally:
         opened.close()
-
-
-def _rate(
-    store: Any,
-    cfg: Settings,
-    window: Window,
-    agent: str | None,
-    modes: Iterable[str | FailureMode] | None,
-    scorers: Iterable[str] | None,
-) -> RateReport:
-    mode_list = _modes(modes)
-    selectors, versions = resolve_selection(store, cfg, window, scorers)
-    (counts,) = _counts(store, _query(window, agent, mode_list, selectors), None)
-    return RateReport.from_counts(
-        counts, start=window.start, end=window.end, agent=agent, modes=mode_list, scorers=versions
-    )
 
 
 def _modes(modes: Iterable[str | FailureMode] | None) -> list[str] | None:
@@ -194,31 +244,13 @@ def _modes(modes: Iterable[str | FailureMode] | None) -> list[str] | None:
     return chosen or None
 
 
-def _us(value: datetime | None) -> int | None:
-    if value is None:
-        return None
-    return (value - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
-
-
-def _query(
-    window: Window, agent: str | None, modes: list[str] | None, selectors: list[VersionSelector]
-) -> RateQuery:
-    return RateQuery(
-        selectors=tuple(selectors),
-        start_us=_us(window.start),
-        end_us=_us(window.end),
-        agent=agent,
-        modes=tuple(modes) if modes is not None else None,
-    )
-
-
 def resolve_selection(
-    store: Any, settings: Settings, window: Window, scorers: Iterable[str] | None
+    source: RateSource, settings: Settings, window: Window, scorers: Iterable[str] | None
 ) -> tuple[list[VersionSelector], dict[str, list[str]]]:
     """The scorer versions that count (see the module docs), and ``{scorer: [versions]}``."""
     from agentlens.eval import get_scorer, resolve_scorer
 
-    names = list(scorers) if scorers is not None else _stored_scorers(store)
+    names = list(scorers) if scorers is not None else source.stored_scorers()
     selectors: list[VersionSelector] = []
     versions: dict[str, list[str]] = {}
     for item in names:
@@ -235,7 +267,12 @@ def resolve_selection(
         except ScorerError:
             base = None
         if base is None:
-            found = _stored_versions(store, name, window)
+            found = [
+                v
+                for v, _ in source.stored_versions(
+                    name, to_epoch_us(window.start), to_epoch_us(window.end)
+                )
+            ]
             if found:
                 selectors.append(VersionSelector(name, found[0]))
                 versions.setdefault(name, []).append(found[0])
@@ -256,48 +293,6 @@ def resolve_selection(
                 listed.append(version)
         versions.setdefault(name, []).extend(v for v in listed if v not in versions[name])
     return selectors, versions
-
-
-def _is_sql(store: Any) -> bool:
-    # SQL stores answer rate queries in the database; any other TraceStore is counted in Python.
-    return callable(getattr(store, "read", None))
-
-
-def _native(store: Any) -> bool:
-    # A store with rate methods of its own (PostgreSQL) answers them itself.
-    return callable(getattr(store, "rate_counts", None))
-
-
-def _stored_scorers(store: Any) -> list[str]:
-    if _native(store):
-        return list(store.stored_scorers())
-    if _is_sql(store):
-        return stored_scorers(store)
-    names: set[str] = set()
-    for run in store.list_runs(None):
-        names.update(s.scorer for s in store.get_scores(run.id))
-    return sorted(names)
-
-
-def _stored_versions(store: Any, name: str, window: Window) -> list[str]:
-    if _native(store):
-        return [v for v, _ in store.stored_versions(name, _us(window.start), _us(window.end))]
-    if _is_sql(store):
-        return [v for v, _ in stored_versions(store, name, _us(window.start), _us(window.end))]
-    latest: dict[str, datetime] = {}
-    for run in store.list_runs(RunFilter(start=window.start, end=window.end)):
-        for s in store.get_scores(run.id):
-            if s.scorer == name and (s.version not in latest or s.scored_at > latest[s.version]):
-                latest[s.version] = s.scored_at
-    return [v for v, _ in sorted(latest.items(), key=lambda item: item[1], reverse=True)]
-
-
-def _counts(store: Any, query: RateQuery, by: str | None) -> list[RateCounts]:
-    if _native(store):
-        return list(store.rate_counts(query, by))
-    if _is_sql(store):
-        return rate_counts(store, query, by)
-    return python_rate_counts(store, query, by)
 
 
 # ---------------------------------------------------------------- any store, in Python
@@ -326,7 +321,7 @@ def _key(run: RunSummary, by: str | None) -> str | None:
     if by in ("day", "week"):
         if run.started_at is None:
             return None
-        day = run.started_at.astimezone(UTC).date()
+        day = utc(run.started_at).date()
         if by == "week":
             day -= timedelta(days=day.weekday())
         return day.isoformat()
@@ -338,27 +333,52 @@ def _key(run: RunSummary, by: str | None) -> str | None:
     return None
 
 
-def python_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[RateCounts]:
-    """:func:`agentlens.store._rates.rate_counts` for any store, in plain Python.
+class PythonRateSource:
+    """:class:`~agentlens.store.RateSource` for any :class:`~agentlens.store.TraceStore`, in
+    plain Python: it reads every run of the window and its scores.
 
-    It reads every run of the window and its scores, so it is slow on big stores; it is the
-    reference the SQL is tested against, the fallback for stores without SQL, and the baseline
-    of ``benchmarks/bench_rate.py``.
+    Slow on big stores; it is the reference the SQL backends are tested against, the rate
+    source of a store without rate queries of its own, and the baseline of
+    ``benchmarks/bench_rate.py``.
     """
-    from agentlens.store._rates import _BY
 
-    if by not in (None, *_BY):
-        raise ValueError(f"unknown breakdown {by!r}; choose from {', '.join(_BY)}")
-    start = (
-        None
-        if query.start_us is None
-        else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=query.start_us)
-    )
-    end = (
-        None
-        if query.end_us is None
-        else datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=query.end_us)
-    )
+    def __init__(self, store: TraceStore) -> None:
+        self.store = store
+
+    def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+        """The counts of :meth:`RateSource.rate_counts`, from the runs and their scores."""
+        return python_rate_counts(self.store, query, by)
+
+    def stored_scorers(self) -> list[str]:
+        """Every scorer with a stored score, from every run's scores."""
+        names: set[str] = set()
+        for run in self.store.list_runs(None):
+            names.update(s.scorer for s in self.store.get_scores(run.id))
+        return sorted(names)
+
+    def stored_versions(
+        self, scorer: str, start_us: int | None = None, end_us: int | None = None
+    ) -> list[tuple[str, int]]:
+        """The versions of ``scorer`` in the window, newest ``scored_at`` first."""
+        where = RunFilter(start=from_epoch_us(start_us), end=from_epoch_us(end_us))
+        latest: dict[str, datetime] = {}
+        for run in self.store.list_runs(where):
+            for s in self.store.get_scores(run.id):
+                if s.scorer == scorer and (
+                    s.version not in latest or s.scored_at > latest[s.version]
+                ):
+                    latest[s.version] = s.scored_at
+        ordered = sorted(latest.items(), key=lambda item: item[1], reverse=True)
+        return [(version, to_epoch_us(at) or 0) for version, at in ordered]
+
+
+def python_rate_counts(
+    store: TraceStore, query: RateQuery, by: str | None = None
+) -> list[RateCounts]:
+    """:meth:`RateSource.rate_counts` for any store, in plain Python (see
+    :class:`PythonRateSource`)."""
+    check_breakdown(by)
+    start, end = from_epoch_us(query.start_us), from_epoch_us(query.end_us)
     selected = _selected(query)
     modes = list(query.modes) if query.modes is not None else None
     groups: dict[str | None, list[tuple[str, list[Any]]]] = {}

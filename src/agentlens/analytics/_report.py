@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentlens.analytics._interval import wilson_interval
-from agentlens.store._rates import RateCounts
+from agentlens.store import RateCounts
 
 __all__ = ["Breakdown", "RateGroup", "RateReport", "RateStats"]
 

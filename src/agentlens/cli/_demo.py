@@ -266,9 +266,10 @@ def demo() -> None:
 
 
 def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
-    from agentlens.analytics import ScoreFacts, facts_of, tally, wilson_interval
-    from agentlens.cli._runs import latest_scores, print_score, render_answer
-    from agentlens.eval import registered_scorers, run_scorers
+    from agentlens.analytics import wilson_interval
+    from agentlens.cli._runs import print_score, render_answer
+    from agentlens.eval import registered_scorers
+    from agentlens.review import score_finished
 
     known = registered_scorers()
     names = [n for n in settings.default_scorers if n in known]
@@ -278,13 +279,15 @@ def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
             f"note: not available yet, skipped: {', '.join(missing)}", markup=False, style="dim"
         )
 
-    outcomes: list[tuple[str, list[ScoreFacts]]] = []
-    for i, (run_id, scenario) in enumerate(zip(run_ids, _SCENARIOS, strict=True), 1):
-        if names:
-            run_scorers(names, run_id=run_id, store=store, settings=settings)
-        trace = store.get_trace(run_id)
-        scores = latest_scores(store.get_scores(run_id))
-        outcomes.append((run_id, [facts_of(s) for s in scores]))
+    result = score_finished(
+        [store.get_trace(run_id) for run_id in run_ids],
+        scorers=names,
+        settings=settings,
+        store=store,
+    )
+    for i, (done, scenario) in enumerate(zip(result.runs, _SCENARIOS, strict=True), 1):
+        trace, run_id = done.trace, done.trace.id
+        scores = sorted(done.scores, key=lambda s: s.scorer)
         out_console.print()
         title = Text(f"{i}. {scenario.title}", style="bold")
         title.append(f"  ({scenario.expect})", style="dim")
@@ -299,7 +302,7 @@ def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
             print_score(score, trace, indent="   ")
 
     out_console.print()
-    counts = tally(outcomes)
+    counts = result.counts
     scored = counts.flagged + counts.passed
     if not names or scored == 0:
         out_console.print(

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 import tempfile
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +19,7 @@ from rich.text import Text
 from agentlens.cli._app import app, err_console, fail, out_console, state
 from agentlens.cli._util import AgentOpt, FromOpt, ToOpt, parse_duration, time_window, user_errors
 from agentlens.errors import ConfigError
+from agentlens.model._time import Window
 
 __all__ = ["forest_bar", "gate", "parse_fraction", "rate", "sparkline", "write_atomic"]
 
@@ -65,26 +66,21 @@ _ScorerOpt = Annotated[
 ]
 
 
-def _window(
-    since: str | None, start: str | None, end: str | None
-) -> tuple[datetime | None, datetime | None]:
-    """The window of ``--since``/``--from``/``--to``; ``(None, None)`` for ``--since all``."""
+def _window(since: str | None, start: str | None, end: str | None) -> Window:
+    """The window of ``--since``/``--from``/``--to``; open on both sides for ``--since all``."""
     if since is not None and since.strip().lower() == "all":
         if start is not None or end is not None:
             raise ConfigError("--since all takes every run; it cannot be combined with --from/--to")
-        return None, None
+        return Window(None, None)
     if since is None and start is None:
         since = _DEFAULT_SINCE
     lower, upper = time_window(since, start, end)
     assert lower is not None
-    return lower, upper
+    return Window(lower, upper)
 
 
 def _window_label(start: datetime | None, end: datetime | None) -> str:
-    def fmt(t: datetime | None, open_as: str) -> str:
-        return open_as if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
-
-    return f"{fmt(start, 'the first run')} → {fmt(end, 'now')} UTC"
+    return Window(start, end).label()
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -404,19 +400,13 @@ def gate(
             raise ConfigError("--max-increase needs --baseline-since (the window to compare with)")
         if significant_only and increase is None:
             raise ConfigError("--significant-only applies to --max-increase")
-        lower, upper = _window(since, start, end)
-        baseline_length: timedelta | None = None
+        window = _window(since, start, end)
+        base_window: Window | None = None
         if baseline_since is not None:
-            baseline_length = parse_duration(baseline_since)
-            if lower is None:
+            length = parse_duration(baseline_since)
+            if window.start is None:
                 raise ConfigError("--baseline-since needs a window with a start; not --since all")
-            try:
-                lower - baseline_length
-            except OverflowError:
-                raise ConfigError(
-                    f"bad --baseline-since {baseline_since!r}: the baseline would start before "
-                    "the year 1; use a shorter duration"
-                ) from None
+            base_window = window.preceding(length, f"bad --baseline-since {baseline_since!r}")
         settings = state.settings()
         store = state.open_store(read_only=True)
         try:
@@ -427,14 +417,15 @@ def gate(
                 "store": store,
                 "settings": settings,
             }
-            current = hallucination_rate(start=lower, end=upper, **common)
+            current = hallucination_rate(start=window.start, end=window.end, **common)
             baseline = None
             base_label = ""
-            if baseline_length is not None and lower is not None:
-                base_start = lower - baseline_length
-                baseline = hallucination_rate(start=base_start, end=lower, **common)
-                base_label = _window_label(base_start, lower)
-            label = _window_label(lower, upper)
+            if base_window is not None:
+                baseline = hallucination_rate(
+                    start=base_window.start, end=base_window.end, **common
+                )
+                base_label = base_window.label()
+            label = window.label()
             error: str | None = None
             result = None
             try:

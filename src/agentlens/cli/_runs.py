@@ -29,7 +29,7 @@ from agentlens.cli._util import (
     visible,
 )
 from agentlens.errors import ConfigError
-from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc
+from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc, worst_verdict
 from agentlens.store import RunFilter, RunSummary, TraceStore
 from agentlens.store._flags import RunFlags
 from agentlens.store._protocol import VerdictRecord
@@ -81,11 +81,10 @@ def verdict_summary(scores: Sequence[Score]) -> tuple[Verdict | None, str]:
     """
     if not scores:
         return None, ""
-    for verdict in (Verdict.FLAGGED, Verdict.ERROR, Verdict.UNVERIFIABLE):
-        names = [s.scorer for s in scores if s.verdict is verdict]
-        if names:
-            return verdict, f"{verdict}: {', '.join(names)}"
-    return Verdict.PASSED, f"passed ({len(scores)})"
+    verdict = worst_verdict(s.verdict for s in scores)
+    if verdict is Verdict.PASSED or verdict is None:
+        return Verdict.PASSED, f"passed ({len(scores)})"
+    return verdict, f"{verdict}: {', '.join(s.scorer for s in scores if s.verdict is verdict)}"
 
 
 @app.command()

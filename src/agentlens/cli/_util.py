@@ -15,6 +15,8 @@ import typer
 from agentlens.cli._app import err_console, fail
 from agentlens.errors import AgentlensError, ConfigError, UnreadableRunError
 from agentlens.model import utc
+from agentlens.model._time import TimeRangeError as _OutOfRange
+from agentlens.model._time import parse_time
 
 __all__ = [
     "AgentOpt",
@@ -82,28 +84,6 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def parse_time(text: str, option: str = "time") -> datetime:
-    """Parse an ISO 8601 date or time; a time without an offset is UTC. Returns UTC.
-
-    Raises:
-        ConfigError: the text is not an ISO date or time (the message names ``option``).
-    """
-    cleaned = text.strip()
-    if cleaned.endswith(("z", "Z")):
-        cleaned = cleaned[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(cleaned)
-    except ValueError:
-        raise ConfigError(
-            f"bad {option} {text!r}: use an ISO 8601 date or time, "
-            "e.g. 2026-11-29 or 2026-11-29T10:00:00Z"
-        ) from None
-    try:
-        return utc(parsed)
-    except ValueError as exc:  # its offset takes it out of range
-        raise _OutOfRange(f"bad {option} {text!r}: {exc}", str(exc)) from None
-
-
 def time_window(
     since: str | None,
     start: str | None,
@@ -155,14 +135,6 @@ def _since(since: str, now: datetime) -> datetime:
         raise ConfigError(
             f"bad --since {since!r}: it reaches back before the year 1; use a shorter duration"
         ) from None
-
-
-class _OutOfRange(ConfigError):
-    """A duration or time that is well-formed but outside what a window can hold."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def format_time(value: datetime | None) -> str:

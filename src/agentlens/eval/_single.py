@@ -12,7 +12,7 @@ from agentlens.errors import ScorerError
 from agentlens.eval._evidence import Evidence
 from agentlens.eval._registry import resolve_scorer
 from agentlens.eval._scorer import Scorer
-from agentlens.model import Score, ScoreResult, Trace, Verdict
+from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
 
 __all__ = ["Report", "arun_scorers", "run_scorers"]
 
@@ -33,11 +33,7 @@ class Report:
     @property
     def verdict(self) -> Verdict:
         """``flagged`` if any scorer flagged; else ``error``, then ``unverifiable``; else ``passed``."""
-        verdicts = {s.verdict for s in self.results.values()}
-        for v in (Verdict.FLAGGED, Verdict.ERROR, Verdict.UNVERIFIABLE):
-            if v in verdicts:
-                return v
-        return Verdict.PASSED
+        return worst_verdict(s.verdict for s in self.results.values()) or Verdict.PASSED
 
     def __iter__(self) -> Any:
         return iter(self.results.values())

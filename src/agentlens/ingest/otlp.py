@@ -38,13 +38,13 @@ import binascii
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from agentlens.errors import FormatError, MissingExtraError
 from agentlens.ingest._checks import parse_nested_json, read_record
-from agentlens.model import Step, StepKind, Trace
+from agentlens.model import Step, StepKind, Trace, from_epoch_us
 
 __all__ = [
     "OtlpSpan",
@@ -55,7 +55,6 @@ __all__ = [
     "traces_from_spans",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STATUS_ERROR = 2
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
@@ -470,9 +469,7 @@ def traces_from_spans(
 
 
 def _time(nanos: int | None) -> datetime | None:
-    if nanos is None:
-        return None
-    return _EPOCH + timedelta(microseconds=nanos // 1000)
+    return None if nanos is None else from_epoch_us(nanos // 1000)
 
 
 def _maybe_json(value: Any) -> Any:

@@ -3,7 +3,15 @@
 This package is the leaf of agentlens: it imports nothing else of the package but ids.
 """
 
-from agentlens.model._score import FailureMode, Finding, Score, ScoreResult, Verdict
+from agentlens.model._score import (
+    VERDICT_PRECEDENCE,
+    FailureMode,
+    Finding,
+    Score,
+    ScoreResult,
+    Verdict,
+    worst_verdict,
+)
 from agentlens.model._trace import (
     EPOCH,
     SCHEMA_VERSION,
@@ -20,6 +28,7 @@ __all__ = [
     "EPOCH",
     "MAX_INT_DIGITS",
     "SCHEMA_VERSION",
+    "VERDICT_PRECEDENCE",
     "FailureMode",
     "Finding",
     "Score",
@@ -34,4 +43,5 @@ __all__ = [
     "to_epoch_us",
     "to_jsonable",
     "utc",
+    "worst_verdict",
 ]

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["FailureMode", "Finding", "Score", "ScoreResult", "Verdict"]
+__all__ = [
+    "VERDICT_PRECEDENCE",
+    "FailureMode",
+    "Finding",
+    "Score",
+    "ScoreResult",
+    "Verdict",
+    "worst_verdict",
+]
 
 
 class FailureMode(StrEnum):
@@ -43,6 +52,28 @@ class Verdict(StrEnum):
     """The check could not see the whole evidence (or its judge) and could not confirm a claim."""
     ERROR = "error"
     """The scorer itself failed; ``detail`` holds the exception text."""
+
+
+VERDICT_PRECEDENCE: tuple[Verdict, ...] = (
+    Verdict.FLAGGED,
+    Verdict.ERROR,
+    Verdict.UNVERIFIABLE,
+    Verdict.PASSED,
+)
+"""The verdict a run with several scores takes: the first of these that any score has. Flagged
+beats error (a failed scorer does not hide a flag), error beats unverifiable, and a pass needs
+every score to pass. The one statement of this order: the rate rules, the CLI and the SQL
+rollup all read it."""
+
+
+def worst_verdict(verdicts: Iterable[Verdict | str | None]) -> Verdict | None:
+    """The verdict of a run with these scores under :data:`VERDICT_PRECEDENCE`; ``None`` when
+    there are none (``None`` items are skipped)."""
+    seen = {Verdict(v) for v in verdicts if v is not None}
+    for verdict in VERDICT_PRECEDENCE:
+        if verdict in seen:
+            return verdict
+    return None
 
 
 class Finding(BaseModel):

@@ -8,6 +8,8 @@ Score the run with its role's review scorers, derive its flags (``hallucination_
 - :func:`review_pending` reviews what waits in a store (the store is the queue);
   :class:`Reviewer` does it in a background thread (capture's on-completion hook and the server
   use it).
+- :func:`score_finished` scores runs that just finished and tallies them (the
+  ``agentlens_eval`` fixture and ``agentlens demo`` use it).
 - :func:`content_flags`, :func:`review_queue`, :func:`set_verdict`, :func:`precision` read and
   write the review state.
 
@@ -24,6 +26,7 @@ from agentlens.review._hooks import (
 from agentlens.review._pipeline import ReviewResult, review_pending, review_pending_result
 from agentlens.review._reviewer import Reviewer
 from agentlens.review._settings import DEFAULT_REVIEW_SCORERS, ReviewSettings, review_settings
+from agentlens.review._tally import ScoredRun, Tally, score_finished
 from agentlens.review._verdicts import (
     Precision,
     content_flags,
@@ -49,6 +52,8 @@ __all__ = [
     "ReviewSettings",
     "ReviewStats",
     "Reviewer",
+    "ScoredRun",
+    "Tally",
     "clear_flagged_callbacks",
     "content_flags",
     "deliver_due",
@@ -59,6 +64,7 @@ __all__ = [
     "review_queue",
     "review_settings",
     "review_stats",
+    "score_finished",
     "set_verdict",
     "sign",
     "verify_signature",

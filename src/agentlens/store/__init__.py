@@ -22,15 +22,21 @@ from agentlens.store._api import (
     shared_store,
 )
 from agentlens.store._protocol import RunFilter, RunSummary, ServerStore, TraceStore
+from agentlens.store._rates import BREAKDOWNS, RateCounts, RateQuery, RateSource, VersionSelector
 from agentlens.store._sqlite import SQLiteStore
 
 __all__ = [
+    "BREAKDOWNS",
     "DEFAULT_DB_URL",
+    "RateCounts",
+    "RateQuery",
+    "RateSource",
     "RunFilter",
     "RunSummary",
     "SQLiteStore",
     "ServerStore",
     "TraceStore",
+    "VersionSelector",
     "close_shared_stores",
     "default_url",
     "get_trace",

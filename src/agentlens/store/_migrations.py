@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agentlens.errors import SchemaVersionError
+from agentlens.store._sqlite_rates import RATE_ROLLUP_FILL, ROLLUP_SCHEMA, ROLLUP_TRIGGERS
 
 __all__ = [
     "MIGRATIONS",
     "MIGRATIONS_TABLE",
-    "RATE_ROLLUP_FILL",
     "Migration",
     "current_version",
     "latest_version",
@@ -112,132 +112,12 @@ _INITIAL = Migration(
 
 # -- migration 2: the rate rollup ---------------------------------------------------------------
 #
-# What ``agentlens rate`` counts is a function of each run's scores alone: for every run, the
-# multiset of (scorer, version, verdict, failure modes) of its scores. Migration 2 keeps that
-# function in three tables, maintained by triggers on ``scores`` and ``score_modes`` so that every
-# write path (``put_scores``, ``put_traces`` replacing a run, ``delete_runs``, an ``INSERT OR
-# REPLACE``, a manual ``UPDATE``) keeps them exact:
-#
-# ``rate_sigs``    (id, sig): every distinct *signature* seen: the run's scores, encoded as
-#                  ``hex(scorer).hex(version).hex(verdict).xhex(mode),xhex(mode)`` joined by ``;``
-#                  in (scorer, version) order (hex, so any character, NUL included, round-trips).
-# ``rate_runs``    one row per run with at least one score: its start time, UTC day number,
-#                  agent, release (copied from its scores) and signature id.
-# ``rate_rollup``  (day, agent, release, sig) -> n: how many runs of that day, role and release
-#                  have that signature. A rate over whole days reads these rows, not the runs.
-#
-# In both derived tables ``agent``/``release`` are never NULL: a missing value is stored as the
-# empty blob X'' (never equal to any text), so they can be keys; an undated run has day
-# -2**63. The trigger bodies never raise a constraint conflict (an outer ``INSERT OR REPLACE``
-# would impose its own conflict policy on them): they test existence instead.
-
-_DAY_US = 86_400_000_000
-
-
-def _day_of(t: str) -> str:
-    """SQL: the UTC day number (floor of µs / day) of a start time, -2**63 when NULL."""
-    return (
-        f"(CASE WHEN {t} IS NULL THEN -9223372036854775808 WHEN {t} >= 0 THEN {t} / {_DAY_US}"
-        f" ELSE ({t} + 1) / {_DAY_US} - 1 END)"
-    )
-
-
-def _sig_of(run: str) -> str:
-    """SQL: the signature of run ``run`` from its current scores (NULL when it has none).
-
-    ``run`` must not refer to a table aliased ``s`` or ``m`` (the subquery's own aliases)."""
-    return (
-        "(SELECT group_concat(hex(s.scorer) || '.' || hex(s.version) || '.' || hex(s.verdict)"
-        " || '.' || ifnull((SELECT group_concat('x' || hex(m.mode), ',') FROM score_modes m"
-        " WHERE m.run_id = s.run_id AND m.scorer = s.scorer AND m.version = s.version), ''), ';')"
-        f" FROM scores s WHERE s.run_id = {run})"
-    )
-
-
-def _refresh(run: str) -> str:
-    """Trigger statements that recompute run ``run``'s row of ``rate_runs`` and move its count
-    in ``rate_rollup`` from its old (day, agent, release, sig) to its new one."""
-    return f"""
-        UPDATE rate_rollup SET n = n - 1 WHERE (day, agent, release, sig) =
-            (SELECT day, agent, release, sig FROM rate_runs WHERE run_id = {run});
-        DELETE FROM rate_runs WHERE run_id = {run};
-        INSERT INTO rate_sigs (sig) SELECT g FROM (SELECT {_sig_of(run)} AS g)
-            WHERE g IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rate_sigs WHERE sig = g);
-        INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)
-            SELECT r.run_id, r.run_started_at, {_day_of("r.run_started_at")},
-                ifnull(r.run_agent, X''), ifnull(r.run_release, X''),
-                (SELECT id FROM rate_sigs WHERE sig = {_sig_of(run)})
-            FROM scores r WHERE r.run_id = {run} LIMIT 1;
-        UPDATE rate_rollup SET n = n + 1 WHERE (day, agent, release, sig) =
-            (SELECT day, agent, release, sig FROM rate_runs WHERE run_id = {run});
-        INSERT INTO rate_rollup (day, agent, release, sig, n)
-            SELECT x.day, x.agent, x.release, x.sig, 1 FROM rate_runs x WHERE x.run_id = {run}
-            AND NOT EXISTS (SELECT 1 FROM rate_rollup y WHERE y.day = x.day
-                AND y.agent = x.agent AND y.release = x.release AND y.sig = x.sig);"""
-
-
-def _trigger(name: str, event: str, table: str, runs: tuple[str, ...]) -> str:
-    body = "".join(_refresh(run) for run in runs)
-    return f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW BEGIN{body}\nEND"
-
-
-RATE_ROLLUP_FILL: tuple[str, ...] = (
-    f"""
-    CREATE TEMP TABLE _rate_fill AS
-        SELECT r.run_id AS run_id, r.run_started_at AS started_at,
-            {_day_of("r.run_started_at")} AS day, ifnull(r.run_agent, X'') AS agent,
-            ifnull(r.run_release, X'') AS release, {_sig_of("r.run_id")} AS sig
-        FROM scores r WHERE r.rowid IN (SELECT min(rowid) FROM scores GROUP BY run_id)
-    """,
-    "INSERT INTO rate_sigs (sig) SELECT DISTINCT sig FROM _rate_fill"
-    " WHERE sig NOT IN (SELECT sig FROM rate_sigs)",
-    "INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)"
-    " SELECT f.run_id, f.started_at, f.day, f.agent, f.release, g.id"
-    " FROM _rate_fill f JOIN rate_sigs g ON g.sig = f.sig",
-    "INSERT INTO rate_rollup (day, agent, release, sig, n)"
-    " SELECT day, agent, release, sig, count(*) FROM rate_runs GROUP BY 1, 2, 3, 4",
-    "DROP TABLE temp._rate_fill",
-)
-"""Statements that fill the (empty) rate tables from ``scores`` and ``score_modes`` in bulk: run
-by migration 2 on an existing store, and by :func:`agentlens.store._rates.rebuild_rate_rollup`
-after a bulk load that bypassed the triggers."""
+# -- migration 2: the rate rollup (its SQL is :mod:`agentlens.store._sqlite_rates`'s) ------------
 
 _RATE_ROLLUP = Migration(
     2,
     "rate rollup: rate_sigs, rate_runs, rate_rollup, kept by triggers",
-    (
-        "CREATE TABLE rate_sigs (id INTEGER PRIMARY KEY, sig TEXT NOT NULL UNIQUE)",
-        # agent and release have no declared type: X'' (no value) stays a blob.
-        """
-        CREATE TABLE rate_runs (
-            run_id     TEXT    PRIMARY KEY,
-            started_at INTEGER,
-            day        INTEGER NOT NULL,
-            agent      NOT NULL,
-            release    NOT NULL,
-            sig        INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-        "CREATE INDEX rate_runs_by_sig ON rate_runs (sig, started_at, agent, release)",
-        "CREATE INDEX rate_runs_by_time ON rate_runs (started_at, agent, release, sig)",
-        """
-        CREATE TABLE rate_rollup (
-            day     INTEGER NOT NULL,
-            agent   NOT NULL,
-            release NOT NULL,
-            sig     INTEGER NOT NULL,
-            n       INTEGER NOT NULL,
-            PRIMARY KEY (day, agent, release, sig)
-        ) WITHOUT ROWID
-        """,
-        *RATE_ROLLUP_FILL,
-        _trigger("rate_scores_insert", "INSERT", "scores", ("NEW.run_id",)),
-        _trigger("rate_scores_delete", "DELETE", "scores", ("OLD.run_id",)),
-        _trigger("rate_scores_update", "UPDATE", "scores", ("OLD.run_id", "NEW.run_id")),
-        _trigger("rate_modes_insert", "INSERT", "score_modes", ("NEW.run_id",)),
-        _trigger("rate_modes_delete", "DELETE", "score_modes", ("OLD.run_id",)),
-        _trigger("rate_modes_update", "UPDATE", "score_modes", ("OLD.run_id", "NEW.run_id")),
-    ),
+    (*ROLLUP_SCHEMA, *RATE_ROLLUP_FILL, *ROLLUP_TRIGGERS),
 )
 
 # -- migration 3: review state, flags, content flags, verdicts, webhook deliveries -------------

@@ -1,7 +1,7 @@
 """The rate queries of the PostgreSQL store: the same counts as :mod:`agentlens.store._rates`.
 
 The counting rules, the breakdowns and the results are those of SQLite's
-:func:`agentlens.store._rates.rate_counts` (the tests hold the two to equality on the same
+:func:`agentlens.store._sqlite_rates.rate_counts` (the tests hold the two to equality on the same
 writes); the classification of a signature (:class:`~agentlens.store._rates._Classifier`) is
 shared code. What differs is where the counts come from (see :mod:`._pg_migrations`):
 
@@ -23,7 +23,6 @@ from agentlens.store._pg_migrations import HOUR_US, NO_HOUR
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._rates import (
     _ALL_MODES,
-    _BY,
     _ERROR,
     _FLAGGED,
     _NO_DAY,
@@ -32,10 +31,11 @@ from agentlens.store._rates import (
     RateQuery,
     _Acc,
     _Classifier,
-    _decode,
     _group_key,
     _Scored,
+    check_breakdown,
 )
+from agentlens.store._sqlite_rates import _decode
 
 __all__ = ["pg_rate_counts", "pg_stored_scorers", "pg_stored_versions"]
 
@@ -157,10 +157,9 @@ def _load_sigs(conn: Any, wanted: set[Any], into: dict[Any, tuple[_Scored, ...]]
 
 
 def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[RateCounts]:
-    """:func:`agentlens.store._rates.rate_counts` for a :class:`PostgresStore` (same arguments,
-    same results)."""
-    if by not in (None, *_BY):
-        raise ValueError(f"unknown breakdown {by!r}; choose from {', '.join(_BY)}")
+    """:func:`agentlens.store._sqlite_rates.rate_counts` for a :class:`PostgresStore` (same
+    arguments, same results)."""
+    check_breakdown(by)
     mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
     classify = _Classifier(query, by, mode_list)
     by_part = by in ("mode", "scorer_version")
@@ -272,7 +271,7 @@ def pg_stored_versions(
     store: Any, scorer: str, start_us: int | None = None, end_us: int | None = None
 ) -> list[tuple[str, int]]:
     """The versions of ``scorer`` with scores of runs in the window, each with its latest
-    ``scored_at`` (µs), newest first (as :func:`agentlens.store._rates.stored_versions`)."""
+    ``scored_at`` (µs), newest first (as :func:`agentlens.store._sqlite_rates.stored_versions`)."""
     versions_sql = (
         "WITH RECURSIVE v(version) AS (SELECT min(version) FROM scores WHERE scorer = %(s)s"
         " UNION ALL SELECT (SELECT min(version) FROM scores WHERE scorer = %(s)s"

@@ -80,6 +80,7 @@ from agentlens.store._pg_migrations import HOUR_US, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, pg_conn, pg_summary_columns
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import RunFilter, RunSummary
+from agentlens.store._rates import RateCounts, RateQuery
 from agentlens.store._sqlite import NO_TIME, _parse, from_us, to_us
 
 __all__ = ["PgURL", "PostgresStore", "dec", "enc", "parse_pg_url"]
@@ -857,10 +858,11 @@ class PostgresStore(PgReviewMixin):
 
         return iterate()
 
-    # -- rates --------------------------------------------------------------------------------
+    # -- RateSource (the SQL is agentlens.store._pg_rates's) ------------------------------------
 
-    def rate_counts(self, query: Any, by: str | None = None) -> list[Any]:
-        """:func:`agentlens.store._rates.rate_counts` over this store (see :mod:`._pg_rates`)."""
+    def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+        """Count runs by outcome over ``query``'s window (see :class:`RateSource`), from the
+        hourly rollups, in one read snapshot (see :mod:`._pg_rates`)."""
         from agentlens.store._pg_rates import pg_rate_counts
 
         return pg_rate_counts(self, query, by)

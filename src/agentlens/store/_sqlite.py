@@ -67,7 +67,7 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
     modes of all of one run's scores); ``rate_runs`` one row per scored run with its start time,
     UTC day, agent, release and signature; ``rate_rollup`` a count of runs per (day, agent,
     release, signature). Triggers on ``scores`` and ``score_modes`` keep them exact under every
-    write (see :mod:`agentlens.store._migrations` and :mod:`agentlens.store._rates`).
+    write (see :mod:`agentlens.store._sqlite_rates`).
 
 ``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
 """
@@ -82,6 +82,7 @@ import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -97,6 +98,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
+from agentlens.store import _sqlite_rates
 from agentlens.store._migrations import (
     MIGRATIONS_TABLE,
     current_version,
@@ -104,6 +106,7 @@ from agentlens.store._migrations import (
     migrate,
 )
 from agentlens.store._protocol import PendingRun, RunFilter, RunSummary
+from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
 from agentlens.store._server import ServerTablesMixin
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, ReviewMixin, summary_of
 
@@ -135,6 +138,24 @@ to_us = to_epoch_us
 """Microseconds since the Unix epoch (UTC) of a time: the encoding of every time column."""
 from_us = from_epoch_us
 """The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
+
+
+def _in_chunks(items: Iterable[_T], put: Callable[[list[_T], int], None]) -> int:
+    """Hand ``items`` to ``put(chunk, offset)`` :data:`_WRITE_CHUNK` at a time (``offset``: the
+    position of the chunk's first item, for error messages); return how many there were. The
+    one batching loop of ``put_traces`` and ``put_scores``."""
+    written = 0
+    chunk: list[_T] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= _WRITE_CHUNK:
+            put(chunk, written)
+            written += len(chunk)
+            chunk = []
+    if chunk:
+        put(chunk, written)
+        written += len(chunk)
+    return written
 
 
 def parse_sqlite_url(url: str) -> Path | None:
@@ -353,8 +374,29 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
     def read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work(connection)`` in one read transaction: a consistent snapshot, on a pooled
         read-only connection, never blocked by a writer. SQLite-specific (not part of
-        :class:`TraceStore`): the rate queries of :mod:`agentlens.store._rates` use it."""
+        :class:`TraceStore`), for tests and benchmarks that query the tables directly."""
         return self._read(work)
+
+    # -- RateSource (the SQL is agentlens.store._sqlite_rates's) --------------------------------
+
+    def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+        """Count runs by outcome over ``query``'s window (see :class:`RateSource`), from the
+        rate rollup, in one read snapshot."""
+        check_breakdown(by)
+        return self._read(lambda conn: _sqlite_rates.rate_counts(conn, query, by))
+
+    def stored_scorers(self) -> list[str]:
+        """Every scorer name with at least one stored score (an index skip-scan)."""
+        return self._read(_sqlite_rates.stored_scorers)
+
+    def stored_versions(
+        self, scorer: str, start_us: int | None = None, end_us: int | None = None
+    ) -> list[tuple[str, int]]:
+        """The versions of ``scorer`` with scores of runs in the window, each with its latest
+        ``scored_at`` (µs), newest first."""
+        return self._read(
+            lambda conn: _sqlite_rates.stored_versions(conn, scorer, start_us, end_us)
+        )
 
     def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run ``work`` in one read transaction (a consistent snapshot)."""
@@ -484,21 +526,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
                 value cannot be serialised, or the database failed. Nothing of the call is kept.
         """
 
-        def work(conn: sqlite3.Connection) -> int:
-            written = 0
-            chunk: list[Trace] = []
-            for trace in traces:
-                chunk.append(trace)
-                if len(chunk) >= _WRITE_CHUNK:
-                    self._put_chunk(conn, chunk, written)
-                    written += len(chunk)
-                    chunk = []
-            if chunk:
-                self._put_chunk(conn, chunk, written)
-                written += len(chunk)
-            return written
-
-        return self._write(work)
+        return self._write(lambda conn: _in_chunks(traces, partial(self._put_chunk, conn)))
 
     def _put_chunk(self, conn: sqlite3.Connection, chunk: list[Trace], offset: int) -> None:
         prepared: dict[str, _Prepared] = {}
@@ -776,21 +804,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
             StoreError: an item is not a :class:`Score`, or the database failed.
         """
 
-        def work(conn: sqlite3.Connection) -> int:
-            written = 0
-            chunk: list[Score] = []
-            for score in scores:
-                chunk.append(score)
-                if len(chunk) >= _WRITE_CHUNK:
-                    self._put_score_chunk(conn, chunk, written)
-                    written += len(chunk)
-                    chunk = []
-            if chunk:
-                self._put_score_chunk(conn, chunk, written)
-                written += len(chunk)
-            return written
-
-        return self._write(work)
+        return self._write(lambda conn: _in_chunks(scores, partial(self._put_score_chunk, conn)))
 
     def _put_score_chunk(self, conn: sqlite3.Connection, chunk: list[Score], offset: int) -> None:
         for index, score in enumerate(chunk, offset):

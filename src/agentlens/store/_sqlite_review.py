@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from pydantic import TypeAdapter
 
 from agentlens.errors import RunNotFoundError, StoreError
-from agentlens.model import Finding, Score, Verdict
+from agentlens.model import Finding, Score, Verdict, from_epoch_us, to_epoch_us
 from agentlens.store._flags import (
     VERDICTS,
     CurrentScore,
@@ -64,24 +64,18 @@ def now_us() -> int:
     """The current time in µs since the epoch, strictly increasing within the process (so a
     run written twice in a row gets two different ``stored_at`` tokens)."""
     global _last_us
-    from agentlens.store._sqlite import to_us
-
-    now = to_us(datetime.now(UTC)) or 0
+    now = to_epoch_us(datetime.now(UTC)) or 0
     with _clock_lock:
         _last_us = max(now, _last_us + 1)
         return _last_us
 
 
 def _us(value: datetime | None) -> int:
-    from agentlens.store._sqlite import to_us
-
-    return now_us() if value is None else int(to_us(value) or 0)
+    return now_us() if value is None else int(to_epoch_us(value) or 0)
 
 
 def _dt(value: int | None) -> datetime | None:
-    from agentlens.store._sqlite import from_us
-
-    return from_us(value)
+    return from_epoch_us(value)
 
 
 def _marks(n: int) -> str:

@@ -1,6 +1,6 @@
 """Evaluate an agent in pytest: run it over fixed inputs, capture, score, assert on the rate.
 
-The ``agentlens_eval`` fixture (served by the :mod:`agentlens.testing` plugin) gives an
+The ``agentlens_eval`` fixture (of the :mod:`agentlens.testing` plugin) gives an
 :class:`AgentEval`. Its :meth:`~AgentEval.run` calls the agent once per input inside
 ``agentlens.run(...)`` (capture goes to memory for the test, as with ``captured_traces``),
 scores every captured run, and returns an :class:`EvalResult` to assert on::
@@ -194,13 +194,8 @@ class AgentEval:
             Whatever the agent raises: a crashing agent fails the test, it is not a score.
         """
         import agentlens
-        from agentlens.analytics import RateStats, ScoreFacts, facts_of, tally
-        from agentlens.config import load_settings
-        from agentlens.eval import run_scorers
+        from agentlens.review import score_finished
 
-        settings = self._settings or load_settings()
-        names: Sequence[str | Scorer] = scorers or settings.default_scorers
-        mode_list = None if modes is None else [str(m) for m in modes]
         cases: list[EvalCase] = []
         for index, item in enumerate(inputs):
             before = len(self._captured.traces)
@@ -212,32 +207,19 @@ class AgentEval:
             outer = [t for t in new if t.id == run.id]
             inner = [t for t in new if t.metadata.get("parent_run_id") == run.id]
             cases.append(EvalCase(index=index, input=item, output=output, traces=inner or outer))
-        rows: list[tuple[str, list[ScoreFacts]]] = []
+        result = score_finished(
+            [t for case in cases for t in case.traces],
+            scorers=scorers or None,
+            settings=self._settings,
+            modes=modes,
+        )
+        scored = {r.trace.id: r.scores for r in result.runs}
         for case in cases:
-            case_rows = []
-            for trace in case.traces:
-                report = run_scorers(names, trace=trace, settings=settings)
-                case.scores[trace.id] = list(report.results.values())
-                case_rows.append((trace.id, [facts_of(s) for s in report.results.values()]))
-            counts = tally(case_rows, mode_list)
-            case.outcome = _worst(counts)
-            rows.extend(case_rows)
-        stats = RateStats.of(tally(rows, mode_list))
+            case.scores = {t.id: scored[t.id] for t in case.traces}
+            case.outcome = str(result.outcome_of(t.id for t in case.traces))
         if save_to is not None:
             _save(save_to, cases)
-        return EvalResult(cases=cases, stats=stats)
-
-
-def _worst(counts: Any) -> str:
-    if counts.flagged:
-        return "flagged"
-    if counts.errors:
-        return "error"
-    if counts.unverifiable:
-        return "unverifiable"
-    if counts.passed:
-        return "passed"
-    return "unscored"
+        return EvalResult(cases=cases, stats=result.stats)
 
 
 def _call(agent_fn: Callable[[Any], Any], item: Any) -> Any:
@@ -269,6 +251,6 @@ def _save(target: Any, cases: list[EvalCase]) -> None:
 def agentlens_eval(captured_traces: Any) -> AgentEval:
     """Run an agent over fixed inputs, capture and score the runs, assert on the rate.
 
-    See :mod:`agentlens._evalgate`.
+    See :mod:`agentlens.testing`.
     """
     return AgentEval(captured_traces)

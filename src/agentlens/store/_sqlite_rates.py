@@ -1,0 +1,546 @@
+"""The SQLite store's rates: the rollup's tables, triggers, signature encoding and SQL.
+
+This module owns everything about how SQLite answers :class:`~agentlens.store.RateSource`
+queries (:class:`~agentlens.store._sqlite.SQLiteStore` delegates to it): the statements of
+migration 2 (the tables and triggers below; :mod:`agentlens.store._migrations` lists them),
+the encoding of a signature and its decoding, the SQL of a query, and the constants.
+
+What ``agentlens rate`` counts is a function of each run's scores alone: for every run, the
+multiset of (scorer, version, verdict, failure modes) of its scores. Migration 2 keeps that
+function in three tables, maintained by triggers on ``scores`` and ``score_modes`` so that every
+write path (``put_scores``, ``put_traces`` replacing a run, ``delete_runs``, an ``INSERT OR
+REPLACE``, a manual ``UPDATE``) keeps them exact:
+
+- ``rate_sigs``: (id, sig): every distinct *signature* seen: the run's scores, encoded as
+                 ``hex(scorer).hex(version).hex(verdict).xhex(mode),xhex(mode)`` joined by ``;``
+                 in (scorer, version) order (hex, so any character, NUL included, round-trips).
+- ``rate_runs``: one row per run with at least one score: its start time, UTC day number,
+                 agent, release (copied from its scores) and signature id.
+- ``rate_rollup``: (day, agent, release, sig) -> n: how many runs of that day, role and release
+                 have that signature. A rate over whole days reads these rows, not the runs.
+
+In both derived tables ``agent``/``release`` are never NULL: a missing value is stored as the
+empty blob X'' (never equal to any text), so they can be keys; an undated run has day
+-2**63. The trigger bodies never raise a constraint conflict (an outer ``INSERT OR REPLACE``
+would impose its own conflict policy on them): they test existence instead.
+
+
+How a query is answered (:func:`rate_counts`): read the rollup rows of the whole days of the
+window and group the runs of the partial days at its edges by signature, classify each distinct
+(signature, agent) once (:class:`~agentlens.store._rates._Classifier`), and multiply. The
+flagged run ids come from the index ``rate_runs (sig, started_at, ...)``, for the flagging
+signatures only. So a 90-day breakdown reads thousands of rollup rows, not a million score rows;
+the tests hold the results to a scan over ``scores`` (``tests/_rate_scan.py``) and to the
+plain-Python reference.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from agentlens.store._rates import (
+    _ALL_MODES,
+    _DAY_US,
+    _ERROR,
+    _FLAGGED,
+    _NO_DAY,
+    _UNVERIFIABLE,
+    RateCounts,
+    RateQuery,
+    _Acc,
+    _Classifier,
+    _day_of,
+    _group_key,
+    _Scored,
+    check_breakdown,
+)
+
+__all__ = [
+    "RATE_ROLLUP_FILL",
+    "ROLLUP_SCHEMA",
+    "ROLLUP_TRIGGERS",
+    "rate_counts",
+    "rebuild_rate_rollup",
+    "stored_scorers",
+    "stored_versions",
+]
+
+_NO_TIME = -(2**63)
+"""``runs.sort_at`` of a run without a start time (see :mod:`agentlens.store._sqlite`)."""
+_DAY_SQL = (
+    f"(CASE WHEN started_at >= 0 THEN started_at / {_DAY_US}"
+    f" ELSE (started_at + 1) / {_DAY_US} - 1 END)"
+)
+"""The UTC day number of ``rate_runs.started_at`` (not NULL), as the triggers compute it."""
+
+
+# -- the rollup: tables, triggers, bulk fill (migration 2) -------------------------------------
+
+
+def _day_sql(t: str) -> str:
+    """SQL: the UTC day number (floor of µs / day) of a start time, -2**63 when NULL."""
+    return (
+        f"(CASE WHEN {t} IS NULL THEN -9223372036854775808 WHEN {t} >= 0 THEN {t} / {_DAY_US}"
+        f" ELSE ({t} + 1) / {_DAY_US} - 1 END)"
+    )
+
+
+def _sig_of(run: str) -> str:
+    """SQL: the signature of run ``run`` from its current scores (NULL when it has none).
+
+    ``run`` must not refer to a table aliased ``s`` or ``m`` (the subquery's own aliases)."""
+    return (
+        "(SELECT group_concat(hex(s.scorer) || '.' || hex(s.version) || '.' || hex(s.verdict)"
+        " || '.' || ifnull((SELECT group_concat('x' || hex(m.mode), ',') FROM score_modes m"
+        " WHERE m.run_id = s.run_id AND m.scorer = s.scorer AND m.version = s.version), ''), ';')"
+        f" FROM scores s WHERE s.run_id = {run})"
+    )
+
+
+def _refresh(run: str) -> str:
+    """Trigger statements that recompute run ``run``'s row of ``rate_runs`` and move its count
+    in ``rate_rollup`` from its old (day, agent, release, sig) to its new one."""
+    return f"""
+        UPDATE rate_rollup SET n = n - 1 WHERE (day, agent, release, sig) =
+            (SELECT day, agent, release, sig FROM rate_runs WHERE run_id = {run});
+        DELETE FROM rate_runs WHERE run_id = {run};
+        INSERT INTO rate_sigs (sig) SELECT g FROM (SELECT {_sig_of(run)} AS g)
+            WHERE g IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rate_sigs WHERE sig = g);
+        INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)
+            SELECT r.run_id, r.run_started_at, {_day_sql("r.run_started_at")},
+                ifnull(r.run_agent, X''), ifnull(r.run_release, X''),
+                (SELECT id FROM rate_sigs WHERE sig = {_sig_of(run)})
+            FROM scores r WHERE r.run_id = {run} LIMIT 1;
+        UPDATE rate_rollup SET n = n + 1 WHERE (day, agent, release, sig) =
+            (SELECT day, agent, release, sig FROM rate_runs WHERE run_id = {run});
+        INSERT INTO rate_rollup (day, agent, release, sig, n)
+            SELECT x.day, x.agent, x.release, x.sig, 1 FROM rate_runs x WHERE x.run_id = {run}
+            AND NOT EXISTS (SELECT 1 FROM rate_rollup y WHERE y.day = x.day
+                AND y.agent = x.agent AND y.release = x.release AND y.sig = x.sig);"""
+
+
+def _trigger(name: str, event: str, table: str, runs: tuple[str, ...]) -> str:
+    body = "".join(_refresh(run) for run in runs)
+    return f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW BEGIN{body}\nEND"
+
+
+ROLLUP_SCHEMA: tuple[str, ...] = (
+    "CREATE TABLE rate_sigs (id INTEGER PRIMARY KEY, sig TEXT NOT NULL UNIQUE)",
+    # agent and release have no declared type: X'' (no value) stays a blob.
+    """
+        CREATE TABLE rate_runs (
+            run_id     TEXT    PRIMARY KEY,
+            started_at INTEGER,
+            day        INTEGER NOT NULL,
+            agent      NOT NULL,
+            release    NOT NULL,
+            sig        INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+    "CREATE INDEX rate_runs_by_sig ON rate_runs (sig, started_at, agent, release)",
+    "CREATE INDEX rate_runs_by_time ON rate_runs (started_at, agent, release, sig)",
+    """
+        CREATE TABLE rate_rollup (
+            day     INTEGER NOT NULL,
+            agent   NOT NULL,
+            release NOT NULL,
+            sig     INTEGER NOT NULL,
+            n       INTEGER NOT NULL,
+            PRIMARY KEY (day, agent, release, sig)
+        ) WITHOUT ROWID
+        """,
+)
+"""The rollup's tables and indexes."""
+
+RATE_ROLLUP_FILL: tuple[str, ...] = (
+    f"""
+    CREATE TEMP TABLE _rate_fill AS
+        SELECT r.run_id AS run_id, r.run_started_at AS started_at,
+            {_day_sql("r.run_started_at")} AS day, ifnull(r.run_agent, X'') AS agent,
+            ifnull(r.run_release, X'') AS release, {_sig_of("r.run_id")} AS sig
+        FROM scores r WHERE r.rowid IN (SELECT min(rowid) FROM scores GROUP BY run_id)
+    """,
+    "INSERT INTO rate_sigs (sig) SELECT DISTINCT sig FROM _rate_fill"
+    " WHERE sig NOT IN (SELECT sig FROM rate_sigs)",
+    "INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)"
+    " SELECT f.run_id, f.started_at, f.day, f.agent, f.release, g.id"
+    " FROM _rate_fill f JOIN rate_sigs g ON g.sig = f.sig",
+    "INSERT INTO rate_rollup (day, agent, release, sig, n)"
+    " SELECT day, agent, release, sig, count(*) FROM rate_runs GROUP BY 1, 2, 3, 4",
+    "DROP TABLE temp._rate_fill",
+)
+"""Statements that fill the (empty) rate tables from ``scores`` and ``score_modes`` in bulk: run
+by migration 2 on an existing store, and by :func:`rebuild_rate_rollup`
+after a bulk load that bypassed the triggers."""
+
+ROLLUP_TRIGGERS: tuple[str, ...] = (
+    _trigger("rate_scores_insert", "INSERT", "scores", ("NEW.run_id",)),
+    _trigger("rate_scores_delete", "DELETE", "scores", ("OLD.run_id",)),
+    _trigger("rate_scores_update", "UPDATE", "scores", ("OLD.run_id", "NEW.run_id")),
+    _trigger("rate_modes_insert", "INSERT", "score_modes", ("NEW.run_id",)),
+    _trigger("rate_modes_delete", "DELETE", "score_modes", ("OLD.run_id",)),
+    _trigger("rate_modes_update", "UPDATE", "score_modes", ("OLD.run_id", "NEW.run_id")),
+)
+"""The triggers on ``scores`` and ``score_modes`` that keep the rollup exact on every write."""
+
+
+def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
+    """Recompute ``rate_sigs``, ``rate_runs`` and ``rate_rollup`` from ``scores`` in bulk, on a
+    writable connection: inside the caller's transaction if one is open (e.g. in
+    ``SQLiteStore._write``), else in a transaction of its own (autocommit connections).
+
+    The triggers keep these tables exact on every write, so this is only needed after rows were
+    written with the triggers dropped (a bulk load), or to check the triggers (the tests compare
+    the two).
+    """
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        for table in ("rate_rollup", "rate_runs", "rate_sigs"):
+            conn.execute(f"DELETE FROM {table}")
+        for statement in RATE_ROLLUP_FILL:
+            conn.execute(statement)
+        if own:
+            conn.execute("COMMIT")
+    except BaseException:
+        if own and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+# -- signatures ----------------------------------------------------------------------------
+
+
+def _unhex(text: str) -> str:
+    return bytes.fromhex(text).decode("utf-8", "surrogateescape")
+
+
+def _decode(sig: str) -> tuple[_Scored, ...]:
+    """The scores of a ``rate_sigs.sig`` (see migration 2 for the encoding)."""
+    out = []
+    for part in sig.split(";"):
+        scorer, version, verdict, modes = part.split(".")
+        out.append(
+            _Scored(
+                _unhex(scorer),
+                _unhex(version),
+                _unhex(verdict),
+                frozenset(_unhex(m[1:]) for m in modes.split(",") if m),
+            )
+        )
+    return tuple(out)
+
+
+# -- queries -----------------------------------------------------------------------------------
+
+
+def _key(by: str | None, t: str, agent: str, release: str) -> str:
+    """The SQL expression of a group key over a start time, agent and release column."""
+    if by == "day":
+        return f"date({t} / 1000000, 'unixepoch')"
+    if by == "week":
+        return f"date({t} / 1000000, 'unixepoch', 'weekday 0', '-6 days')"
+    if by == "agent":
+        return agent
+    if by == "release":
+        return release
+    return "NULL"
+
+
+def _closed_span(conn: sqlite3.Connection, start: int | None, end: int | None) -> tuple[int, int]:
+    """The window with an open side closed at the first or last dated run (µs)."""
+    if start is not None and end is not None:
+        return start, end
+    lo, hi = conn.execute(
+        "SELECT min(sort_at), max(sort_at) FROM runs WHERE sort_at > ?", (_NO_TIME,)
+    ).fetchone()
+    if lo is None:
+        lo = hi = 0
+    return (lo if start is None else start), (hi + 1 if end is None else end)
+
+
+def _window_clauses(q: RateQuery, time_col: str, agent_col: str) -> tuple[list[str], list[Any]]:
+    """The conditions of ``q``'s window (``start <= t < end``, or undated) and agent role, on the
+    given columns, with their parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if q.start_us is not None:
+        clauses.append(f"{time_col} >= ?")
+        params.append(q.start_us)
+    if q.end_us is not None:
+        clauses.append(f"{time_col} < ?")
+        params.append(q.end_us)
+    if q.agent is not None:
+        clauses.append(f"{agent_col} = ?")
+        params.append(q.agent)
+    if q.undated:
+        clauses.append(f"{time_col} IS NULL")
+    return clauses, params
+
+
+def _runs_sql(query: RateQuery, by: str | None) -> tuple[str, list[Any]]:
+    """Runs per group in the window, from ``runs`` (its ``(sort_at, id)`` index covers it)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if query.start_us is not None:
+        # sort_at = started_at for every dated run, and NO_TIME < any start: no NULL check needed.
+        clauses.append("r.sort_at >= ?")
+        params.append(query.start_us)
+    if query.end_us is not None:
+        clauses.append("r.sort_at < ?")
+        params.append(query.end_us)
+        if query.start_us is None:
+            clauses.append("r.sort_at > ?")
+            params.append(_NO_TIME)
+    if query.agent is not None:
+        clauses.append("r.agent = ?")
+        params.append(query.agent)
+    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    if by in ("day", "week", "agent", "release"):
+        t = "r.sort_at" if clauses else "r.started_at"
+        key = _key(by, t, "r.agent", "r.release")
+        return f"SELECT {key}, count(*) FROM runs r{where} GROUP BY 1", params
+    return f"SELECT NULL, count(*) FROM runs r{where}", params
+
+
+def _buckets(start_us: int, end_us: int, by: str) -> list[tuple[str, int, int]]:
+    """UTC days (or ISO weeks from Monday) covering ``[start, end)``, clipped to it."""
+    from datetime import UTC, datetime, timedelta
+
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    first = (epoch + timedelta(microseconds=start_us)).date()
+    if by == "week":
+        first -= timedelta(days=first.weekday())
+    step = timedelta(days=7 if by == "week" else 1)
+    out: list[tuple[str, int, int]] = []
+    day = first
+    while True:
+        lo = (datetime(day.year, day.month, day.day, tzinfo=UTC) - epoch) // timedelta(
+            microseconds=1
+        )
+        if lo >= end_us:
+            return out
+        hi = lo + step // timedelta(microseconds=1)
+        out.append((day.isoformat(), max(lo, start_us), min(hi, end_us)))
+        day += step
+
+
+def _window_rows(conn: sqlite3.Connection, q: RateQuery) -> list[tuple[Any, ...]]:
+    """``(day, agent, release, sig, runs)`` of the window: rollup rows for its whole UTC days,
+    runs grouped by signature for the partial days at its edges."""
+    agent_sql = " AND agent = ?" if q.agent is not None else ""
+    agent_args: list[Any] = [q.agent] if q.agent is not None else []
+    roll = "SELECT day, agent, release, sig, n FROM rate_rollup WHERE n > 0"
+    if q.undated:
+        return conn.execute(roll + " AND day = ?" + agent_sql, [_NO_DAY, *agent_args]).fetchall()
+    start, end = q.start_us, q.end_us
+    if start is None and end is None:
+        return conn.execute(roll + agent_sql, agent_args).fetchall()
+    first = _NO_DAY + 1 if start is None else -(-start // _DAY_US)  # the first whole day
+    stop = None if end is None else end // _DAY_US  # the day after the last whole day
+    rows: list[tuple[Any, ...]] = []
+    partial: list[tuple[int, int]] = []
+    if stop is not None and first >= stop:
+        if start is not None and start < end:  # type: ignore[operator]
+            partial.append((start, end))  # type: ignore[arg-type]
+    else:
+        sql, args = roll + " AND day >= ?", [first]
+        if stop is not None:
+            sql += " AND day < ?"
+            args.append(stop)
+        rows.extend(conn.execute(sql + agent_sql, [*args, *agent_args]))
+        if start is not None and start < first * _DAY_US:
+            partial.append((start, first * _DAY_US))
+        if end is not None and stop is not None and stop * _DAY_US < end:
+            partial.append((stop * _DAY_US, end))
+    for lo, hi in partial:
+        rows.extend(
+            conn.execute(
+                f"SELECT {_DAY_SQL}, agent, release, sig, count(*) FROM rate_runs"
+                f" WHERE started_at >= ? AND started_at < ?{agent_sql} GROUP BY 1, 2, 3, 4",
+                [lo, hi, *agent_args],
+            )
+        )
+    return rows
+
+
+def _load_sigs(conn: sqlite3.Connection, wanted: set[int], into: dict[int, Any]) -> None:
+    missing = sorted(wanted.difference(into))
+    for at in range(0, len(missing), 500):
+        part = missing[at : at + 500]
+        sql = f"SELECT id, sig FROM rate_sigs WHERE id IN ({', '.join('?' * len(part))})"
+        for sig_id, text in conn.execute(sql, part):
+            into[sig_id] = _decode(text)
+
+
+def _flagged_runs(
+    conn: sqlite3.Connection, q: RateQuery, sigs: list[int]
+) -> list[tuple[str, int | None, Any, Any, int]]:
+    """``(run_id, started_at, agent, release, sig)`` of the window's runs of these signatures."""
+    window, args = _window_clauses(q, "started_at", "agent")
+    clauses = ["sig = ?", *window]
+    sql = (
+        "SELECT run_id, started_at, agent, release, sig FROM rate_runs"
+        f" INDEXED BY rate_runs_by_sig WHERE {' AND '.join(clauses)}"
+    )
+    out: list[tuple[str, int | None, Any, Any, int]] = []
+    for sig in sigs:
+        out.extend(conn.execute(sql, [sig, *args]))
+    return out
+
+
+def rate_counts(
+    conn: sqlite3.Connection, query: RateQuery, by: str | None = None
+) -> list[RateCounts]:
+    """Count runs by outcome over ``query``'s window, for the whole window or per group.
+
+    Args:
+        conn: a connection to the store (schema version 2 or later), inside one read snapshot.
+        query: the window, agent, scorer versions and modes.
+        by: ``None`` for one :class:`RateCounts` (key ``None``) over the window, or one of
+            ``day`` (UTC date), ``week`` (the Monday, UTC, that starts the ISO week), ``agent``,
+            ``release`` (``metadata.release``), ``mode`` (one group per failure mode: the rate as
+            if only that mode were selected) or ``scorer_version`` (``scorer@version``, every
+            stored version of the selected scorers apart).
+
+    Returns:
+        The groups in key order (``None`` keys last; for ``mode``, the modes' order).
+
+    How: see the module docs.
+    """
+    check_breakdown(by)
+    mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
+    classify = _Classifier(query, by, mode_list)
+    by_part = by in ("mode", "scorer_version")
+
+    def work(conn: sqlite3.Connection) -> list[RateCounts]:
+        rows = _window_rows(conn, query)
+        _load_sigs(conn, {row[3] for row in rows}, classify.sigs)
+        accs: dict[str | None, _Acc] = {}
+        flagging: set[int] = set()
+        for day, agent, release, sig, n in rows:
+            parts = classify.parts(sig, agent)
+            if not parts:
+                continue
+            row_key = None if by_part else _group_key(by, day, agent, release)
+            for sub, rank, hit in parts:
+                acc = accs.get(sub if by_part else row_key)
+                if acc is None:
+                    acc = accs[sub if by_part else row_key] = _Acc()
+                acc.scored_any += n
+                if rank == _FLAGGED:
+                    acc.flagged += n
+                    flagging.add(sig)
+                    for m in hit:
+                        acc.by_mode[m] = acc.by_mode.get(m, 0) + n
+                elif rank == _ERROR:
+                    acc.errors += n
+                elif rank == _UNVERIFIABLE:
+                    acc.unverifiable += n
+        for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, sorted(flagging)):
+            key = None if by_part else _group_key(by, _day_of(started_at), agent, release)
+            for sub, rank, _ in classify.parts(sig, agent):
+                if rank == _FLAGGED:
+                    accs[sub if by_part else key].ids.append(run_id)
+        return _assemble(conn, query, by, accs, mode_list)
+
+    return work(conn)
+
+
+def _assemble(
+    conn: sqlite3.Connection,
+    query: RateQuery,
+    by: str | None,
+    accs: dict[str | None, _Acc],
+    mode_list: list[str],
+) -> list[RateCounts]:
+    """The groups of a breakdown, with their runs, in order."""
+    if by in ("day", "week"):
+        out = []
+        for label, runs in _time_buckets(conn, query, by):
+            acc = accs.get(label)
+            if runs or acc is not None:
+                out.append((acc or _Acc()).counts(label, runs, mode_list))
+        return out
+    r_sql, r_args = _runs_sql(query, by if by in ("agent", "release") else None)
+    runs_by_key: dict[str | None, int] = {k: n for k, n in conn.execute(r_sql, r_args)}
+    total = sum(runs_by_key.values())
+    if by == "mode":
+        out = []
+        for m in mode_list:
+            counts = accs.get(m, _Acc()).counts(m, total, [])
+            counts.by_mode = {m: counts.flagged}
+            out.append(counts)
+        return out
+    if by in ("agent", "release"):
+        keys = set(runs_by_key) | set(accs)
+        found = [accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), mode_list) for k in keys]
+    elif by == "scorer_version":
+        found = [acc.counts(k, total, mode_list) for k, acc in accs.items()]
+    else:
+        found = [accs.get(None, _Acc()).counts(None, total, mode_list)]
+    return sorted(found, key=lambda c: (c.key is None, c.key or ""))
+
+
+def _time_buckets(
+    conn: sqlite3.Connection, query: RateQuery, by: str
+) -> list[tuple[str | None, int]]:
+    """``(label, runs)`` of each day or week of the window (then the undated runs, when the
+    window is open on both sides), counted on ``runs``' time index."""
+    start, end = query.start_us, query.end_us
+    agent_sql = " AND r.agent = ?" if query.agent is not None else ""
+    agent_args: list[Any] = [query.agent] if query.agent is not None else []
+    out: list[tuple[str | None, int]] = []
+    if not query.undated:
+        start, end = _closed_span(conn, start, end)
+        sql = f"SELECT count(*) FROM runs r WHERE r.sort_at >= ? AND r.sort_at < ?{agent_sql}"
+        for label, lo, hi in _buckets(start, end, by) if start < end else []:
+            out.append((label, conn.execute(sql, [lo, hi, *agent_args]).fetchone()[0]))
+    if query.undated or (query.start_us is None and query.end_us is None):
+        sql = f"SELECT count(*) FROM runs r WHERE r.sort_at = ?{agent_sql}"
+        out.append((None, conn.execute(sql, [_NO_TIME, *agent_args]).fetchone()[0]))
+    return out
+
+
+def stored_scorers(conn: sqlite3.Connection) -> list[str]:
+    """Every scorer name with at least one stored score (an index skip-scan, not a table scan)."""
+    sql = (
+        "WITH RECURSIVE n(name) AS (SELECT min(scorer) FROM scores UNION ALL"
+        " SELECT (SELECT min(scorer) FROM scores WHERE scorer > n.name) FROM n"
+        " WHERE n.name IS NOT NULL) SELECT name FROM n WHERE name IS NOT NULL"
+    )
+    return [name for (name,) in conn.execute(sql).fetchall()]
+
+
+def stored_versions(
+    conn: sqlite3.Connection, scorer: str, start_us: int | None = None, end_us: int | None = None
+) -> list[tuple[str, int]]:
+    """The versions of ``scorer`` with scores of runs in the window, each with its latest
+    ``scored_at`` (µs), newest first."""
+    versions_sql = (
+        "WITH RECURSIVE v(version) AS (SELECT min(version) FROM scores WHERE scorer = :s"
+        " UNION ALL SELECT (SELECT min(version) FROM scores WHERE scorer = :s"
+        " AND version > v.version) FROM v WHERE v.version IS NOT NULL)"
+        " SELECT version FROM v WHERE version IS NOT NULL"
+    )
+    window = ""
+    args: dict[str, Any] = {"s": scorer}
+    if start_us is not None:
+        window += " AND run_started_at >= :a"
+        args["a"] = start_us
+    if end_us is not None:
+        window += " AND run_started_at < :b"
+        args["b"] = end_us
+    latest_sql = f"SELECT max(scored_at) FROM scores WHERE scorer = :s AND version = :v{window}"
+
+    def work(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+        found = []
+        for (version,) in conn.execute(versions_sql, {"s": scorer}).fetchall():
+            (latest,) = conn.execute(latest_sql, {**args, "v": version}).fetchone()
+            if latest is not None:
+                found.append((version, int(latest)))
+        return sorted(found, key=lambda item: (-item[1], item[0]))
+
+    return work(conn)
