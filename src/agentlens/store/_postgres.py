@@ -64,8 +64,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from pydantic import TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic import ValidationError
 
 from agentlens.errors import (
     ConfigError,
@@ -75,18 +74,17 @@ from agentlens.errors import (
     StoreError,
     UnreadableRunError,
 )
-from agentlens.model import Score, Step, Trace
+from agentlens.model import Score, Trace
 from agentlens.store._pg_migrations import HOUR_US, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, pg_conn, pg_summary_columns
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery
-from agentlens.store._sqlite import NO_TIME, _parse, from_us, to_us
+from agentlens.store._sqlite import NO_TIME, _parse, from_us, serialise_run, to_us
 
 __all__ = ["PgURL", "PostgresStore", "dec", "enc", "parse_pg_url"]
 
 _T = TypeVar("_T")
-_STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
 _WRITE_CHUNK = 256
 _FIRST_PAGE = 32
 _MAX_PAGE = 512
@@ -554,25 +552,7 @@ class PostgresStore(PgReviewMixin):
             self._prune_content(pg_conn(conn), [dec(k) or "" for k in replaced])
 
     def _prepare(self, trace: Trace) -> _Prepared:
-        if len({step.id for step in trace.steps}) != len(trace.steps):
-            seen: set[str] = set()
-            for step in trace.steps:
-                if step.id in seen:
-                    raise StoreError(
-                        f"{self._label}: run {trace.id!r} has two steps with id {step.id!r}; "
-                        "nothing was written"
-                    )
-                seen.add(step.id)
-        try:
-            doc = trace.model_dump_json(exclude={"steps"})
-            steps = _STEPS.dump_json(trace.steps).decode()
-        except PydanticSerializationError as exc:
-            raise StoreError(
-                f"{self._label}: run {trace.id!r} cannot be serialised: {exc}; nothing was written"
-            ) from None
-        release = trace.metadata.get("release")
-        if release is not None and not isinstance(release, str):
-            release = json.dumps(release) if not isinstance(release, int | float) else str(release)
+        doc, steps, release = serialise_run(trace, self._label)
         digest = hashlib.blake2b(f"{doc}\x00{steps}".encode(), digest_size=16).digest()
         started = to_us(trace.started_at)
         row = (

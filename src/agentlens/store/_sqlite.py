@@ -158,6 +158,36 @@ def _in_chunks(items: Iterable[_T], put: Callable[[list[_T], int], None]) -> int
     return written
 
 
+def serialise_run(trace: Trace, label: str) -> tuple[str, str, str | None]:
+    """A run as every backend stores it: its JSON without steps, its steps' JSON array, and
+    its release (``metadata.release``) as text.
+
+    Raises:
+        StoreError: two steps share an id, or the run cannot be serialised (``label`` names
+            the store); nothing was written.
+    """
+    if len({step.id for step in trace.steps}) != len(trace.steps):
+        seen: set[str] = set()
+        for step in trace.steps:
+            if step.id in seen:
+                raise StoreError(
+                    f"{label}: run {trace.id!r} has two steps with id {step.id!r}; "
+                    "nothing was written"
+                )
+            seen.add(step.id)
+    try:
+        doc = trace.model_dump_json(exclude={"steps"})
+        steps = _STEPS.dump_json(trace.steps).decode()
+    except PydanticSerializationError as exc:
+        raise StoreError(
+            f"{label}: run {trace.id!r} cannot be serialised: {exc}; nothing was written"
+        ) from None
+    release = trace.metadata.get("release")
+    if release is not None and not isinstance(release, str):
+        release = json.dumps(release) if not isinstance(release, int | float) else str(release)
+    return doc, steps, release
+
+
 def parse_sqlite_url(url: str) -> Path | None:
     """The file path a ``sqlite:`` URL names, or ``None`` for an in-memory store.
 
@@ -564,25 +594,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
             self._prune_content(conn, replaced)
 
     def _prepare(self, trace: Trace) -> _Prepared:
-        if len({step.id for step in trace.steps}) != len(trace.steps):
-            seen: set[str] = set()
-            for step in trace.steps:
-                if step.id in seen:
-                    raise StoreError(
-                        f"{self._label}: run {trace.id!r} has two steps with id {step.id!r}; "
-                        "nothing was written"
-                    )
-                seen.add(step.id)
-        try:
-            doc = trace.model_dump_json(exclude={"steps"})
-            steps = _STEPS.dump_json(trace.steps).decode()
-        except PydanticSerializationError as exc:
-            raise StoreError(
-                f"{self._label}: run {trace.id!r} cannot be serialised: {exc}; nothing was written"
-            ) from None
-        release = trace.metadata.get("release")
-        if release is not None and not isinstance(release, str):
-            release = json.dumps(release) if not isinstance(release, int | float) else str(release)
+        doc, steps, release = serialise_run(trace, self._label)
         started = to_us(trace.started_at)
         row = (
             trace.id,
