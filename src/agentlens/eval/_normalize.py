@@ -23,9 +23,10 @@ import math
 import re
 from typing import Any
 
+import orjson
+
 __all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result"]
 
-_WS = re.compile(r"\s+")
 _TRAILING = re.compile(r"[ \t\f\v]+$", re.MULTILINE)
 _INNER = re.compile(r"(?<=\S)[ \t\f\v]{2,}|(?<=\S)[\t\f\v]")
 _MAX_DEPTH = 64
@@ -49,49 +50,110 @@ def canonical(value: Any, _depth: int = 0) -> Any:
     collapsed. Integral floats become ints; NaN and infinities become their names. Anything that is
     not JSON is represented by its ``repr``. Never raises.
     """
-    if value is None or isinstance(value, bool):
+    return _canonical(value, _depth, [])
+
+
+def _canonical(value: Any, depth: int, odd: list[float]) -> Any:
+    """:func:`canonical`, appending to ``odd`` every float it keeps whose ``repr`` has an
+    exponent (which :func:`canonical_json`'s fast serialiser writes differently). The exact types
+    JSON decodes to are dispatched first; subclasses and other objects take
+    :func:`_canonical_other`."""
+    kind = type(value)
+    if kind is str:
+        return _string(value, depth, odd)
+    if kind is dict:
+        if depth >= _MAX_DEPTH:
+            return repr(value)
+        return _mapping(value, depth, odd)
+    if kind is list:
+        if depth >= _MAX_DEPTH:
+            return repr(value)
+        return [_canonical(v, depth + 1, odd) for v in value]
+    if kind is int or kind is bool or value is None:
         return value
-    if isinstance(value, int):
+    if kind is float:
+        return _float(value, odd)
+    return _canonical_other(value, depth, odd)
+
+
+def _canonical_other(value: Any, depth: int, odd: list[float]) -> Any:
+    if isinstance(value, bool | int):
         return value
     if isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return repr(value)
-        return int(value) if value.is_integer() and abs(value) < 2**63 else value
+        return _float(value, odd)
     if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "[") and _depth < _MAX_DEPTH:
-            try:
-                parsed = json.loads(stripped)
-            except ValueError:
-                pass
-            else:
-                if isinstance(parsed, dict | list):
-                    return canonical(parsed, _depth + 1)
-        return _text(stripped)
-    if _depth >= _MAX_DEPTH:
+        return _string(value, depth, odd)
+    if depth >= _MAX_DEPTH:
         return repr(value)
     if isinstance(value, dict):
-        out = {str(k).strip(): canonical(v, _depth + 1) for k, v in value.items()}
-        if len(out) < len(value):  # keys equal once stripped (" id", "id"): the same one wins
-            ordered = sorted(value.items(), key=lambda kv: str(kv[0]))  # whatever their order
-            out = {str(k).strip(): canonical(v, _depth + 1) for k, v in ordered}
-        return out
+        return _mapping(value, depth, odd)
     if isinstance(value, list | tuple):
-        return [canonical(v, _depth + 1) for v in value]
-    return _WS.sub(" ", repr(value).strip())
+        return [_canonical(v, depth + 1, odd) for v in value]
+    return " ".join(repr(value).split())
+
+
+def _float(value: float, odd: list[float]) -> Any:
+    if math.isnan(value) or math.isinf(value):
+        return repr(value)
+    if value.is_integer() and abs(value) < 2**63:
+        return int(value)
+    if not _PLAIN_FLOAT_MIN <= abs(value) < _PLAIN_FLOAT_MAX:
+        odd.append(value)
+    return value
+
+
+def _string(value: str, depth: int, odd: list[float]) -> Any:
+    stripped = value.strip()
+    if stripped[:1] in ("{", "[") and depth < _MAX_DEPTH:
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            pass
+        else:
+            if isinstance(parsed, dict | list):
+                return _canonical(parsed, depth + 1, odd)
+    return _text(stripped)
+
+
+def _mapping(value: dict[Any, Any], depth: int, odd: list[float]) -> dict[str, Any]:
+    out = {str(k).strip(): _canonical(v, depth + 1, odd) for k, v in value.items()}
+    if len(out) < len(value):  # keys equal once stripped (" id", "id"): the same one wins
+        ordered = sorted(value.items(), key=lambda kv: str(kv[0]))  # whatever their order
+        out = {str(k).strip(): _canonical(v, depth + 1, odd) for k, v in ordered}
+    return out
 
 
 def _text(text: str) -> str:
     if "\n" not in text and "\r" not in text:
-        return _WS.sub(" ", text)
+        # The same as ``re.sub(r"\s+", " ", text)`` on a stripped text (both split on
+        # ``str.isspace`` characters), several times faster.
+        return " ".join(text.split())
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _INNER.sub(" ", _TRAILING.sub("", text))
 
 
+_PLAIN_FLOAT_MIN = 1e-4
+_PLAIN_FLOAT_MAX = 1e16
+"""Floats in ``[1e-4, 1e16)`` are written without an exponent by ``repr``; orjson writes the
+same shortest digits for them (and an exponent differently: ``1e-7`` for ``1e-07``)."""
+
+
 def canonical_json(value: Any) -> str:
-    """The canonical form as compact JSON with sorted keys: the text that is fingerprinted."""
+    """The canonical form as compact JSON with sorted keys: the text that is fingerprinted.
+
+    Serialised by orjson (one C call, several times faster than ``json.dumps``), and by
+    ``json.dumps`` whenever orjson would write something else: a float whose ``repr`` has an
+    exponent, an integer past 64 bits, a lone surrogate. The text is the same either way.
+    """
+    odd: list[float] = []
+    canon = _canonical(value, 0, odd)
+    if not odd:
+        try:
+            return orjson.dumps(canon, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # orjson.JSONEncodeError: an int past 64 bits, a lone surrogate
+            pass
     return json.dumps(
-        canonical(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr
+        canon, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr
     )
 
 

@@ -172,7 +172,25 @@ class Score(ScoreResult):
 
     @classmethod
     def of(cls, result: ScoreResult, *, run_id: str, scorer: str, version: str) -> Score:
-        """Attach a result to the run and scorer it belongs to."""
+        """Attach a result to the run and scorer it belongs to.
+
+        A plain :class:`ScoreResult` is attached as it is, without validating its findings a
+        second time (its lists are copied; the findings are shared): a run's score holds
+        dozens of grounded claims, and validating them again cost more than the check. Any
+        other result (a subclass, whose fields become extras) is dumped and validated.
+        """
+        if type(result) is ScoreResult:
+            values = dict(result.__dict__)
+            values["findings"] = list(result.findings)
+            values["grounded"] = list(result.grounded)
+            values["attributes"] = dict(result.attributes)
+            return cls.model_construct(
+                **values,
+                **(result.__pydantic_extra__ or {}),
+                run_id=run_id,
+                scorer=scorer,
+                version=version,
+            )
         data = result.model_dump()
         return cls(**data, run_id=run_id, scorer=scorer, version=version)
 

@@ -1,0 +1,220 @@
+"""``agentlens score`` end to end, as whole processes, against the naive check on the same runs.
+
+Generates ``--runs`` stored runs (bench_grounding's support agent: about 20 steps and 10 KB of
+evidence each, about 1 in 20 with a fabricated reference) into a SQLite store cached under
+``/tmp`` (``--cache``), then, for ``--rounds`` rounds, runs each variant as its own process on a
+fresh copy of that store, alternating (naive, grounding, ... then again), and times it:
+
+- ``naive``: ``benchmarks/naive_check.py``: the design essay's three-pattern check (JSON-dump
+  the tool outputs, substring-test each match of three patterns) over every stored run;
+- ``grounding``: ``agentlens score --scorer no_fabricated_refs --scorer parametric_leakage``;
+- ``defaults``: ``agentlens score`` with the five default scorers;
+- each ``agentlens score`` variant again with ``--workers 2`` (``grounding-j2``, ``defaults-j2``).
+
+Prints, per variant, the median over the rounds of CPU seconds (user + system of the process and
+its workers) and wall seconds, the ratio of each to the naive check's, and runs/s per core (runs
+over CPU seconds) and per second of wall time. Goals (issue 19): ``grounding`` within 2x of the
+naive check, ``defaults`` within 3x. Then the flag counts of every scorer and a digest of the
+stored scores (every score's JSON without its ``scored_at``) of each variant: equal digests
+across rounds, worker counts and code versions mean byte-identical results.
+
+Usage::
+
+    python benchmarks/bench_score_e2e.py [--runs 2000] [--rounds 3] [--variants naive,grounding]
+        [--cache /tmp/agentlens-bench-e2e] [--profile VARIANT]
+
+The figures in docs/scorers.md are at ``--runs 20000``. ``--profile VARIANT`` runs that variant
+once under cProfile instead and prints its top functions by own time (``BENCH_SORT`` to change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GROUNDING = ["--scorer", "no_fabricated_refs", "--scorer", "parametric_leakage"]
+VARIANTS: dict[str, list[str]] = {
+    "naive": [],
+    "grounding": GROUNDING,
+    "defaults": [],
+    "grounding-j2": [*GROUNDING, "--workers", "2"],
+    "defaults-j2": ["--workers", "2"],
+}
+GOALS = {"grounding": 2.0, "defaults": 3.0, "grounding-j2": 2.0, "defaults-j2": 3.0}
+
+
+def cached_store(folder: Path, runs: int) -> Path:
+    """The generated store of ``runs`` runs, made once and kept in ``folder``."""
+    sys.path.insert(0, str(HERE))
+    from bench_grounding import generate
+
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / f"runs-{runs}.db"
+    if not db.exists():
+        partial = folder / f"runs-{runs}.partial.db"
+        partial.unlink(missing_ok=True)
+        generate(str(partial), runs)
+        partial.rename(db)
+    return db
+
+
+def command(variant: str, db: Path) -> list[str]:
+    if variant == "naive":
+        return [sys.executable, str(HERE / "naive_check.py"), "--db", str(db)]
+    return [sys.executable, "-m", "agentlens", "--db", str(db), "score", *VARIANTS[variant]]
+
+
+def child_env() -> dict[str, str]:
+    """The environment without any AGENTLENS_ setting (the defaults are what is timed)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTLENS_")}
+
+
+def timed(cmd: list[str], cwd: str) -> tuple[float, float, str]:
+    """Run ``cmd`` to completion: (CPU seconds of it and its children, wall seconds, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, cwd=cwd, env=child_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, out.stdout
+
+
+def stored_results(db: Path) -> tuple[dict[str, int], str]:
+    """Flagged runs per scorer, and a digest of every stored score without its time."""
+    digest = hashlib.sha256()
+    flagged: Counter[str] = Counter()
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT run_id, scorer, version, verdict, doc FROM scores"
+            " ORDER BY run_id, scorer, version"
+        )
+        for run_id, scorer, version, verdict, doc in rows:
+            body = json.loads(doc)
+            body.pop("scored_at", None)
+            digest.update(f"{run_id}\0{scorer}\0{version}\0".encode())
+            digest.update(json.dumps(body, sort_keys=True).encode())
+            flagged[scorer] += verdict == "flagged"
+    finally:
+        conn.close()
+    return dict(sorted(flagged.items())), digest.hexdigest()[:16]
+
+
+def profile(variant: str, db: Path, work: str) -> None:
+    copy = Path(work) / "profile.db"
+    shutil.copyfile(db, copy)
+    sort = os.environ.get("BENCH_SORT", "tottime")
+    cmd = command(variant, copy)
+    cmd[1:1] = ["-m", "cProfile", "-s", sort]
+    out = subprocess.run(cmd, cwd=work, env=child_env(), capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if "function calls" in line), 0)
+    print("\n".join(lines[start : start + 60]))
+    print(out.stderr[-2000:], file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument(
+        "--cache", default=os.path.join(tempfile.gettempdir(), "agentlens-bench-e2e")
+    )
+    parser.add_argument("--profile", metavar="VARIANT", help="cProfile one variant, once")
+    args = parser.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown or ("naive" not in variants and not args.profile):
+        raise SystemExit(f"--variants: choose from {', '.join(VARIANTS)} (naive included)")
+    db = cached_store(Path(args.cache), args.runs)
+    work = tempfile.mkdtemp(prefix="agentlens-e2e-")
+    try:
+        if args.profile:
+            profile(args.profile, db, work)
+            return 0
+        cpu: dict[str, list[float]] = {v: [] for v in variants}
+        wall: dict[str, list[float]] = {v: [] for v in variants}
+        results: dict[str, set[tuple[str, str]]] = {v: set() for v in variants}
+        naive_flagged: set[int] = set()
+        for rnd in range(args.rounds):
+            for v in variants:
+                copy = Path(work) / f"{v}.db"
+                shutil.copyfile(db, copy)
+                c, w, stdout = timed(command(v, copy), work)
+                cpu[v].append(c)
+                wall[v].append(w)
+                if v == "naive":
+                    naive_flagged.add(json.loads(stdout)["flagged"])
+                else:
+                    flags, digest = stored_results(copy)
+                    results[v].add((json.dumps(flags), digest))
+                copy.unlink()
+                print(f"round {rnd + 1} {v}: {c:.1f} s CPU, {w:.1f} s wall", file=sys.stderr)
+        report(args.runs, variants, cpu, wall, results, naive_flagged, db)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def report(
+    runs: int,
+    variants: list[str],
+    cpu: dict[str, list[float]],
+    wall: dict[str, list[float]],
+    results: dict[str, set[tuple[str, str]]],
+    naive_flagged: set[int],
+    db: Path,
+) -> None:
+    load = os.getloadavg()[0]
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} CPUs (shared), Python "
+        f"{platform.python_version()}, load average {load:.1f} at the end"
+    )
+    rounds = len(next(iter(cpu.values())))
+    print(f"store: {runs} runs, {db.stat().st_size / 2**20:.0f} MiB; medians of {rounds} rounds")
+    base_cpu = statistics.median(cpu["naive"])
+    base_wall = statistics.median(wall["naive"])
+    print(
+        f"{'variant':>13} {'CPU s':>8} {'wall s':>8} {'CPU/naive':>10} {'wall/naive':>11}"
+        f" {'runs/s/core':>12} {'runs/s':>8}  goal"
+    )
+    for v in variants:
+        c, w = statistics.median(cpu[v]), statistics.median(wall[v])
+        goal = GOALS.get(v)
+        verdict = (
+            ""
+            if goal is None
+            else f"<= {goal:.0f}x: {'met' if c / base_cpu <= goal else 'NOT met'}"
+        )
+        print(
+            f"{v:>13} {c:8.1f} {w:8.1f} {c / base_cpu:9.2f}x {w / base_wall:10.2f}x"
+            f" {runs / c:12,.0f} {runs / w:8,.0f}  {verdict}"
+        )
+    print(f"naive flagged runs: {sorted(naive_flagged)}")
+    for v in variants:
+        if v != "naive":
+            seen = sorted(results[v])
+            same = "same in every round" if len(seen) == 1 else "DIFFERS between rounds"
+            print(f"{v}: flagged {'; '.join(f'{f} digest {d}' for f, d in seen)} ({same})")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
