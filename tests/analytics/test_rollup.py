@@ -295,3 +295,61 @@ def test_insert_or_replace_and_manual_updates_keep_it_exact(verdict: str) -> Non
 def _query(window, agent, modes, selectors):  # type: ignore[no-untyped-def]
     """The store query of a selection (as the rate functions build it)."""
     return RateSelection(window, agent, tuple(modes) if modes else None).query(selectors)
+
+
+_score_op = st.tuples(
+    st.integers(0, 7),
+    st.sampled_from(["t_refs", "t_loops"]),
+    st.sampled_from(["1", "2"]),
+    st.sampled_from(["passed", "flagged", "unverifiable", "error"]),
+    st.frozensets(st.sampled_from([str(m) for m in MODES]), max_size=2),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(_hours, st.sampled_from(["support", None])), min_size=8, max_size=8),
+    st.lists(st.lists(_score_op, max_size=12), max_size=5),
+)
+def test_put_scores_refreshes_the_rollup_in_bulk_exactly(
+    runs: list[tuple[float | None, str | None]], batches: list[list[tuple[Any, ...]]]
+) -> None:
+    """Batches of scores of several runs (a run scored twice in one batch, scores replaced by
+    later batches) leave the tables ``put_scores`` refreshes in bulk (migration 6) equal to a
+    rebuild; a write outside ``put_scores`` still fires the triggers."""
+    store: Any = open_store("sqlite:///:memory:")
+    try:
+        store.put_traces([run(k, hours, agent, "v1") for k, (hours, agent) in enumerate(runs)])
+        for batch in batches:
+            store.put_scores([_score(f"01RUN{k:04d}", *rest) for k, *rest in batch])
+            kept = rate_tables(store)
+            store._write(rebuild_rate_rollup)
+            assert rate_tables(store) == kept
+        assert store.read(lambda c: c.execute("SELECT count(*) FROM rate_bulk").fetchone()) == (0,)
+        assert_rates_agree(store, WINDOWS[:2], (None,), (None,))
+        store._write(lambda c: c.execute("UPDATE scores SET verdict = 'flagged'"))  # by hand
+        kept = rate_tables(store)
+        store._write(rebuild_rate_rollup)
+        assert rate_tables(store) == kept
+    finally:
+        store.close()
+
+
+def test_a_failed_put_scores_keeps_the_rollup_and_its_triggers(tmp_path: Path) -> None:
+    store: Any = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        store.put_traces([run(1, 2, "support", "v1")])
+        store.put_scores([_score("01RUN0001", "t_refs", "1", "passed", frozenset())])
+        kept = rate_tables(store)
+        with pytest.raises(Exception, match="01RUN0009"):
+            store.put_scores(
+                [
+                    _score("01RUN0001", "t_refs", "1", "flagged", frozenset()),
+                    _score("01RUN0009", "t_refs", "1", "flagged", frozenset()),
+                ]
+            )
+        assert rate_tables(store) == kept
+        store._write(lambda c: c.execute("DELETE FROM scores"))
+        assert rate_tables(store) == ([], [])
+    finally:
+        store.close()

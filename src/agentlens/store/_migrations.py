@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from agentlens.errors import SchemaVersionError
-from agentlens.store._sqlite_rates import RATE_ROLLUP_FILL, ROLLUP_SCHEMA, ROLLUP_TRIGGERS
+from agentlens.store._sqlite_rates import (
+    BULK_ROLLUP,
+    RATE_ROLLUP_FILL,
+    ROLLUP_SCHEMA,
+    ROLLUP_TRIGGERS,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -278,7 +283,28 @@ _CLAIMS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES, _CLAIMS)
+# -- migration 6: the rollup refreshed in bulk by put_scores -------------------------------------
+#
+# ``rate_bulk`` (at most one row) and the rollup triggers of migration 2 made again with ``WHEN NOT
+# EXISTS (SELECT 1 FROM rate_bulk)``: ``put_scores`` sets the row inside its write transaction,
+# writes the batch, recomputes the rollup rows of the batch's runs in bulk and clears the row
+# before it commits (:func:`agentlens.store._sqlite_rates.bulk_rollup`). Every other write path,
+# another process's or a manual one, still fires the triggers.
+
+_BULK_ROLLUP = Migration(
+    6,
+    "rate rollup refreshed in bulk by put_scores: rate_bulk, guarded triggers",
+    BULK_ROLLUP,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _INITIAL,
+    _RATE_ROLLUP,
+    _REVIEW,
+    _SERVER_TABLES,
+    _CLAIMS,
+    _BULK_ROLLUP,
+)
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 

@@ -816,9 +816,15 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
             StoreError: an item is not a :class:`Score`, or the database failed.
         """
 
-        return self._write(lambda conn: _in_chunks(scores, partial(self._put_score_chunk, conn)))
+        def write(conn: sqlite3.Connection) -> int:
+            with _sqlite_rates.bulk_rollup(conn) as touched:
+                return _in_chunks(scores, partial(self._put_score_chunk, conn, touched))
 
-    def _put_score_chunk(self, conn: sqlite3.Connection, chunk: list[Score], offset: int) -> None:
+        return self._write(write)
+
+    def _put_score_chunk(
+        self, conn: sqlite3.Connection, touched: set[str], chunk: list[Score], offset: int
+    ) -> None:
         for index, score in enumerate(chunk, offset):
             if not isinstance(score, Score):
                 raise StoreError(
@@ -837,6 +843,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
         for run_id in run_ids:
             if run_id not in runs:
                 raise RunNotFoundError(run_id)
+        touched.update(run_ids)
         latest: dict[tuple[str, str, str], Score] = {}
         for score in chunk:  # a later score of the same key in the call wins
             latest[(score.run_id, score.scorer, score.version)] = score

@@ -37,6 +37,8 @@ plain-Python reference.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from agentlens.store._rates import (
@@ -57,9 +59,11 @@ from agentlens.store._rates import (
 )
 
 __all__ = [
+    "BULK_ROLLUP",
     "RATE_ROLLUP_FILL",
     "ROLLUP_SCHEMA",
     "ROLLUP_TRIGGERS",
+    "bulk_rollup",
     "rate_counts",
     "rebuild_rate_rollup",
     "stored_scorers",
@@ -120,9 +124,9 @@ def _refresh(run: str) -> str:
                 AND y.agent = x.agent AND y.release = x.release AND y.sig = x.sig);"""
 
 
-def _trigger(name: str, event: str, table: str, runs: tuple[str, ...]) -> str:
+def _trigger(name: str, event: str, table: str, runs: tuple[str, ...], when: str = "") -> str:
     body = "".join(_refresh(run) for run in runs)
-    return f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW BEGIN{body}\nEND"
+    return f"CREATE TRIGGER {name} AFTER {event} ON {table} FOR EACH ROW{when} BEGIN{body}\nEND"
 
 
 ROLLUP_SCHEMA: tuple[str, ...] = (
@@ -174,15 +178,90 @@ RATE_ROLLUP_FILL: tuple[str, ...] = (
 by migration 2 on an existing store, and by :func:`rebuild_rate_rollup`
 after a bulk load that bypassed the triggers."""
 
-ROLLUP_TRIGGERS: tuple[str, ...] = (
-    _trigger("rate_scores_insert", "INSERT", "scores", ("NEW.run_id",)),
-    _trigger("rate_scores_delete", "DELETE", "scores", ("OLD.run_id",)),
-    _trigger("rate_scores_update", "UPDATE", "scores", ("OLD.run_id", "NEW.run_id")),
-    _trigger("rate_modes_insert", "INSERT", "score_modes", ("NEW.run_id",)),
-    _trigger("rate_modes_delete", "DELETE", "score_modes", ("OLD.run_id",)),
-    _trigger("rate_modes_update", "UPDATE", "score_modes", ("OLD.run_id", "NEW.run_id")),
+_TRIGGERS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("rate_scores_insert", "INSERT", "scores", ("NEW.run_id",)),
+    ("rate_scores_delete", "DELETE", "scores", ("OLD.run_id",)),
+    ("rate_scores_update", "UPDATE", "scores", ("OLD.run_id", "NEW.run_id")),
+    ("rate_modes_insert", "INSERT", "score_modes", ("NEW.run_id",)),
+    ("rate_modes_delete", "DELETE", "score_modes", ("OLD.run_id",)),
+    ("rate_modes_update", "UPDATE", "score_modes", ("OLD.run_id", "NEW.run_id")),
 )
-"""The triggers on ``scores`` and ``score_modes`` that keep the rollup exact on every write."""
+
+ROLLUP_TRIGGERS: tuple[str, ...] = tuple(_trigger(*spec) for spec in _TRIGGERS)
+"""The triggers on ``scores`` and ``score_modes`` that keep the rollup exact on every write (as
+migration 2 made them; :data:`BULK_ROLLUP` guards them)."""
+
+BULK_ROLLUP: tuple[str, ...] = (
+    "CREATE TABLE IF NOT EXISTS rate_bulk (id INTEGER PRIMARY KEY CHECK (id = 1))",
+    *(f"DROP TRIGGER IF EXISTS {spec[0]}" for spec in _TRIGGERS),
+    *(_trigger(*spec, when=" WHEN NOT EXISTS (SELECT 1 FROM rate_bulk)") for spec in _TRIGGERS),
+)
+"""Migration 6: the same triggers, skipped while ``rate_bulk`` holds its row. Only
+:func:`bulk_rollup` writes that row, inside a write transaction that also refreshes the rollup
+of every run it touched, in bulk, before it commits: no other connection ever sees the row,
+and every other write path still fires the triggers."""
+
+_BATCH_RUNS = "(SELECT run_id FROM temp._rate_batch)"
+
+_BULK_REFRESH: tuple[str, ...] = (
+    # the batch's runs leave the rollup rows they were counted in
+    f"""
+    UPDATE rate_rollup SET n = n - (SELECT count(*) FROM rate_runs x
+        WHERE x.run_id IN {_BATCH_RUNS} AND x.day = rate_rollup.day
+        AND x.agent = rate_rollup.agent AND x.release = rate_rollup.release
+        AND x.sig = rate_rollup.sig)
+    WHERE (day, agent, release, sig) IN
+        (SELECT day, agent, release, sig FROM rate_runs WHERE run_id IN {_BATCH_RUNS})
+    """,
+    f"DELETE FROM rate_runs WHERE run_id IN {_BATCH_RUNS}",
+    # their signatures from their current scores, as the triggers compute them
+    f"""
+    CREATE TEMP TABLE _rate_new AS
+        SELECT r.run_id AS run_id, r.run_started_at AS started_at,
+            {_day_sql("r.run_started_at")} AS day, ifnull(r.run_agent, X'') AS agent,
+            ifnull(r.run_release, X'') AS release, {_sig_of("r.run_id")} AS sig
+        FROM scores r WHERE r.rowid IN
+            (SELECT min(rowid) FROM scores WHERE run_id IN {_BATCH_RUNS} GROUP BY run_id)
+    """,
+    "INSERT INTO rate_sigs (sig) SELECT DISTINCT sig FROM temp._rate_new"
+    " WHERE sig IS NOT NULL AND sig NOT IN (SELECT sig FROM rate_sigs)",
+    "INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)"
+    " SELECT f.run_id, f.started_at, f.day, f.agent, f.release, g.id"
+    " FROM temp._rate_new f JOIN rate_sigs g ON g.sig = f.sig",
+    f"""
+    INSERT INTO rate_rollup (day, agent, release, sig, n)
+        SELECT day, agent, release, sig, count(*) FROM rate_runs WHERE run_id IN {_BATCH_RUNS}
+        GROUP BY 1, 2, 3, 4
+    ON CONFLICT (day, agent, release, sig) DO UPDATE SET n = n + excluded.n
+    """,
+    "DROP TABLE temp._rate_new",
+    "DELETE FROM temp._rate_batch",
+)
+
+
+@contextmanager
+def bulk_rollup(conn: sqlite3.Connection) -> Iterator[set[str]]:
+    """Inside the caller's write transaction: turn the rollup triggers off, yield a set to add
+    the id of every run whose scores are written to, then recompute those runs' rollup rows in
+    bulk (a few statements for the whole batch instead of a full recomputation of a run's
+    signature per score and per failure-mode row) and turn the triggers back on.
+
+    On an exception nothing is recomputed: the caller's transaction is rolled back, the guard
+    row with it.
+    """
+    conn.execute("INSERT INTO rate_bulk (id) VALUES (1)")
+    touched: set[str] = set()
+    yield touched
+    if touched:
+        conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS _rate_batch (run_id TEXT PRIMARY KEY) WITHOUT ROWID"
+        )
+        conn.executemany(
+            "INSERT INTO temp._rate_batch (run_id) VALUES (?)", [(r,) for r in touched]
+        )
+        for statement in _BULK_REFRESH:
+            conn.execute(statement)
+    conn.execute("DELETE FROM rate_bulk")
 
 
 def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
