@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import gc
 import importlib
 import inspect
 import multiprocessing
@@ -30,6 +31,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -172,19 +174,48 @@ def score_runs(
             progress(summary.examined, summary.selected)
 
     try:
-        if workers == 1:
-            for job, runs_in_job in jobs:
-                unreadable: list[tuple[str, str]] = []
-                scores = _score_job(store, job, resolver, unreadable) if job else []
-                record(scores, runs_in_job, unreadable)
-        else:
-            _run_parallel(url, bases, cfg, jobs, resolver, workers, record)
+        with _few_collections():
+            if workers == 1:
+                for job, runs_in_job in jobs:
+                    unreadable: list[tuple[str, str]] = []
+                    scores = _score_job(store, job, resolver, unreadable) if job else []
+                    record(scores, runs_in_job, unreadable)
+            else:
+                _run_parallel(url, bases, cfg, jobs, resolver, workers, record)
     except KeyboardInterrupt as exc:
         summary.interrupted = True
         summary.elapsed = time.perf_counter() - started
         raise ScoringInterrupted(summary) from exc
     summary.elapsed = time.perf_counter() - started
     return summary
+
+
+_GC_THRESHOLD = 50_000
+"""Allocations between young-generation collections while a batch is scored (default 700)."""
+
+
+@contextmanager
+def _few_collections() -> Iterator[None]:
+    """Fewer cyclic garbage collections while a batch is scored, restored afterwards.
+
+    A chunk of traces and their scores is hundreds of thousands of objects, nearly all free of
+    cycles and freed by reference counting; with the default thresholds the collector walked
+    them (and everything imported) again and again: about a fifth of ``agentlens score``'s CPU
+    time. The objects alive when the batch starts are frozen (left out of collections) unless
+    the program froze some itself, and the young generation is collected every 50,000
+    allocations instead of 700. Cycles are still collected.
+    """
+    old = gc.get_threshold()
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    gc.set_threshold(max(old[0], _GC_THRESHOLD), *old[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        if freeze:
+            gc.unfreeze()
 
 
 def _settings(settings: Settings | None) -> Settings:
