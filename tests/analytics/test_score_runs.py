@@ -144,15 +144,26 @@ def test_two_workers_give_the_same_scores_as_one(tmp_path: Path) -> None:
         for i, o in enumerate(["ok", "FAKE", "TRUNC", "BOOM"] * 10)
     ]
     results = []
+    orders: list[list[tuple[str, str]]] = []
     for url, workers in zip(urls, (1, 2), strict=True):
         with open_store(url) as s:  # type: ignore[attr-defined]
             s.put_traces(runs)
+            order: list[tuple[str, str]] = []
             summary = score_runs(
-                s, ["t_refs", "t_loops"], settings=CFG, workers=workers, chunk_size=6
+                s,
+                ["t_refs", "t_loops"],
+                settings=CFG,
+                workers=workers,
+                chunk_size=6,
+                on_scores=lambda batch, order=order: order.extend(
+                    (x.run_id, x.scorer) for x in batch
+                ),
             )
             assert summary.scores_written == 80
             results.append(_all_scores(s))
+            orders.append(order)
     assert results[0] == results[1]
+    assert orders[0] == orders[1]  # reported (and stored) in the runs' order, not as finished
 
 
 def test_bad_arguments(store) -> None:  # type: ignore[no-untyped-def]

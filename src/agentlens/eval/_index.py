@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import datetime as _dt
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
 from typing import NamedTuple
@@ -227,6 +227,8 @@ class EvidenceIndex:
         self._pool_cache: dict[int, _NumberPool] = {}
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
         self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
+        self._read: dict[str, int] = {}
+        self._runs: dict[tuple[str, int], _RunIndex] = {}
 
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
@@ -276,17 +278,33 @@ class EvidenceIndex:
     def _scan(self, needle: str, lower: bool, mode: int) -> _ItemIndex | None:
         """The evidence item holding the first whole-token occurrence of ``needle`` in the whole
         evidence (``mode``: 0 a token, 1 a number, 2 an amount). Cached per run by
-        :meth:`_first`: both scorers, and every turn, look the same tokens up."""
+        :meth:`_first`: both scorers, and every turn, look the same tokens up.
+
+        A look-up is a C-speed ``find`` from the start of the evidence, until the searches of a
+        run have read the evidence several times over (many turns, each citing something new,
+        over long evidence: quadratic); from then on it goes through a :class:`_RunIndex` of
+        the evidence, built once, which finds the same first occurrence."""
         raw, raw_starts, low, low_starts = self._texts()
         hay, starts = (low, low_starts) if lower else (raw, raw_starts)
         check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
-        width = len(needle)
-        pos = hay.find(needle)
-        while pos >= 0:
-            if check(hay, pos, pos + width):
-                return self.items[bisect.bisect_right(starts, pos) - 1]
-            pos = hay.find(needle, pos + 1)
-        return None
+        family = "digits" if mode else "words"
+        runs = self._run_index(hay, family)
+        if runs is not None:
+            pos = runs.first(needle, check)
+            return None if pos is None else self.items[bisect.bisect_right(starts, pos) - 1]
+        pos = _first_checked(hay, needle, check)
+        self._read[family] = self._read.get(family, 0) + (len(hay) if pos is None else pos)
+        return None if pos is None else self.items[bisect.bisect_right(starts, pos) - 1]
+
+    def _run_index(self, hay: str, family: str) -> _RunIndex | None:
+        """The :class:`_RunIndex` of ``hay`` once the ``find`` searches of this run have read
+        more than :data:`_INDEX_AFTER` times its length (the index costs about one pass)."""
+        key = (family, id(hay))
+        found = self._runs.get(key)
+        if found is None and self._read.get(family, 0) > _INDEX_AFTER * len(hay) + _INDEX_MIN:
+            pattern = _DIGIT_RUN if family == "digits" else _WORD_RUN
+            found = self._runs[key] = _RunIndex(hay, pattern)
+        return found
 
     def with_extractor(self, extractor: Extractor) -> EvidenceIndex:
         """The same index (sharing everything computed so far) with another extractor for
@@ -300,6 +318,8 @@ class EvidenceIndex:
         other._pool_cache = self._pool_cache
         other._shared = self._shared
         other._hits = self._hits
+        other._read = self._read
+        other._runs = self._runs
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -580,6 +600,55 @@ class EvidenceIndex:
 
 
 _SEP = "\n\n"
+_WORD_RUN = re.compile(r"[^\W_]+")
+"""A maximal run of ``str.isalnum`` characters (a word character that is not ``_``)."""
+_DIGIT_RUN = re.compile(r"\d+")
+_INDEX_AFTER = 4
+_INDEX_MIN = 1 << 16
+
+
+class _RunIndex:
+    """Where each maximal run of letters and digits (or of digits) starts in one text.
+
+    In an occurrence of a needle that passes :func:`_token_at` (or :func:`_number_at`) every
+    run of the needle is a whole run of the text: its ends are the needle's own separators or
+    the checked boundaries. So the first occurrence is among the places where the needle's
+    longest run stands as a run of the text, taken in order, and each is checked exactly as the
+    ``find`` loop checks it.
+    """
+
+    __slots__ = ("_at", "_hay", "_pattern")
+
+    def __init__(self, hay: str, pattern: re.Pattern[str]) -> None:
+        self._hay = hay
+        self._pattern = pattern
+        at: dict[str, list[int]] = {}
+        for m in pattern.finditer(hay):
+            at.setdefault(m.group(), []).append(m.start())
+        self._at = at
+
+    def first(self, needle: str, check: Callable[[str, int, int], bool]) -> int | None:
+        """The position of the first occurrence of ``needle`` that passes ``check``."""
+        runs = list(self._pattern.finditer(needle))
+        if not runs:  # nothing to look up by: read the text
+            return _first_checked(self._hay, needle, check)
+        key = max(runs, key=lambda m: len(m.group()))  # the first of the longest
+        hay, width, offset = self._hay, len(needle), key.start()
+        for at in self._at.get(key.group(), ()):
+            start = at - offset
+            if start >= 0 and hay.startswith(needle, start) and check(hay, start, start + width):
+                return start
+        return None
+
+
+def _first_checked(hay: str, needle: str, check: Callable[[str, int, int], bool]) -> int | None:
+    """The position of the first occurrence of ``needle`` in ``hay`` that passes ``check``."""
+    pos = hay.find(needle)
+    while pos >= 0:
+        if check(hay, pos, pos + len(needle)):
+            return pos
+        pos = hay.find(needle, pos + 1)
+    return None
 
 
 def _offsets(parts: list[str]) -> list[int]:

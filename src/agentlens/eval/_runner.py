@@ -27,10 +27,12 @@ import gc
 import importlib
 import inspect
 import multiprocessing
+import signal
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
@@ -390,7 +392,11 @@ def _init_worker(
     settings: Settings,
     path: list[str],
 ) -> None:
-    """Runs once in each worker process: open the store, rebuild the scorers."""
+    """Runs once in each worker process: open the store, rebuild the scorers. Ctrl-C is the
+    parent's to handle (it stops the pool); the worker process lives for the batch, so its
+    collector is tuned for it once (see :func:`_few_collections`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.set_threshold(_GC_THRESHOLD, *gc.get_threshold()[1:])
     for entry in path:
         if entry not in sys.path:
             sys.path.append(entry)
@@ -404,14 +410,16 @@ def _init_worker(
         bases.append(base.with_options(**options) if options else base)
     _worker["store"] = open_store(url)
     _worker["resolver"] = _Resolver(bases, settings)
+    gc.freeze()  # what the worker imported and built stays out of every collection
 
 
-def _work(job: _Job) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
-    """Score one chunk in a worker; scores go back to the parent as JSON-ready dicts, with the
-    runs that could not be read."""
+def _work(job: _Job) -> tuple[list[str], list[tuple[str, str]]]:
+    """Score one chunk in a worker; scores go back to the parent as JSON (what the store writes
+    anyway, and parsed back by pydantic-core in one call each), with the runs that could not be
+    read."""
     unreadable: list[tuple[str, str]] = []
     scores = _score_traces(_load(_worker["store"], job, unreadable), _worker["resolver"])
-    return [s.model_dump(mode="json") for s in scores], unreadable
+    return [s.model_dump_json() for s in scores], unreadable
 
 
 def _run_parallel(
@@ -431,30 +439,38 @@ def _run_parallel(
         initializer=_init_worker,
         initargs=(url, specs, cfg, list(sys.path)),
     )
-    in_flight: dict[cf.Future[tuple[list[dict[str, Any]], list[tuple[str, str]]]], int] = {}
+    # In submission order: chunks are stored and reported in the order of the runs, whatever
+    # worker finishes first (at most 2 * workers in flight, so the others keep working).
+    in_flight: deque[tuple[cf.Future[tuple[list[str], list[tuple[str, str]]]] | None, int]]
+    in_flight = deque()
     try:
 
         def drain(block_until: int) -> None:
             while len(in_flight) > block_until:
-                done, _ = cf.wait(in_flight, return_when=cf.FIRST_COMPLETED)
-                for fut in done:
-                    runs_in_job = in_flight.pop(fut)
-                    docs, unreadable = fut.result()
-                    scores = [Score.model_validate(d) for d in docs]
-                    for s in scores:
-                        _check_version(s, resolver)
-                    record(scores, runs_in_job, [(r, why) for r, why in unreadable])
+                fut, runs_in_job = in_flight.popleft()
+                if fut is None:  # a chunk with nothing left to score
+                    record([], runs_in_job, [])
+                    continue
+                docs, unreadable = fut.result()
+                scores = [Score.model_validate_json(d) for d in docs]
+                for s in scores:
+                    _check_version(s, resolver)
+                record(scores, runs_in_job, [(r, why) for r, why in unreadable])
 
         for job, runs_in_job in jobs:
-            if not job:
-                record([], runs_in_job, [])
-                continue
-            in_flight[pool.submit(_work, job)] = runs_in_job
+            in_flight.append((pool.submit(_work, job) if job else None, runs_in_job))
             drain(2 * workers - 1)
         drain(0)
+    except BrokenProcessPool:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise ScorerError(
+            "a scoring worker process died (out of memory, or killed); the scores of the "
+            "chunks before it are stored: run the same command again to continue"
+        ) from None
     except BaseException:
-        for fut in in_flight:
-            fut.cancel()
+        for fut, _ in in_flight:
+            if fut is not None:
+                fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
         raise
     pool.shutdown(wait=True)

@@ -1,0 +1,91 @@
+"""The evidence index's run index finds exactly what reading the evidence finds.
+
+Past a few passes over a run's evidence, :class:`EvidenceIndex` looks tokens and numbers up
+through a :class:`_RunIndex` (where each run of letters and digits, or of digits, stands)
+instead of ``str.find``. Held here to the plain search (:func:`_first_checked`) on generated
+text, and the two grounding scorers to themselves with the index forced from the first look-up.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from agentlens.eval import Evidence, get_scorer
+from agentlens.eval import _index
+from agentlens.eval._index import (
+    _DIGIT_RUN,
+    _WORD_RUN,
+    _amount_at,
+    _first_checked,
+    _number_at,
+    _RunIndex,
+    _token_at,
+)
+from agentlens.model import Trace
+
+# letters, digits (ASCII, Arabic-Indic, superscript: isdigit but not \d), separators, "_"
+_PIECES = [*"aAbZ019 -_.,:/$%[]()\n", "٣", "²", "é", "İ", "12", "1,834.20", "cust-0042", "x_1"]
+_TEXT = st.lists(st.sampled_from(_PIECES), max_size=40).map("".join)
+_CHECKS = {"token": _token_at, "number": _number_at, "amount": _amount_at}
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_TEXT, _TEXT, st.integers(0, 40), st.integers(1, 12), st.sampled_from(sorted(_CHECKS)))
+@example("inv-551-b inv-5510 inv-551", "", 0, 7, "token")
+@example("HAT117 117", "", 7, 3, "number")
+@example("²117 5117 1,117 117", "", 15, 3, "number")
+def test_the_run_index_finds_the_first_checked_occurrence(
+    hay: str, other: str, start: int, width: int, check_name: str
+) -> None:
+    check = _CHECKS[check_name]
+    pattern = _WORD_RUN if check_name == "token" else _DIGIT_RUN
+    index = _RunIndex(hay, pattern)
+    needles = {hay[start : start + width], other, other[:width], hay[start:]}
+    for needle in needles - {""}:
+        assert index.first(needle, check) == _first_checked(hay, needle, check), needle
+
+
+def _bench_runs() -> list[dict[str, Any]]:
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        from bench_grounding import make_run
+    finally:
+        sys.path.pop(0)
+    rng = random.Random(19)
+    return [make_run(i, rng) for i in range(60)]
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_the_grounding_scorers_give_the_same_results_through_the_run_index(
+    monkeypatch: pytest.MonkeyPatch, forced: bool
+) -> None:
+    traces = [Trace.model_validate(r) for r in _bench_runs()]
+    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+
+    def results() -> list[str]:
+        out = []
+        for trace in traces:
+            evidence = Evidence(trace)
+            out += [s.score(trace, evidence).model_dump_json() for s in scorers]
+        return out
+
+    plain = results()
+    monkeypatch.setattr(_index, "_INDEX_AFTER", 0)
+    monkeypatch.setattr(_index, "_INDEX_MIN", -1 if forced else 1 << 40)
+    built: list[int] = []
+    real = _index._RunIndex.__init__
+
+    def counting(self: Any, hay: str, pattern: Any) -> None:
+        built.append(len(hay))
+        real(self, hay, pattern)
+
+    monkeypatch.setattr(_index._RunIndex, "__init__", counting)
+    assert results() == plain
+    assert bool(built) == forced  # the forced pass really went through the run index
