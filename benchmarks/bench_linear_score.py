@@ -33,7 +33,7 @@ from agentlens.config import DEFAULT_SCORERS
 from agentlens.eval import Evidence, get_scorer
 from agentlens.model import Trace
 
-WORDS = "policy refund invoice customer account payment shipping delivery warranty order".split()
+WORDS = ["policy", "refund", "invoice", "customer", "account", "payment", "shipping", "order"]
 
 
 def _record(rng: random.Random, k: int) -> dict[str, Any]:
@@ -98,6 +98,12 @@ DIMENSIONS: dict[str, tuple[Callable[[int, random.Random], Trace], list[int], st
 }
 
 
+def _label_of(name: str, unit: str) -> Callable[[int], str]:
+    if name == "answer":
+        return lambda size: f"{size / 1000:g} KB"
+    return lambda size: f"{size} {unit}"
+
+
 def score_once(trace: Trace) -> float:
     scorers = [get_scorer(name) for name in DEFAULT_SCORERS]
     t0 = time.process_time()
@@ -127,7 +133,7 @@ def main() -> None:
             best = min(score_once(trace) for _ in range(args.repeat))
             units = size / 1000 if name == "answer" else size
             rows.append((size, best * 1e3, best * 1e3 / units))
-        label = (lambda s: f"{s / 1000:g} KB") if name == "answer" else (lambda s: f"{s} {unit}")
+        label = _label_of(name, unit)
         ratio = rows[-1][2] / rows[0][2]
         if args.markdown:
             print(f"\n| {name} | ms per run | ms per {unit} |\n|---|---|---|")
@@ -135,7 +141,9 @@ def main() -> None:
                 print(f"| {label(size)} | {ms:,.2f} | {per:,.3f} |")
             print(f"| largest / smallest per {unit} | | {ratio:.2f} |")
         else:
-            cells = "  ".join(f"{label(s)}: {ms:,.1f} ms ({per:,.3f}/{unit})" for s, ms, per in rows)
+            cells = "  ".join(
+                f"{label(s)}: {ms:,.1f} ms ({per:,.3f}/{unit})" for s, ms, per in rows
+            )
             print(f"{name:>9}: {cells}; per-{unit} ratio {ratio:.2f}")
 
 

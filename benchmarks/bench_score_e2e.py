@@ -54,40 +54,46 @@ VARIANTS: dict[str, list[str]] = {
     "grounding-j2": [*GROUNDING, "--workers", "2"],
     "defaults-j2": ["--workers", "2"],
 }
+BASE = "@base"
+"""Suffix of a variant run by the baseline's code (``--baseline-src``)."""
 GOALS = {"grounding": 2.0, "defaults": 3.0, "grounding-j2": 2.0, "defaults-j2": 3.0}
 
 
-def cached_store(folder: Path, runs: int) -> Path:
-    """The generated store of ``runs`` runs, made once and kept in ``folder``."""
-    sys.path.insert(0, str(HERE))
-    from bench_grounding import generate
-
+def cached_store(folder: Path, runs: int, src: str | None) -> Path:
+    """The generated store of ``runs`` runs, made once and kept in ``folder``; by the code in
+    ``src`` when given (a baseline reads only the stores of its own schema or older)."""
     folder.mkdir(parents=True, exist_ok=True)
-    db = folder / f"runs-{runs}.db"
+    db = folder / f"runs-{runs}{'-base' if src else ''}.db"
     if not db.exists():
-        partial = folder / f"runs-{runs}.partial.db"
+        partial = folder / f"{db.stem}.partial.db"
         partial.unlink(missing_ok=True)
-        generate(str(partial), runs)
+        make = f"from bench_grounding import generate; generate({str(partial)!r}, {runs})"
+        subprocess.run([sys.executable, "-c", make], cwd=HERE, env=child_env(src), check=True)
         partial.rename(db)
     return db
 
 
 def command(variant: str, db: Path) -> list[str]:
-    if variant == "naive":
+    name = variant.removesuffix(BASE)
+    if name == "naive":
         return [sys.executable, str(HERE / "naive_check.py"), "--db", str(db)]
-    return [sys.executable, "-m", "agentlens", "--db", str(db), "score", *VARIANTS[variant]]
+    return [sys.executable, "-m", "agentlens", "--db", str(db), "score", *VARIANTS[name]]
 
 
-def child_env() -> dict[str, str]:
-    """The environment without any AGENTLENS_ setting (the defaults are what is timed)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTLENS_")}
+def child_env(src: str | None = None) -> dict[str, str]:
+    """The environment without any AGENTLENS_ setting (the defaults are what is timed), with
+    ``src`` first on the path when given (the baseline's code)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLENS_")}
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join([src, str(HERE)])
+    return env
 
 
-def timed(cmd: list[str], cwd: str) -> tuple[float, float, str]:
+def timed(cmd: list[str], cwd: str, src: str | None) -> tuple[float, float, str]:
     """Run ``cmd`` to completion: (CPU seconds of it and its children, wall seconds, stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, cwd=cwd, env=child_env(), capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=cwd, env=child_env(src), capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode != 0:
@@ -123,7 +129,7 @@ def profile(variant: str, db: Path, work: str) -> None:
     sort = os.environ.get("BENCH_SORT", "tottime")
     cmd = command(variant, copy)
     cmd[1:1] = ["-m", "cProfile", "-s", sort]
-    out = subprocess.run(cmd, cwd=work, env=child_env(), capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=work, env=child_env(None), capture_output=True, text=True)
     lines = out.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if "function calls" in line), 0)
     print("\n".join(lines[start : start + 60]))
@@ -139,12 +145,21 @@ def main(argv: list[str] | None = None) -> int:
         "--cache", default=os.path.join(tempfile.gettempdir(), "agentlens-bench-e2e")
     )
     parser.add_argument("--profile", metavar="VARIANT", help="cProfile one variant, once")
+    parser.add_argument(
+        "--baseline-src",
+        metavar="DIR",
+        help="also run each agentlens variant with the code in DIR (a checkout's src/), "
+        "alternating with this code's, on the same runs (stored in DIR's schema)",
+    )
     args = parser.parse_args(argv)
     variants = [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown or ("naive" not in variants and not args.profile):
         raise SystemExit(f"--variants: choose from {', '.join(VARIANTS)} (naive included)")
-    db = cached_store(Path(args.cache), args.runs)
+    base = args.baseline_src
+    if base:
+        variants += [v + BASE for v in variants if v != "naive"]
+    db = cached_store(Path(args.cache), args.runs, base)
     work = tempfile.mkdtemp(prefix="agentlens-e2e-")
     try:
         if args.profile:
@@ -158,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             for v in variants:
                 copy = Path(work) / f"{v}.db"
                 shutil.copyfile(db, copy)
-                c, w, stdout = timed(command(v, copy), work)
+                c, w, stdout = timed(command(v, copy), work, base if v.endswith(BASE) else None)
                 cpu[v].append(c)
                 wall[v].append(w)
                 if v == "naive":
@@ -198,7 +213,7 @@ def report(
     )
     for v in variants:
         c, w = statistics.median(cpu[v]), statistics.median(wall[v])
-        goal = GOALS.get(v)
+        goal = GOALS.get(v.removesuffix(BASE))
         verdict = (
             ""
             if goal is None

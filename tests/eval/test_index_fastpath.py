@@ -17,8 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlens.eval import Evidence, get_scorer
-from agentlens.eval import _index
+from agentlens.eval import Evidence, _index, get_scorer
 from agentlens.eval._index import (
     _DIGIT_RUN,
     _WORD_RUN,
