@@ -124,6 +124,9 @@ def _mapping(value: dict[Any, Any], depth: int, odd: list[float]) -> dict[str, A
 
 
 def _text(text: str) -> str:
+    if text.isprintable() and "  " not in text:
+        # Nothing to collapse: every white-space character but the space is non-printable.
+        return text
     if "\n" not in text and "\r" not in text:
         # The same as ``re.sub(r"\s+", " ", text)`` on a stripped text (both split on
         # ``str.isspace`` characters), several times faster.
