@@ -109,9 +109,11 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Debian's Chromium (never a downloaded browser), headless."""
+    """Debian's Chromium (never a downloaded browser), headless. Module-scoped: Playwright's
+    sync API keeps an event loop running while it is open, which ``asyncio.run`` in later test
+    modules would trip over."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
