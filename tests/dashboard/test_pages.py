@@ -234,3 +234,15 @@ def test_a_remote_client_without_a_key_must_sign_in(app: Any) -> None:
 
     remote = TestClient(app, client=("203.0.113.9", 5000), follow_redirects=False)
     assert remote.get("/runs").status_code == 303
+
+
+def test_day_windows_start_at_a_utc_midnight() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.dashboard._pages import window_start
+
+    now = datetime(2026, 12, 1, 15, 30, tzinfo=UTC)
+    assert window_start("1h", now) == now - timedelta(hours=1)
+    assert window_start("24h", now) == now - timedelta(hours=24)
+    assert window_start("7d", now) == datetime(2026, 11, 24, tzinfo=UTC)
+    assert window_start("all", now) is None

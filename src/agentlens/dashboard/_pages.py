@@ -42,7 +42,7 @@ from agentlens.errors import AgentlensError, RunNotFoundError, StoreError
 from agentlens.model import FailureMode
 from agentlens.store import RunFilter
 
-__all__ = ["WINDOWS", "mount_dashboard"]
+__all__ = ["WINDOWS", "mount_dashboard", "window_start"]
 
 WINDOWS: dict[str, timedelta | None] = {
     "1h": timedelta(hours=1),
@@ -167,8 +167,7 @@ class _Pages:
 
     def _window(self, request: Request, default: str) -> tuple[str, datetime | None]:
         name = self._choice(request, "since", WINDOWS, default)
-        length = WINDOWS[name]
-        return name, None if length is None else datetime.now(UTC) - length
+        return name, window_start(name, datetime.now(UTC))
 
     # -- sign in and out ------------------------------------------------------------------------
 
@@ -231,16 +230,17 @@ class _Pages:
         traces = {t.id: t for t in self.store.query_traces(RunFilter(run_ids=ids))} if ids else {}
         costs = {rid: usage(t) for rid, t in traces.items()}
         roles = rate_breakdown(
-            "agent", start=start, store=self.access.view(viewer.project), settings=self.settings
-        ).groups
+            "agent", start=start, store=self.access.view(viewer.project), settings=self.settings,
+            flagged_ids=False,
+        ).groups  # fmt: skip
         roles.sort(key=lambda g: (g.rate is None, -(g.rate or 0), -g.flagged, g.key or ""))
         filters = {"since": window, "agent": agent, "release": release,
                    "flagged": "1" if flagged else None, "mode": mode}  # fmt: skip
+        older = query_url("/runs", **filters, cursor=f"{nxt[0]}.{nxt[1]}") if nxt else None
         return page(
             request, "runs.html", viewer, rows=rows, costs=costs, roles=roles, filters=filters,
-            windows=list(WINDOWS), modes=MODES, duration_s=duration_s,
-            next_url=query_url("/runs", **filters, cursor=f"{nxt[0]}.{nxt[1]}") if nxt else None,
-            top_mode=_top_mode,
+            windows=list(WINDOWS), modes=MODES, duration_s=duration_s, next_url=older,
+            paged=bool(q.get("cursor")), top_mode=_top_mode,
         )  # fmt: skip
 
     def run(self, request: Request, viewer: Viewer) -> Response:
@@ -368,6 +368,18 @@ class _Pages:
             filters={"since": window, "compare": compare, "mode": mode, "agent": agent},
             compares=list(_trends.COMPARE), modes=MODES, precision=precision(db=view),
         )  # fmt: skip
+
+
+def window_start(name: str, now: datetime) -> datetime | None:
+    """Where window ``name`` starts: ``1h`` and ``24h`` back from ``now``; the day windows at a
+    UTC midnight (``7d``: the 7 days before today, and today), so that a rate over them is
+    read from the whole-day rollup; ``all``: open."""
+    length = WINDOWS[name]
+    if length is None:
+        return None
+    if length < timedelta(days=2):
+        return now - length
+    return now.replace(hour=0, minute=0, second=0, microsecond=0) - length
 
 
 def _cursor(text: str | None) -> tuple[int, str] | None:

@@ -21,7 +21,8 @@ COMPARE: dict[str, timedelta] = {
     "14d": timedelta(days=14),
     "30d": timedelta(days=30),
 }
-"""The lengths of the two windows compared (the last one, and the one before it)."""
+"""The lengths of the two windows compared: the last whole days (and today so far), and the
+as many days before them."""
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 180, 44, 12, 10, 24
 
@@ -107,7 +108,9 @@ def build(
 ) -> TrendsReport:
     """Everything the trends page shows, for one window (from ``start``), optionally one
     failure mode and one role."""
-    common: dict[str, Any] = {"start": start, "agent": agent, "store": store, "settings": settings}
+    common: dict[str, Any] = {
+        "start": start, "agent": agent, "store": store, "settings": settings, "flagged_ids": False,
+    }  # fmt: skip
     modes = [mode] if mode else None
     charts = [chart(mode or "every failure mode", mode, _days(common, modes))]
     if mode is None:
@@ -117,11 +120,15 @@ def build(
                 charts.append(chart(group.key, group.key, _days(common, [group.key])))
     by_agent = rate_breakdown("agent", **common, modes=modes).groups
     by_release = rate_breakdown("release", **common, modes=modes).groups
-    now = datetime.now(UTC)
+    # whole UTC days, so both are read from the day rollup: the current window is the last
+    # ``compare`` days and today so far (as the runs page's windows), the baseline the
+    # ``compare`` days before it
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    cut = today - compare
     window: dict[str, Any] = {**common, "modes": modes}
     window.pop("start")
-    current = hallucination_rate(**window, start=now - compare, end=now)
-    baseline = hallucination_rate(**window, start=now - 2 * compare, end=now - compare)
+    current = hallucination_rate(**{**window, "flagged_ids": True}, start=cut)
+    baseline = hallucination_rate(**window, start=cut - compare, end=cut)
     try:
         result: Trend | None = compare_windows(current, baseline)
         problem = None
