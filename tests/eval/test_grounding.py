@@ -181,8 +181,8 @@ def test_evidence_sources_per_agent() -> None:
 
 
 def test_registered_names_and_bad_options() -> None:
-    assert get_scorer("no_fabricated_refs").version == "2"
-    assert get_scorer("parametric_leakage").version == "2"
+    assert get_scorer("no_fabricated_refs").version == "3"
+    assert get_scorer("parametric_leakage").version == "3"
     assert get_scorer("parametric_leakage").name == "parametric_leakage"
     with pytest.raises(ScorerError):
         get_scorer("no_fabricated_refs").with_options(patternz=["x"])

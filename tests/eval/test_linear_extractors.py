@@ -302,6 +302,15 @@ _REPORTED = [
     ("", "Ab-Cd. ", ""),
     ("", ":a", "@"),
     ("", "._", "1"),
+    # the rules of issue 18: sentence starts, decades
+    ("", "Dr. Harding. ", ""),
+    ("", "done. Removing ", ""),
+    ("", "1. Removing\n", ""),
+    ("", "e.g.", " Ab"),
+    ("", "the 1990s ", ""),
+    ("", "mid-80s ", ""),
+    ("", "'90's", ""),
+    ("", "10", "0s"),
 ]
 
 

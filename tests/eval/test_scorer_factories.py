@@ -123,7 +123,7 @@ def test_parametric_leakage_uses_the_judge_table_for_its_judged_half(tmp_path: P
     assert bound.version_options == {"judge": "openai", "model": "gpt-test"}
     # without the judge option the [judge] table does not switch its judged half on
     only_table = _file(tmp_path, '[judge]\nbackend = "openai"\nmodel = "gpt-test"\n')
-    assert resolve_scorer("parametric_leakage", None, only_table).stored_version == "2"
+    assert resolve_scorer("parametric_leakage", None, only_table).stored_version == "3"
     missing = _file(tmp_path, '[scorers.parametric_leakage]\njudge = "anthropic"\n')
     with pytest.raises(
         ConfigError, match=r"agentlens.toml: scorers.parametric_leakage.judge: .*needs a model"
@@ -132,7 +132,7 @@ def test_parametric_leakage_uses_the_judge_table_for_its_judged_half(tmp_path: P
 
 
 def test_a_model_without_a_judge_does_not_change_parametric_leakage() -> None:
-    assert get_scorer("parametric_leakage").with_options(model="m").stored_version == "2"
+    assert get_scorer("parametric_leakage").with_options(model="m").stored_version == "3"
 
 
 # --------------------------------------------------------------------------- checked when loaded

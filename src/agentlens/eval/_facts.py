@@ -34,7 +34,7 @@ from agentlens.eval._references import (
 
 __all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "name_tokens"]
 
-FACT_KINDS = frozenset({"number", "money", "percent", "year", "date", "time", "name"})
+FACT_KINDS = frozenset({"number", "money", "percent", "year", "decade", "date", "time", "name"})
 """The kinds of fact :func:`extract_facts` finds."""
 
 
@@ -43,7 +43,8 @@ class Fact:
     """One specific fact stated in an answer."""
 
     kind: str
-    """``number``, ``money``, ``percent``, ``year``, ``date``, ``time`` or ``name``."""
+    """``number``, ``money``, ``percent``, ``year``, ``decade``, ``date``, ``time`` or
+    ``name``."""
     text: str
     """The exact text as written."""
     start: int
@@ -51,7 +52,8 @@ class Fact:
     end: int
     """Offset after the last character."""
     key: str
-    """Normalised form: a canonical number, ``YYYY-MM-DD``, ``HH:MM``, or lower-case name tokens."""
+    """Normalised form: a canonical number, ``YYYY-MM-DD``, ``HH:MM``, a decade (``1990s``, or
+    ``90s`` without its century), or lower-case name tokens."""
     value: float | None = None
     """The numeric value, for numeric kinds."""
     tolerance: float = 0.0
@@ -314,6 +316,14 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
             ends = ends + [e for _, e in times]
             starts, ends, ordered = _spans_index(starts, ends)
 
+    if loose_digits and _MAYBE_DECADE.search(text):
+        decades = _decades(text, lowered, starts, ends, ordered)
+        if decades:
+            facts.extend(decades)
+            starts = starts + [f.start for f in decades]
+            ends = ends + [f.end for f in decades]
+            starts, ends, ordered = _spans_index(starts, ends)
+
     for m in _NUMBER.finditer(text) if loose_digits else ():
         start, end = m.span()
         if m.group("ordinal") or _overlaps(starts, ends, ordered, start, end):
@@ -394,6 +404,49 @@ def _times(text: str) -> Iterator[re.Match[str]]:
                     yield m
                     pos = m.end()
                     break
+
+
+# A decade: "1990s", "2000's", "'90s", "80s"; a century and its tens, then "0s" (an apostrophe
+# before the s allowed), not inside a word or a number.
+_DECADE = re.compile(r"(?<![\w.,/:#])(['’])?(1[89]|20)?\d0['’]?s(?![\w'’])")
+_MAYBE_DECADE = re.compile(r"0['’]?s")
+_DECADE_LEAD = re.compile(
+    r"(?:\b(?:the|mid|early|late|pre|post)[ -]|(?:mid|early|late|pre|post)-)$"
+)
+"""What makes "80s" (two digits, no apostrophe) a decade: "the 80s", "mid-80s", "early 90s"."""
+_DECADE_MODIFIER = re.compile(r"(?:mid|early|late|pre|post)-$", re.IGNORECASE)
+
+
+def _decades(
+    text: str, lowered: str, starts: list[int], ends: list[int], ordered: bool
+) -> list[Fact]:
+    """The decades in ``text`` outside the spans taken: ``the 1990s``, ``the 2000's``,
+    ``mid-80s``, ``the '90s``, ``80's``. A decade written with two digits and no apostrophe is
+    one only after ``the``, ``mid-``, ``early``, ``late``, ``pre-`` or ``post-`` ("in their
+    80s" is an age). The key is the decade with its century when written (``1990s``), else ``90s``; a
+    hyphenated modifier (``mid-``) is part of the fact's text."""
+    out: list[Fact] = []
+    for m in _DECADE.finditer(text):
+        start, end = m.span()
+        apostrophe, century = m.group(1), m.group(2)
+        before = lowered[max(0, start - 6) : start]
+        modifier = _DECADE_MODIFIER.search(before)
+        if before.endswith("-") and modifier is None:
+            continue  # "x-1990s": part of something else
+        if (
+            not apostrophe
+            and not century
+            and m.group(0)[-2] not in "'’"
+            and _DECADE_LEAD.search(before) is None
+        ):
+            continue
+        digits = m.group(0).lstrip("'’")[: 4 if century else 2]
+        if modifier is not None:
+            start -= len(modifier.group(0))
+        if _overlaps(starts, ends, ordered, start, end):
+            continue
+        out.append(_fact("decade", text[start:end], start, end, digits + "s", None, 0.0))
+    return out
 
 
 def _digit_outside(text: str, starts: list[int], ends: list[int]) -> bool:
@@ -566,22 +619,60 @@ class _LineStart:
 
 
 def _at_sentence_start(text: str, start: int) -> bool:
-    i = start
-    while i > 0 and text[i - 1] in _LEAD_IN:
+    """``start`` opens a sentence: the text's start, a line's, a list item's (after ``- ``,
+    ``* ``, or ``1. ``/``2) `` opening a line), or what follows a sentence's end (``.``, ``!``,
+    ``?``, ``:`` or ``;``). A full stop after a title, an abbreviation or an initial
+    (``Dr. Harding``, ``J. Harding``) ends no sentence."""
+    i = _skip_back(text, start, _LEAD_IN)
+    mark = text[i - 1] if i > 0 else ""
+    if mark in _BULLETS:  # "- Foo", "* Foo"
+        i = _skip_back(text, _skip_back(text, i - 1, " \t"), _LEAD_IN)
+        mark = text[i - 1] if i > 0 else ""
+    if mark == "." or mark == ")":
+        digits = _skip_back(text, i - 1, _DIGIT_CHARS)
+        if digits < i - 1 and _line_opens_at(text, digits):
+            return True  # "1. Foo", "2) Foo" opening a line: a list item
+        if mark == ")":
+            return False
+        return not _abbreviation_before(text, i - 1)
+    return i == 0 or mark in _SENTENCE_ENDS
+
+
+_BULLETS = frozenset("-•*")
+_SENTENCE_ENDS = frozenset("!?\n:;")
+_DIGIT_CHARS = frozenset("0123456789")
+_ABBREVIATIONS = frozenset(
+    """
+    dr mr mrs ms mx prof st mt jr sr gen col capt lt sgt rev hon gov sen rep vs etc no vol
+    fig approx ca cf eg ie inc ltd co corp
+    """.split()  # noqa: SIM905
+)
+"""Words that a full stop follows without ending the sentence (titles, abbreviations)."""
+
+
+def _skip_back(text: str, i: int, chars: frozenset[str] | str) -> int:
+    """The offset before the run of ``chars`` that ends at ``i``."""
+    while i > 0 and text[i - 1] in chars:
         i -= 1
-    # a list marker: "- ", "* ", "1. ", "2) "
-    j = i
-    while j > 0 and text[j - 1].isdigit():
-        j -= 1
-    if j < i and j >= 0 and i < len(text) and text[i - 1 : i] in (".", ")"):
-        i = j
-    if i > 0 and text[i - 1] in "-•*.)":
-        i -= 1
-        while i > 0 and text[i - 1] in " \t":
-            i -= 1
-    while i > 0 and text[i - 1] in _LEAD_IN:
-        i -= 1
-    return i == 0 or text[i - 1] in ".!?\n:;"
+    return i
+
+
+def _line_opens_at(text: str, i: int) -> bool:
+    """Only Markdown lead-in (`` \t*_#>``) lies between the line's start and ``i``."""
+    i = _skip_back(text, i, _LIST_LEAD)
+    return i == 0 or text[i - 1] == "\n"
+
+
+def _abbreviation_before(text: str, dot: int) -> bool:
+    """The word ending at ``text[dot]`` (a full stop) is an initial (one letter) or a title or
+    abbreviation such as ``Dr`` or ``e.g``, after which a capitalised word starts no sentence."""
+    begin = dot
+    while begin > 0 and (text[begin - 1].isalpha() or text[begin - 1] == "."):
+        begin -= 1
+        if dot - begin > 8:
+            return False  # a long word: no abbreviation
+    word = text[begin:dot].replace(".", "").lower()
+    return len(word) == 1 or word in _ABBREVIATIONS
 
 
 def _in_heading(text: str, start: int) -> bool:

@@ -63,6 +63,9 @@ _NUMBER_WITH_SCALE = re.compile(
     rf"(?<![\w.]){_NUM}\s?(?:thousand|million|billion|trillion|bn|[kKmMbB])\b"
 )
 _STANDALONE = re.compile(rf"(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)")
+_YEAR = re.compile(r"(?<![\w.,])(?:1[89]|20)\d\d(?!\w|[.,]\d)")
+"""A year standing alone or in a date: not inside a word, a code or a longer number."""
+_DECADE_TEXT = re.compile(r"(?<![\w.,])['’]?(1[89]|20)?(\d0)['’]?s(?!\w)")
 _MAX_ARITH = 200
 _MAX_TRIPLE = 80
 _MIN_OPERAND = 10.0
@@ -227,6 +230,7 @@ class EvidenceIndex:
         self._pool_cache: dict[int, _NumberPool] = {}
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
         self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
+        self._decades: dict[str, Match | None] = {}
 
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
@@ -300,6 +304,7 @@ class EvidenceIndex:
         other._pool_cache = self._pool_cache
         other._shared = self._shared
         other._hits = self._hits
+        other._decades = self._decades
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -404,6 +409,39 @@ class EvidenceIndex:
             return Match(
                 day.item, f"{key[5:]} with the year {year} from the evidence", derived=True
             )
+        return None
+
+    def find_decade(self, key: str, index: int) -> Match | None:
+        """A decade (``1990s``; ``90s`` written without its century): grounded by the first
+        year of it in the evidence before ``index`` (a whole number, alone or in a date: 1990
+        to 1999; for ``90s``, 1990 to 1999 or 2090 to 2099; for a round century's ``1900s``,
+        which may mean the century, 1900 to 1999; not inside a word or a code), or by the same
+        decade written there."""
+        try:
+            hit = self._decades[key]
+        except KeyError:
+            hit = self._decades[key] = self._scan_decade(key)
+        return hit if hit is not None and hit.item.index < index else None
+
+    def _scan_decade(self, key: str) -> Match | None:
+        """:meth:`find_decade` over the whole evidence (cached per run by it)."""
+        raw, starts, low, low_starts = self._texts()
+        tens = key[:-1]
+        firsts = [int(tens)] if len(tens) == 4 else [1900 + int(tens), 2000 + int(tens)]
+        width = 100 if len(tens) == 4 and tens.endswith("00") else 10
+        for m in _YEAR.finditer(raw):
+            year = int(m.group(0))
+            if any(f <= year < f + width for f in firsts):
+                item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
+                return Match(item, f"{year}, in the {key}", derived=True)
+        for m in _DECADE_TEXT.finditer(low):
+            century = m.group(1)
+            if m.group(2) == tens[-2:] and (
+                century is None or len(tens) == 2 or century == tens[:2]
+            ):
+                return Match(
+                    self.items[bisect.bisect_right(low_starts, m.start()) - 1].item, m.group(0)
+                )
         return None
 
     def find_time(self, key: str, index: int) -> Match | None:

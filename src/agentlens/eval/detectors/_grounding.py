@@ -160,7 +160,7 @@ def _result(
 # --------------------------------------------------------------------------- no_fabricated_refs
 
 
-@scorer(name="no_fabricated_refs", version="2", register=False)
+@scorer(name="no_fabricated_refs", version="3", register=False)
 def no_fabricated_refs(
     *, patterns: Patterns | str | None = None, kinds: Sequence[str] | str | None = None
 ) -> ScorerFn:
@@ -227,7 +227,7 @@ def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
 # --------------------------------------------------------------------------- parametric_leakage
 
 
-@scorer(name="parametric_leakage", version="2", register=False)
+@scorer(name="parametric_leakage", version="3", register=False)
 def parametric_leakage(
     *,
     patterns: Patterns | str | None = None,
@@ -250,7 +250,7 @@ def parametric_leakage(
             belong to that scorer and are not checked again here.
         kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
         facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
-            ``year``, ``date``, ``time``, ``name``.
+            ``year``, ``decade``, ``date``, ``time``, ``name``.
         allow: names that are always accepted (the company's own name, its products): a name
             whose words are all among these is not checked.
         judge: also run the judged half with this judge backend (``offline``, ``openai``,
@@ -383,6 +383,8 @@ def _find_fact(
         return index.find_value(float(fact.key), index_pos, arithmetic=False, strict=False)
     if kind == "date":
         return index.find_date(fact.key, index_pos)
+    if kind == "decade":
+        return index.find_decade(fact.key, index_pos)
     if kind == "time":
         return index.find_time(fact.key, index_pos)
     return index.find_words(fact.key.split(), index_pos, fact.text)
