@@ -150,3 +150,82 @@ def test_a_decade_after_the_turn_does_not_ground_it() -> None:
 def test_a_decade_with_a_modifier_is_no_reference() -> None:
     assert refs("Sales peaked in the mid-80s and pre-1990s.", {"x": 1}).passed
     assert not refs("Merchant MID-48213 approved it.", {"x": 1}).passed
+
+
+# --------------------------------------------------------------------------- 8. last digits
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Paid with the card ending in 4321.",
+        "Paid with the Visa ending with 4321.",
+        "The last four digits of your card are 4321.",
+        "Last 4 digits: 4321.",
+        "Charged to card **** 4321.",
+        "Paid with the card ending in 2024.",  # a year's digits, but a card's
+    ],
+)
+def test_the_last_digits_of_a_number_are_a_fact_of_their_own(answer: str) -> None:
+    (fact,) = [f for f in extract_facts(answer, get_extractor().extract(answer))]
+    assert (fact.kind, fact.key, fact.value) == ("last_digits", fact.text, None)
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        ("The fiscal year ending in 2024 was good.", "year"),  # no card or account word
+        ("The war ended in 1945.", "year"),
+        ("It has 4321 seats.", "number"),
+        ("Call 555-4321.", None),  # a phone number's part: no fact
+    ],
+)
+def test_near_misses_of_last_digits(answer: str, kind: str | None) -> None:
+    kinds = [k for k, _ in facts(answer)]
+    assert "last_digits" not in kinds
+    assert kind is None or kind in kinds
+
+
+@pytest.mark.parametrize(
+    ("evidence", "how"),
+    [
+        ({"payment_method_id": "gift_card_7654321"}, "the last digits of gift_card_7654321"),
+        ({"card": "**** 4321"}, "the last digits of **** 4321"),
+        ({"card": "XXXX-4321"}, "the last digits of XXXX-4321"),
+        ({"card": "xxxx4321"}, "the last digits of xxxx4321"),
+        ({"account": "DE44500105175407324321"}, "the last digits of DE44500105175407324321"),
+        ({"account": 12345674321}, "the last digits of 12345674321"),
+        ({"card": {"brand": "visa", "last_four": "4321"}}, "4321, given as last digits"),
+        ("My card ending in 4321 was charged twice.", "4321, given as last digits"),
+    ],
+)
+def test_last_digits_are_grounded_by_the_end_of_an_id_card_or_account(
+    evidence: Any, how: str
+) -> None:
+    result = leak("I refunded the card ending in 4321.", evidence)
+    assert result.passed
+    (g,) = result.grounded
+    assert g.attributes == {"kind": "last_digits", "derived": how}
+
+
+@pytest.mark.parametrize(
+    "evidence",
+    [
+        {"price": 14321},  # a number that merely ends in them
+        {"quantity": 4321},  # the digits alone, not said to be last digits
+        {"amount": "4321.50"},  # a number with decimals
+        {"total": "1,004,321"},  # a thousands group
+        {"rate": 1.4321},  # decimals
+        {"flight": "HAT4321"},  # a code's digits, with no separator or mask
+        {"ref": "4321-99"},  # the start of something else
+        {"card": "**** 5432"},  # other digits
+        {"card": "gift_card_76543210"},  # the digits inside, not at the end
+    ],
+)
+def test_last_digits_are_not_grounded_by_numbers_that_merely_hold_them(evidence: Any) -> None:
+    assert leaked("I refunded the card ending in 4321.", evidence) == ["4321"]
+
+
+def test_last_digits_seen_only_after_the_turn_are_ungrounded() -> None:
+    t = trace([{"id": "a", "kind": "text", "output": "Card ending in 4321."}, tool("s1", "x_4321")])
+    assert [f.text for f in _grounding.parametric_leakage().score(t).findings] == ["4321"]

@@ -34,7 +34,9 @@ from agentlens.eval._references import (
 
 __all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "name_tokens"]
 
-FACT_KINDS = frozenset({"number", "money", "percent", "year", "decade", "date", "time", "name"})
+FACT_KINDS = frozenset(
+    {"number", "money", "percent", "year", "decade", "last_digits", "date", "time", "name"}
+)
 """The kinds of fact :func:`extract_facts` finds."""
 
 
@@ -43,8 +45,8 @@ class Fact:
     """One specific fact stated in an answer."""
 
     kind: str
-    """``number``, ``money``, ``percent``, ``year``, ``decade``, ``date``, ``time`` or
-    ``name``."""
+    """``number``, ``money``, ``percent``, ``year``, ``decade``, ``last_digits``, ``date``,
+    ``time`` or ``name``."""
     text: str
     """The exact text as written."""
     start: int
@@ -53,7 +55,8 @@ class Fact:
     """Offset after the last character."""
     key: str
     """Normalised form: a canonical number, ``YYYY-MM-DD``, ``HH:MM``, a decade (``1990s``, or
-    ``90s`` without its century), or lower-case name tokens."""
+    ``90s`` without its century), the digits as written (``last_digits``: ``0421``), or
+    lower-case name tokens."""
     value: float | None = None
     """The numeric value, for numeric kinds."""
     tolerance: float = 0.0
@@ -334,6 +337,9 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         # back (there is no minus sign, since _NUMBER never starts at one). Without a scale word
         # that is the digits alone, so they are not parsed again.
         digits = text[start : m.end("num_tail")].replace(",", "")
+        if not scale and raw.isdigit() and _last_digits_claim(lowered, start, raw):
+            facts.append(_fact("last_digits", raw, start, end, raw, None, 0.0))
+            continue
         if scale:
             parsed = parse_number(raw)
             if parsed is None:
@@ -447,6 +453,35 @@ def _decades(
             continue
         out.append(_fact("decade", text[start:end], start, end, digits + "s", None, 0.0))
     return out
+
+
+# What says that the digits after it are the last ones of a longer number: "ending in", "ends
+# with", "last four digits of your card are", a mask of three or more ("**** ", "XXXX ").
+_LAST_DIGITS_LEAD = re.compile(
+    r"(?:\bend(?:s|ing)(?:\s+(?:in|with))?"
+    r"|\blast\s+(?:\d|two|three|four|five|six)(?:\s+digits?)?(?:\s+of(?:\s+[a-z'’]+){1,4}?)?"
+    r"(?:\s+(?:are|is))?)\s*[:(\"'#]?\s*$"
+    r"|(?<![*•])(?:[*•]{3,}|\bx{3,})[ -]?$"  # a mask; "**Bags:** 2" is Markdown, no mask
+)
+_ACCOUNT_WORD = re.compile(
+    r"\b(?:card|account|acct|visa|mastercard|amex|iban|phone|number|no\.|id|certificate)\b"
+)
+_LAST_DIGITS_HINT = ("end", "last", "***", "•", "xxx")
+
+
+def _last_digits_claim(lowered: str, start: int, digits: str) -> bool:
+    """The digits at ``start`` are said to be the last ones of a longer number: "the card
+    ending in 4321", "last four digits: 4321", "**** 4321". Digits that read as a year (1900 to
+    2100) need a card or account word before them too ("the card ending in 2024", not "the
+    fiscal year ending in 2024"). Only the 48 characters before the digits are read."""
+    before = lowered[max(0, start - 48) : start]
+    if not any(hint in before for hint in _LAST_DIGITS_HINT):
+        return False
+    if _LAST_DIGITS_LEAD.search(before) is None:
+        return False
+    if len(digits) == 4 and 1900 <= int(digits) <= 2100:
+        return _ACCOUNT_WORD.search(before) is not None
+    return True
 
 
 def _digit_outside(text: str, starts: list[int], ends: list[int]) -> bool:

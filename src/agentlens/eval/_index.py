@@ -19,6 +19,7 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from agentlens.eval._evidence import EvidenceItem
+from agentlens.eval._facts import _LAST_DIGITS_LEAD
 from agentlens.eval._references import (
     _BUILTIN,
     _MONTH,
@@ -66,6 +67,11 @@ _STANDALONE = re.compile(rf"(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)")
 _YEAR = re.compile(r"(?<![\w.,])(?:1[89]|20)\d\d(?!\w|[.,]\d)")
 """A year standing alone or in a date: not inside a word, a code or a longer number."""
 _DECADE_TEXT = re.compile(r"(?<![\w.,])['’]?(1[89]|20)?(\d0)['’]?s(?!\w)")
+_MASK = frozenset("*•xX")
+_LONG_NUMBER = 8
+"""Digits in a run of at least this many are a card or account number's."""
+_LAST_DIGITS_KEY = re.compile(r'"[^"\n]*(?:last|ending|suffix|mask)[^"\n]*":\s*"?$', re.IGNORECASE)
+_TOKEN_SPAN = 64
 _MAX_ARITH = 200
 _MAX_TRIPLE = 80
 _MIN_OPERAND = 10.0
@@ -231,6 +237,7 @@ class EvidenceIndex:
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
         self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
         self._decades: dict[str, Match | None] = {}
+        self._last_digits: dict[str, Match | None] = {}
 
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
@@ -305,6 +312,7 @@ class EvidenceIndex:
         other._shared = self._shared
         other._hits = self._hits
         other._decades = self._decades
+        other._last_digits = self._last_digits
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -442,6 +450,32 @@ class EvidenceIndex:
                 return Match(
                     self.items[bisect.bisect_right(low_starts, m.start()) - 1].item, m.group(0)
                 )
+        return None
+
+    def find_last_digits(self, digits: str, index: int) -> Match | None:
+        """The last digits of a number ("the card ending in 4321"), in the evidence before
+        ``index``: the end of an id-like token (``gift_card_7654321``: letters, then a ``_``
+        or ``-``, then digits ending in them), of a long number (8 digits or more: a card or
+        an account number), or of a masked one (``**** 4321``, ``XXXX-4321``, ``xxxx4321``);
+        or the digits themselves where the evidence says they are last digits (a key such as
+        ``"last_four": "4321"``, or "ending in 4321" in a message). Not any number that merely
+        ends in them (a price of ``14321``), nor the digits standing alone elsewhere."""
+        try:
+            hit = self._last_digits[digits]
+        except KeyError:
+            hit = self._last_digits[digits] = self._scan_last_digits(digits)
+        return hit if hit is not None and hit.item.index < index else None
+
+    def _scan_last_digits(self, digits: str) -> Match | None:
+        """:meth:`find_last_digits` over the whole evidence (cached per run by it)."""
+        raw, starts, _, _ = self._texts()
+        pos = raw.find(digits)
+        while pos >= 0:
+            how = _trailing_digits_of(raw, pos, pos + len(digits))
+            if how is not None:
+                item = self.items[bisect.bisect_right(starts, pos) - 1].item
+                return Match(item, how, derived=True)
+            pos = raw.find(digits, pos + 1)
         return None
 
     def find_time(self, key: str, index: int) -> Match | None:
@@ -623,6 +657,44 @@ _SEP = "\n\n"
 def _offsets(parts: list[str]) -> list[int]:
     """Where each part starts in ``_SEP.join(parts)``."""
     return [0, *accumulate(len(p) + len(_SEP) for p in parts[:-1])] if parts else []
+
+
+def _trailing_digits_of(raw: str, start: int, end: int) -> str | None:
+    """How ``raw[start:end]`` stands as the last digits of a number, when it does as
+    :meth:`EvidenceIndex.find_last_digits` accepts ("the last digits of gift_card_7654321"),
+    else ``None``. Reads at most ``_TOKEN_SPAN`` characters back."""
+    n = len(raw)
+    if end < n and (raw[end].isalnum() or (raw[end] in ".," and raw[end + 1 : end + 2].isdigit())):
+        return None  # more of a word or of a number follows
+    floor = max(0, start - _TOKEN_SPAN)
+    run = start
+    while run > floor and raw[run - 1].isdigit():
+        run -= 1
+    if run > 1 and raw[run - 1] in ".," and raw[run - 2].isdigit():
+        return None  # the decimals, or a thousands group, of a number
+    head = run
+    while head > floor and (raw[head - 1].isalnum() or raw[head - 1] in "_-*•"):
+        head -= 1
+    if end - run >= _LONG_NUMBER:
+        return f"the last digits of {raw[head:end]}"  # a card or an account number
+    prefix = raw[head:run]
+    if (prefix[-1:] in ("_", "-") and any(c.isalpha() or c in _MASK for c in prefix)) or (
+        len(prefix) >= 3 and all(c in _MASK for c in prefix[-3:])
+    ):
+        # gift_card_7654321, CUST-4321, XXXX-4321, xxxx4321, ****4321
+        return f"the last digits of {raw[head:end]}"
+    if run < start or head < run:
+        return None  # a shorter number merely ending in them, or glued to a word
+    lead = raw[floor:start].rstrip(" -")
+    mask = len(lead)
+    while mask > 0 and lead[mask - 1] in _MASK:
+        mask -= 1
+    if len(lead) - mask >= 3:
+        return f"the last digits of {raw[floor + mask : end]}"  # "**** 4321", "XXXX 4321"
+    line = raw[max(raw.rfind("\n", 0, start) + 1, start - 48) : start]
+    if _LAST_DIGITS_KEY.search(line) or _LAST_DIGITS_LEAD.search(line.lower()):
+        return f"{raw[start:end]}, given as last digits"  # "last_four": "4321", "ending in 4321"
+    return None
 
 
 def _token_at(hay: str, start: int, end: int) -> bool:

@@ -250,7 +250,7 @@ def parametric_leakage(
             belong to that scorer and are not checked again here.
         kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
         facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
-            ``year``, ``decade``, ``date``, ``time``, ``name``.
+            ``year``, ``decade``, ``last_digits``, ``date``, ``time``, ``name``.
         allow: names that are always accepted (the company's own name, its products): a name
             whose words are all among these is not checked.
         judge: also run the judged half with this judge backend (``offline``, ``openai``,
@@ -385,6 +385,8 @@ def _find_fact(
         return index.find_date(fact.key, index_pos)
     if kind == "decade":
         return index.find_decade(fact.key, index_pos)
+    if kind == "last_digits":
+        return index.find_last_digits(fact.key, index_pos)
     if kind == "time":
         return index.find_time(fact.key, index_pos)
     return index.find_words(fact.key.split(), index_pos, fact.text)
