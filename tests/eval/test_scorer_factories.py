@@ -69,13 +69,13 @@ def test_stored_versions_of_changed_options_are_those_of_before() -> None:
     # (the values the previous implementation stored for these options)
     assert excessive_steps(max_steps=30).stored_version == "1+0c75f5fa"
     refs = get_scorer("no_fabricated_refs").with_options(patterns=["CUST-\\d{5}"])
-    assert refs.stored_version == "2+e9cdc0a0"
+    assert refs.stored_version == "3+e9cdc0a0"
     synthesis = get_scorer("faithful_synthesis")
     assert synthesis.with_options(mode="strict").stored_version == "1+425a1c54"
     assert synthesis.with_options(judge="offline", mode="strict").stored_version == "1+425a1c54"
     assert synthesis.with_options(judge="openai", model="m1").stored_version == "1+e2fbda8a"
     leakage = get_scorer("parametric_leakage").with_options(judge="offline")
-    assert leakage.stored_version == "2+fdc99cbe"
+    assert leakage.stored_version == "3+fdc99cbe"
 
 
 def test_the_judges_mode_from_settings_is_part_of_the_version(
