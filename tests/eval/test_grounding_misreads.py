@@ -3,6 +3,9 @@ its near misses do not."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,3 +232,106 @@ def test_last_digits_are_not_grounded_by_numbers_that_merely_hold_them(evidence:
 def test_last_digits_seen_only_after_the_turn_are_ungrounded() -> None:
     t = trace([{"id": "a", "kind": "text", "output": "Card ending in 4321."}, tool("s1", "x_4321")])
     assert [f.text for f in _grounding.parametric_leakage().score(t).findings] == ["4321"]
+
+
+# --------------------------------------------------------------------------- 10. derivations
+
+
+def derived(answer: str, *evidence: Any) -> dict[str, str | None]:
+    """Each grounded claim of the answer and its derivation (``None``: found as written)."""
+    result = refs(answer, *evidence) if "$" in answer else leak(answer, *evidence)
+    assert result.passed, [f.detail for f in result.findings]
+    return {g.text: g.attributes.get("derived") for g in result.grounded}
+
+
+@pytest.mark.parametrize(
+    ("answer", "evidence", "how"),
+    [
+        # sums and differences of money with money
+        ("The total is $261.", {"prices": {"economy": 158}, "return": {"price": 103}}, "103 + 158"),
+        ("You pay $38 more.", {"old_fare": {"price": 174}, "new_fare": {"price": 136}}, "174 - 136"),
+        ("It comes to $305.", {"flights": [{"price": 152}, {"price": 103}, {"price": 50}]},
+         "103 + 152 + 50"),
+        # counts with counts
+        ("That is 42 bags in all.", {"checked_bags": 25, "carry_on_bags": 17}, "17 + 25"),
+        # a product with a count of the evidence: a list of two passengers
+        ("Two tickets cost $348.",
+         {"price": 174, "passengers": [{"name": "Ann"}, {"name": "Bo"}]}, "2 × 174"),
+        ("Three nights cost $360.", {"nights": 3, "nightly": {"price": 120}}, "3 × 120"),
+        # a product with a rate of the evidence
+        ("Compensation: $150.", "The compensation is $50 per passenger.", "3 × 50"),
+        # a quotient by a count of the evidence
+        ("That is $2,210 per passenger.",
+         {"amount": 4420, "passengers": [{"name": "Ann"}, {"name": "Bo"}]}, "4420 / 2"),
+        ("Each costs $64.", {"total": 320, "count": 5}, "320 / 5"),
+    ],
+)  # fmt: skip
+def test_plausible_derivations_ground_and_show_how(answer: str, evidence: Any, how: str) -> None:
+    assert how in derived(answer, evidence).values()
+
+
+def test_the_turns_own_numbers_are_the_operands_first() -> None:
+    evidence = {"fares": [{"price": 1625}, {"price": 1327}, {"price": 198}, {"price": 100}]}
+    assert derived("$1,625 - $1,327 = $298.", evidence)["$298"] == "1625 - 1327"
+    evidence = {"x": "3 passengers at $50 per passenger", "y": 100}
+    said = derived("It is $50 per passenger, $150 in all.", evidence)
+    assert said["$150"] == "3 × 50"
+
+
+@pytest.mark.parametrize(
+    ("answer", "evidence"),
+    [
+        # a price plus a count is no amount
+        ("The total is $199.", {"price": 196, "available_seats": 3}),
+        ("The total is $199.", {"price": 189, "available_seats": {"economy": 10}}),
+        # money with a number nothing describes is no sum of one kind
+        ("The total is $199.", {"price": 99, "flight_number": "HAT100", "note": "gate 100"}),
+        # a product needs a count or a rate of the evidence: 9 and 24 are neither
+        ("The total is $216.", {"price": 24, "id": "HAT009", "row": 9}),
+        # a count only the answer states is no count of the evidence
+        ("A 3 x 517 = $1,551 total.", {"price": 517}),
+        # two prices are no count and no rate: no product
+        ("The total is $2,400.", {"price": 24, "fee": 100}),
+        # a quotient needs a count of the evidence: a price over a price is none
+        ("That is $5 each.", {"price": 75, "fee": 15}),
+        # a duration is no price over a count (the issue's "2.5" derived as 75 / 30)
+        ("The delay was 2.5 hours.", {"price": 75, "seats_left": 30}),
+        # counts with money: "12 bags" is no sum of a price and a count
+        ("That is 110 bags in all.", {"price": 100, "checked_bags": 10}),
+    ],
+)
+def test_implausible_derivations_do_not_ground(answer: str, evidence: Any) -> None:
+    result = refs(answer, evidence) if "$" in answer else leak(answer, evidence)
+    assert not result.passed, [g.attributes for g in result.grounded]
+
+
+def test_numbers_nothing_describes_are_still_summed_with_each_other() -> None:
+    # "value" says nothing: two such numbers are of one (unknown) kind
+    assert derived("The total is $305.", {"a": 152, "b": 103, "c": 50})["$305"] == "103 + 152 + 50"
+    assert derived("That leaves 49.", {"x": "152 and 103"})["49"] == "152 - 103"
+
+
+@pytest.mark.data
+def test_tau_bench_random_amounts_are_rarely_derived_by_chance(
+    data_dir: Callable[[str], Path],
+) -> None:
+    """A made-up fee appended to every assistant turn of the real runs is accepted as a
+    derivation by chance in at most 20% of the turns (22-23% before the kinds were required,
+    13-16% with them: sums of two and three prices still cover much of the range)."""
+    from agentlens.ingest.openai_messages import read
+
+    rng = random.Random(7)
+    scorer = _grounding.no_fabricated_refs()
+    turns = accepted = 0
+    for path in sorted(data_dir("tau_bench").glob("*.json")):
+        for t in read(path):
+            injected: dict[str, int] = {}
+            for step in t.steps:
+                if step.kind == "text" and isinstance(step.output, str):
+                    step.output += f"\n\nAn extra fee of ${rng.randint(20, 3000)} applies."
+                    injected[step.id] = step.output.rindex("$")
+            grounded = {(g.location, g.start) for g in scorer.score(t).grounded}
+            turns += len(injected)
+            accepted += sum((sid, at) in grounded for sid, at in injected.items())
+    assert turns > 500
+    assert accepted <= 0.2 * turns, f"{accepted} of {turns}"
