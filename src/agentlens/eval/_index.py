@@ -800,6 +800,8 @@ class _NumberPool:
         self.values = sorted(recent)
         self.own: dict[float, set[str]] = {}
         self._typed: _Typed | None = None
+        # the kinds and counts of the evidence numbers, shared with the pools with_extra makes
+        self._evidence: list[tuple[dict[float, set[str]], dict[float, int]]] = []
 
     def with_extra(self, extra: Sequence[tuple[float, str]]) -> _NumberPool:
         """This pool plus ``extra`` numbers (value, kind: what the turn already grounded),
@@ -815,7 +817,23 @@ class _NumberPool:
         for v, kind in extra:
             pool.own.setdefault(v, set()).add(kind)
         pool._typed = None
+        pool._evidence = self._evidence
         return pool
+
+    def evidence_kinds(self) -> tuple[dict[float, set[str]], dict[float, int]]:
+        """The kinds of every evidence number, and each count with the position of the first
+        item holding it: computed once, shared by the pools :meth:`with_extra` makes."""
+        if not self._evidence:
+            found: dict[float, set[str]] = {}
+            counts: dict[float, int] = {}
+            for pos, e in enumerate(self.entries):
+                q = e.quantities
+                for v, ks in q.kinds.items():
+                    found.setdefault(v, set()).update(ks)
+                for c in q.counts:
+                    counts.setdefault(c, pos)
+            self._evidence.append((found, counts))
+        return self._evidence[0]
 
     def _has(self, target: float, tol: float, vals: list[float] | None = None) -> float | None:
         vals = self.values if vals is None else vals
@@ -991,20 +1009,16 @@ class _Typed:
     __slots__ = ("_sums", "counts", "kinds", "of_kind", "rates", "terms")
 
     def __init__(self, pool: _NumberPool) -> None:
-        found: dict[float, set[str]] = {}
-        counts: dict[float, int] = {}
-        for pos, e in enumerate(pool.entries):
-            q = e.quantities
-            for v, ks in q.kinds.items():
-                found.setdefault(v, set()).update(ks)
-            for c in q.counts:
-                counts.setdefault(c, pos)
+        found, evidence_counts = pool.evidence_kinds()
+        counts = dict(evidence_counts)
         last = len(pool.entries) - 1
         for v, own in pool.own.items():
-            found.setdefault(v, set()).update(own)
             if COUNT in own and v.is_integer():
                 counts.setdefault(v, last)
-        self.kinds = {v: frozenset(found.get(v) or (NUMBER,)) for v in pool.values}
+        self.kinds = {
+            v: frozenset(found.get(v, set()) | pool.own.get(v, set()) or (NUMBER,))
+            for v in pool.values
+        }
         self.of_kind: dict[str, list[float]] = {}
         for v in pool.values:
             for kind in self.kinds[v]:
