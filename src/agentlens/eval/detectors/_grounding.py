@@ -244,10 +244,11 @@ def parametric_leakage(
 ) -> Bound:
     """Every specific fact in an answer (number, date, year, name) is in the evidence.
 
-    Fails when an answer states a specific fact (a number, amount, percentage, date, year, time
-    of day, or a person's, organisation's or place's name) that the evidence before it does not
-    contain, even if the fact is true. Rounding and simple arithmetic on evidence numbers are
-    accepted as derived (see ``docs/grounding.md``).
+    Fails when an answer states a specific fact (a number, amount, percentage, date, year,
+    decade, the last digits of a number, time of day, or a person's, organisation's or place's
+    name) that the evidence before it does not contain, even if the fact is true. Rounding and
+    plausible arithmetic on evidence numbers (money with money, a product only with a count or
+    a rate of the evidence) are accepted as derived (see ``docs/grounding.md``).
 
     Args:
         patterns: the same extra reference shapes as ``no_fabricated_refs``: their matches
