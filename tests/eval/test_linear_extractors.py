@@ -35,6 +35,7 @@ from agentlens.eval._claims import (
     extract_claims,
     split_sentences,
 )
+from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval._facts import (
     _in_heading,
     _is_list_number,
@@ -43,7 +44,6 @@ from agentlens.eval._facts import (
     _used_in_lower_case,
     extract_facts,
 )
-from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval._index import EvidenceIndex
 from agentlens.eval._quantities import quantities
 from agentlens.eval._references import _BUILTIN, _GUARD, _trim_url, get_extractor
