@@ -106,3 +106,14 @@ def test_bench_review_measures_exit_throughput_and_lag() -> None:
     assert re.search(r"on / off: median \d+\.\d\dx, p99 \d+\.\d\dx", out)
     assert re.search(r"throughput: reviewed 40 runs \(20 flagged\) at [\d,]+ runs/s", out)
     assert re.search(r"lag: 40 runs captured in .* all reviewed \d+\.\d\d s after", out)
+
+
+def test_bench_dashboard_pages_times_every_page_beside_the_api() -> None:
+    out = _run(str(BENCHMARKS / "bench_dashboard_pages.py"), "--runs", "30", "--repeat", "1")
+    assert "store: sqlite:///" in out and "(30 runs)" in out
+    rows = re.findall(r"^(/\S+)\s+(\d+\.\d)\s+(\d+\.\d|—)\s+(ok|OVER)$", out, re.M)
+    pages = {r[0].split("?")[0] for r in rows}
+    assert {"/runs", "/review", "/trends"} <= pages
+    assert any(p.startswith("/runs/bench-") for p in pages)
+    assert any(p.startswith("/content/ticket/") for p in pages)
+    assert re.search(r"^\d+ page\(s\) over the target$", out, re.M)
