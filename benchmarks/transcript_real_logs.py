@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.config import Settings
-from agentlens.eval import Scorer, get_scorer, run_scorers
+from agentlens.eval import Scorer, get_scorer, run_scorers, score_runs
 from agentlens.model import Step, StepKind, Trace
+from agentlens.store import open_store
 
 SCORERS = ("repeated_tool_calls", "excessive_steps", "no_progress")
 REPO = Path(__file__).resolve().parent.parent
@@ -153,6 +154,8 @@ BEFORE: dict[str, dict[str, Any]] = {
 (no volatile parts, no bookkeeping events, no failing-in-a-row, varied-argument or repeated-message
 rule). "after" is every scorer at its defaults."""
 
+CONFIGS = ("before", "after", "after, auto budget")
+
 MODES = (
     "repeated_tool_call",
     "alternating_loop",
@@ -182,41 +185,70 @@ def _flags(trace: Trace, scorers: list[Scorer], settings: Settings) -> list[str]
     return lines
 
 
+def _auto_flags(traces: list[Trace]) -> dict[str, list[str]]:
+    """``excessive_steps`` with ``max_steps = "auto"``, as a batch learns it: the runs stored in
+    a SQLite store (in memory) and scored by ``score_runs``, which learns each role's budget
+    once from the stored history. Flag lines by run id."""
+    scorer = get_scorer("excessive_steps").with_options(max_steps="auto")
+    lines: dict[str, list[str]] = {t.id: [] for t in traces}
+    names = {t.id: t.name for t in traces}
+    with open_store("sqlite:///:memory:") as store:  # type: ignore[attr-defined]
+        store.put_traces(traces)
+        score_runs(store, [scorer], settings=Settings())
+        for run_id in lines:
+            for score in store.get_scores(run_id):
+                for finding in score.findings:
+                    lines[run_id].append(
+                        f"{names[run_id]} | {finding.failure_mode} | {finding.text} | "
+                        f"{finding.detail} | steps {finding.step_ids[:8]}"
+                    )
+    return lines
+
+
 def analyse(root: Path) -> dict[str, Any]:
-    """Score every run of every data set before and after; return the figures and every flag."""
+    """Score every run of every data set before and after (and with ``max_steps = "auto"``,
+    each data set one agent role); return the figures and every flag."""
     settings = Settings()
     configs = {name: _scorers(name) for name in ("before", "after")}
     report: dict[str, Any] = {}
     for name, loader in DATASETS.items():
         if not (root / name).is_dir():
             continue
-        runs = 0
-        tool_steps = 0
-        figures: dict[str, Any] = {
-            config: {"runs_flagged": 0, "runs_flagged_by_mode": Counter(), "flags": []}
-            for config in configs
+        traces = [
+            t.model_copy(update={"agent": name, "id": f"{name}-{i}"})
+            for i, t in enumerate(loader(root))
+        ]
+        tool_steps = sum(
+            1 for t in traces for s in t.steps if s.kind in (StepKind.TOOL, StepKind.RETRIEVAL)
+        )
+        per_run = {
+            config: [_flags(t, scorers, settings) for t in traces]
+            for config, scorers in configs.items()
         }
-        for trace in loader(root):
-            runs += 1
-            tool_steps += sum(
-                1 for s in trace.steps if s.kind in (StepKind.TOOL, StepKind.RETRIEVAL)
-            )
-            for config, scorers in configs.items():
-                flags = _flags(trace, scorers, settings)
-                out = figures[config]
-                out["flags"].extend(flags)
-                out["runs_flagged"] += bool(flags)
-                out["runs_flagged_by_mode"].update({line.split(" | ")[1] for line in flags})
+        auto = _auto_flags(traces)
+        per_run["after, auto budget"] = [
+            [line for line in flags if " | excessive_steps | " not in line] + auto[t.id]
+            for t, flags in zip(traces, per_run["after"], strict=True)
+        ]
+        figures: dict[str, Any] = {}
+        for config, runs in per_run.items():
+            figures[config] = {
+                "runs_flagged": sum(1 for flags in runs if flags),
+                "runs_flagged_by_mode": dict(
+                    Counter(mode for flags in runs for mode in {f.split(" | ")[1] for f in flags})
+                ),
+                "flags": [line for flags in runs for line in flags],
+            }
         before, after = set(figures["before"]["flags"]), set(figures["after"]["flags"])
+        budget = set(figures["after, auto budget"]["flags"])
         report[name] = {
-            "runs": runs,
+            "runs": len(traces),
             "tool_steps": tool_steps,
-            **{
-                config: {**out, "runs_flagged_by_mode": dict(out["runs_flagged_by_mode"])}
-                for config, out in figures.items()
-            },
+            **figures,
             "added": [line for line in figures["after"]["flags"] if line not in before],
             "removed": [line for line in figures["before"]["flags"] if line not in after],
+            "auto_added": [f for f in figures["after, auto budget"]["flags"] if f not in after],
+            "auto_removed": [f for f in figures["after"]["flags"] if f not in budget],
         }
     return report
 
@@ -239,6 +271,19 @@ def _changed(removed: list[str], added: list[str]) -> dict[str, str]:
     return out
 
 
+def _print_changes(removed: list[str], added: list[str]) -> None:
+    """Each flag removed (``-``), added (``+``) or changed (``~``, with what it is now)."""
+    changed = _changed(removed, added)
+    for line in removed:
+        if line in changed:
+            print(f"  ~ {line[:200]}\n      now: {changed[line].split(' | ', 2)[2][:250]}")
+        else:
+            print("  - " + line[:400])
+    for line in added:
+        if line not in changed.values():
+            print("  + " + line[:400])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("data_dir", nargs="?", type=Path, default=None)
@@ -253,34 +298,27 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    header = f"{'data set':<14}{'':<8}{'runs':>6}{'tool steps':>12}{'flagged':>9}" + "".join(
+    header = f"{'data set':<14}{'':<20}{'runs':>6}{'tool steps':>12}{'flagged':>9}" + "".join(
         f"{m:>20}" for m in MODES
     )
     print(header)
     for name, figures in report.items():
-        for config in ("before", "after"):
+        for config in CONFIGS:
             by_mode = figures[config]["runs_flagged_by_mode"]
             print(
-                f"{name:<14}{config:<8}{figures['runs']:>6}{figures['tool_steps']:>12}"
+                f"{name:<14}{config:<20}{figures['runs']:>6}{figures['tool_steps']:>12}"
                 f"{figures[config]['runs_flagged']:>9}"
                 + "".join(f"{by_mode.get(m, 0):>20}" for m in MODES)
             )
     for name, figures in report.items():
-        lines = figures["after"]["flags"] if args.flags else []
-        if lines or figures["added"] or figures["removed"]:
-            print(f"\n== {name}")
-        changed = _changed(figures["removed"], figures["added"])
-        for line in figures["removed"]:
-            if line in changed:
-                print(f"  ~ {line[:200]}\n      now: {changed[line].split(' | ', 2)[2][:200]}")
-            else:
-                print("  - " + line[:400])
-        for line in figures["added"]:
-            if line not in changed.values():
-                print("  + " + line[:400])
-        for line in lines:
-            if line not in figures["added"]:
-                print("    " + line[:400])
+        print(f"\n== {name}: before -> after")
+        _print_changes(figures["removed"], figures["added"])
+        if args.flags:
+            for line in figures["after"]["flags"]:
+                if line not in figures["added"]:
+                    print("    " + line[:400])
+        print(f'== {name}: after -> after with max_steps = "auto"')
+        _print_changes(figures["auto_removed"], figures["auto_added"])
     return 0
 
 

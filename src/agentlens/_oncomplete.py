@@ -26,17 +26,19 @@ reviews it (``agentlens review run``, the server). With only ``AGENTLENS_DB`` se
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentlens.capture import ExportResult, StoreExporter
+from agentlens.capture import ExportResult, LoopEvent, LoopGuard, RoleGuard, StoreExporter
+from agentlens.config import AgentSettings, Settings
+from agentlens.errors import ConfigError
 from agentlens.model import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.review import Reviewer
     from agentlens.store import TraceStore
 
-__all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "configure"]
+__all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "build_loop_guard", "configure"]
 
 SHUTDOWN_REVIEW_S = 2.0
 """Seconds the reviewer may use at shutdown to finish the runs already written."""
@@ -72,8 +74,54 @@ class ReviewingExporter(StoreExporter):
         return super().shutdown(timeout)
 
 
+def build_loop_guard(
+    mode: str | None, on_loop: Callable[[LoopEvent], object] | None, settings: Settings
+) -> LoopGuard | None:
+    """The online loop guard the settings ask for: ``mode`` (else the ``loop_guard`` setting) for
+    every role without its own ``[agents.ROLE] loop_guard``, each role with the rule of its
+    ``repeated_tool_calls`` options (``max_repeats``, volatile parts, bookkeeping events, exempt
+    tools). ``None`` when it is off for every role (nothing on capture's hot path).
+
+    Raises:
+        ConfigError: a bad mode, callback or ``repeated_tool_calls`` option.
+    """
+    from agentlens.config import LOOP_GUARD_MODES
+    from agentlens.eval.detectors._transcript import loop_rule
+
+    if on_loop is not None and not callable(on_loop):
+        raise ConfigError(f"configure(): on_loop must be callable, got {on_loop!r}")
+    if mode is not None and mode not in LOOP_GUARD_MODES:
+        raise ConfigError(
+            f"configure(): loop_guard must be one of {', '.join(LOOP_GUARD_MODES)}, got {mode!r}"
+        )
+    default_mode = mode if mode is not None else settings.loop_guard
+
+    def role_guard(role: AgentSettings, role_mode: str) -> RoleGuard | None:
+        if role_mode == "off":
+            return None
+        try:
+            rule = loop_rule(role.scorer_options("repeated_tool_calls"))
+        except ConfigError as exc:
+            raise ConfigError(f"{role.option_key('repeated_tool_calls')}: {exc}") from None
+        return RoleGuard(role_mode, rule.repeats, rule.skip, rule.call_key, rule.result_key)
+
+    default = role_guard(settings.default, default_mode)
+    roles = {
+        name: role_guard(role, role.loop_guard or default_mode)
+        for name, role in settings.agents.items()
+    }
+    if default is None and not any(roles.values()):
+        return None
+    return LoopGuard(default=default, roles=roles, on_loop=on_loop)
+
+
 def configure(
-    db: str | TraceStore | None = None, *, review: bool | None = None, **kwargs: Any
+    db: str | TraceStore | None = None,
+    *,
+    review: bool | None = None,
+    loop_guard: str | None = None,
+    on_loop: Callable[[LoopEvent], object] | None = None,
+    **kwargs: Any,
 ) -> None:
     """Say where captured runs go, and review them as they are written. Call it once.
 
@@ -84,6 +132,14 @@ def configure(
             true by default). Only when runs go to a store: a custom ``exporter`` or
             ``processor`` is left as it is, and runs sent to a server (``endpoint``) are
             reviewed by the server.
+        loop_guard: the online loop guard (docs/capture.md): ``"off"``, ``"warn"`` (a warning,
+            ``on_loop`` and a finding on the run once a tool returned the same result for the
+            same arguments ``max_repeats`` times) or ``"raise"`` (also
+            :class:`~agentlens.LoopDetected` from the next identical call, before the tool
+            runs). ``None``: ``AGENTLENS_LOOP_GUARD``, else the file's ``loop_guard``, else
+            off. A role's ``[agents.ROLE] loop_guard`` is that role's mode.
+        on_loop: called with a :class:`~agentlens.capture.LoopEvent` when the guard sees a loop
+            (in the agent's thread; an exception it raises is logged, not raised).
 
     Raises:
         ConfigError: a bad argument, or bad review settings (the message names the file and
@@ -91,6 +147,9 @@ def configure(
     """
     from agentlens import capture
     from agentlens.capture._state import _env_disabled
+    from agentlens.config import load_settings
+
+    kwargs["guard"] = build_loop_guard(loop_guard, on_loop, load_settings())
 
     custom = any(kwargs.get(k) is not None for k in ("exporter", "processor", "endpoint"))
     if not custom and db is None:

@@ -3,17 +3,20 @@ monologues, bookkeeping events. Each rule has a test that fires and a near miss 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _transcript_runs import Run, modes, score
+from _transcript_runs import T0, Run, modes, score
 
-from agentlens.config import load_settings
+from agentlens.config import Settings, load_settings
 from agentlens.errors import ConfigError
-from agentlens.eval import get_scorer, run_scorers
+from agentlens.eval import StepHistory, get_scorer, run_scorers, score_runs
 from agentlens.eval._volatile import VOLATILE_PARTS, masker
-from agentlens.model import FailureMode, StepKind
+from agentlens.model import FailureMode, StepKind, Trace, Verdict
+from agentlens.store import open_store
 
 # --------------------------------------------------------------------------- volatile parts
 
@@ -315,3 +318,132 @@ def test_a_result_nested_too_deeply_to_parse_is_compared_as_text() -> None:
     for _ in range(3):
         run.call("dump", {}, "[" * 5000)
     assert modes(score("repeated_tool_calls", run.trace())) == ["repeated_tool_call"]
+
+
+# --------------------------------------------------------------------------- budgets per role
+
+
+def _coder_run(run_id: str, steps: int, minute: int, agent: str = "coder") -> Trace:
+    run = Run(agent=agent)
+    for i in range(steps):
+        run.call("bash", {"cmd": f"step {i}"}, f"out {i}")
+    run.call("think", {"thought": "bookkeeping is not counted"}, "")
+    trace = run.trace()
+    return trace.model_copy(update={"id": run_id, "started_at": T0 + timedelta(minutes=minute)})
+
+
+@pytest.fixture
+def history_store(tmp_path: Path) -> Iterator[Any]:
+    """A SQLite file with 40 runs of role ``coder`` taking 20 to 39 tool steps."""
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:  # type: ignore[attr-defined]
+        store.put_traces(_coder_run(f"h{i:02d}", 20 + i % 20, i) for i in range(40))
+        yield store
+
+
+def _auto(trace: Trace, store: Any = None, **options: Any) -> Any:
+    scorer = get_scorer("excessive_steps").with_options(max_steps="auto", **options)
+    return run_scorers([scorer], trace=trace, store=store, settings=Settings()).results[
+        "excessive_steps"
+    ]
+
+
+def test_auto_budget_is_the_roles_95th_percentile_of_its_stored_runs(history_store: Any) -> None:
+    # 40 runs of 20..39 steps: the nearest-rank 95th percentile of 40 values is the 38th, 38
+    result = _auto(_coder_run("new", 41, 99), history_store)
+    assert not result.passed
+    finding = result.findings[0]
+    assert finding.attributes["budget"] == 38
+    assert finding.attributes["excess"] == 3
+    assert finding.attributes["budget_set"] == {
+        "method": "auto",
+        "percentile": 95.0,
+        "runs": 40,
+        "window": 200,
+        "min_runs": 20,
+    }
+    assert "over the budget of 38 (p95 of the role's last 40 runs" in finding.detail
+    # the near miss: 30 steps is usual for this role (the fixed budget of 15 would flag it)
+    usual = _auto(_coder_run("usual", 30, 99), history_store)
+    assert usual.passed and usual.attributes["budget"] == 38
+    assert not score("excessive_steps", _coder_run("usual", 30, 99)).passed
+
+
+def test_auto_budget_uses_the_window_and_percentile(history_store: Any) -> None:
+    # the 10 most recent runs (minutes 30..39) took 30..39 steps; their median is 34
+    result = _auto(_coder_run("new", 35, 99), history_store, window=10, min_runs=5, percentile=50)
+    assert result.attributes["budget"] == 34
+    assert result.findings[0].attributes["excess"] == 1
+
+
+def test_auto_budget_is_the_fixed_one_until_there_is_enough_history(
+    history_store: Any,
+) -> None:
+    few = _auto(_coder_run("new", 16, 99), history_store, min_runs=41)
+    assert few.findings[0].attributes["budget"] == 15
+    assert few.findings[0].attributes["budget_set"] == {
+        "method": "fallback",
+        "min_runs": 41,
+        "window": 200,
+        "runs": 40,
+    }
+    assert "fixed until the role has 41 runs of history (40 stored)" in few.detail
+    other_role = _auto(_coder_run("new", 16, 99, agent="writer"), history_store)
+    assert other_role.findings[0].attributes["budget_set"]["runs"] == 0
+    alone = _auto(_coder_run("new", 16, 99))  # no store: nothing to learn from
+    assert alone.findings[0].attributes["budget_set"]["runs"] is None
+    assert "no stored history" in alone.detail
+    assert _auto(_coder_run("new", 15, 99)).passed
+
+
+def test_auto_budget_is_learnt_once_per_batch(history_store: Any) -> None:
+    scorer = get_scorer("excessive_steps").with_options(max_steps="auto")
+    history_store.put_traces([_coder_run("big", 60, 100), _coder_run("small", 25, 101)])
+    summary = score_runs(history_store, [scorer], settings=Settings())
+    assert summary.scores_written == 42
+    flagged = sorted(
+        r.id
+        for r in history_store.list_runs()
+        for s in history_store.get_scores(r.id)
+        if s.verdict is Verdict.FLAGGED
+    )
+    # one budget for the batch, learnt from the 42 stored runs (p95 = 39): only the 60-step run
+    assert flagged == ["big"]
+
+
+def test_auto_is_part_of_the_stored_version_and_checked() -> None:
+    auto = get_scorer("excessive_steps").with_options(max_steps="auto")
+    assert auto.stored_version.startswith("2+")
+    assert auto.stored_version != get_scorer("excessive_steps").stored_version
+    assert auto.stored_version != auto.with_options(window=50).stored_version
+    with pytest.raises(ConfigError, match="max_steps"):
+        get_scorer("excessive_steps").with_options(max_steps="learned")
+    with pytest.raises(ConfigError, match="percentile"):
+        get_scorer("excessive_steps").with_options(max_steps="auto", percentile=0)
+
+
+def test_auto_budget_is_configured_per_role(tmp_path: Path, history_store: Any) -> None:
+    config = tmp_path / "agentlens.toml"
+    config.write_text(
+        '[agents.coder.scorers.excessive_steps]\nmax_steps = "auto"\n', encoding="utf-8"
+    )
+    settings = load_settings(config_file=config)
+    report = run_scorers(
+        ["excessive_steps"], trace=_coder_run("new", 30, 99), store=history_store,
+        settings=settings,
+    )  # fmt: skip
+    assert report.results["excessive_steps"].passed
+
+
+def test_the_history_learns_each_value_once(history_store: Any) -> None:
+    history = StepHistory(history_store)
+    calls: list[int] = []
+
+    def learn() -> int:
+        calls.append(1)
+        return sum(1 for _ in history.recent("coder", 5))
+
+    assert history.memo("k", learn) == 5
+    assert history.memo("k", learn) == 5
+    assert calls == [1]
+    assert [t.id for t in history.recent("coder", 3)] == ["h39", "h38", "h37"]
+    assert list(history.recent("nobody", 3)) == []

@@ -10,6 +10,7 @@ from typing import Any
 from agentlens.config import Settings
 from agentlens.errors import ScorerError
 from agentlens.eval._evidence import Evidence
+from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
@@ -96,7 +97,8 @@ def _prepare(
     options bound."""
     trace, store = _resolve_target(run_id, trace, store)
     cfg = _settings(settings)
-    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence)
+    history = StepHistory(store) if store is not None else None
+    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence, history=history)
     return trace, store, evidence, [resolve_scorer(s, trace.agent, cfg) for s in scorers]
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from agentlens.config import Settings
 from agentlens.errors import ConfigError
-from agentlens.eval import Evidence, Scorer, get_scorer, resolve_scorer
+from agentlens.eval import Evidence, Scorer, StepHistory, get_scorer, resolve_scorer
 from agentlens.model import Score, Trace
 from agentlens.review._hooks import STATS, FlaggedRun, fire
 from agentlens.review._settings import ReviewSettings, review_settings
@@ -102,6 +102,7 @@ def _score(traces: Sequence[Trace], store: TraceStore, scorers: _Scorers) -> lis
     for trace in traces:
         by_agent.setdefault(trace.agent, []).append(trace)
     out: list[Score] = []
+    history = StepHistory(store)  # what a scorer learns from stored runs, once per batch
     for agent, group in by_agent.items():
         evidence_kinds = scorers.settings.for_agent(agent).evidence
         ids = [t.id for t in group]
@@ -115,7 +116,7 @@ def _score(traces: Sequence[Trace], store: TraceStore, scorers: _Scorers) -> lis
             todo = needs.get(trace.id)
             if not todo:
                 continue
-            evidence = Evidence(trace, evidence_kinds)
+            evidence = Evidence(trace, evidence_kinds, history=history)
             for scorer in todo:
                 result = scorer.score(trace, evidence)
                 out.append(

@@ -19,10 +19,11 @@ and how many times it was made, and what the wasted steps cost (``attributes.was
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, _reply_of, text_of
@@ -34,7 +35,9 @@ from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, T
 __all__ = [
     "DEFAULT_BOOKKEEPING",
     "DEFAULT_KINDS",
+    "LoopRule",
     "excessive_steps",
+    "loop_rule",
     "no_progress",
     "repeated_tool_calls",
     "waste_of",
@@ -77,9 +80,12 @@ def _steps(n: int) -> str:
     return f"{n} tool step" if n == 1 else f"{n} tool steps"
 
 
-def _failed(step: Step) -> bool:
-    error = step.error
+def _is_error(error: Any) -> bool:
     return error is not None and error != "" and error != {} and error != []
+
+
+def _failed(step: Step) -> bool:
+    return _is_error(step.error)
 
 
 def _tuple(value: Any, option: str) -> tuple[str, ...]:
@@ -92,6 +98,15 @@ def _tuple(value: Any, option: str) -> tuple[str, ...]:
         if all(isinstance(v, str) for v in items):
             return items
     raise ConfigError(f"option {option!r} must be a list of names, got {value!r}")
+
+
+def _fraction(value: Any, option: str) -> float:
+    """A percentile: a number above 0 and at most 100."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 100:
+        raise ConfigError(
+            f"option {option!r} must be a number above 0 and at most 100, got {value!r}"
+        )
+    return float(value)
 
 
 def _positive(value: Any, option: str, minimum: int) -> int:
@@ -725,40 +740,136 @@ def _score_repeated(
 # --------------------------------------------------------------------------- excessive_steps
 
 
+@dataclass(frozen=True, slots=True)
+class _Auto:
+    """How ``max_steps = "auto"`` learns a role's budget."""
+
+    window: int
+    """The role's most recent runs looked at."""
+    min_runs: int
+    """Fewer runs of history than this: the fixed budget."""
+    percentile: float
+    fallback: int
+    """The fixed budget used until there is enough history."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    steps: int
+    how: dict[str, Any]
+    """How it was set: ``method`` (``fixed``, ``auto`` or ``fallback``), and for a learned one the
+    percentile, the runs it was learned from, the window and the minimum."""
+
+    @property
+    def text(self) -> str:
+        how = self.how
+        if how["method"] == "auto":
+            return (
+                f"p{how['percentile']:g} of the role's last {how['runs']} runs "
+                f"(window {how['window']})"
+            )
+        if how["method"] == "fallback":
+            return (
+                f"fixed until the role has {how['min_runs']} runs of history ({how['runs']} stored)"
+                if how["runs"] is not None
+                else "fixed: no stored history to learn from"
+            )
+        return "fixed"
+
+
+def _count_steps(trace: Trace, consider: _Consider) -> int:
+    """The considered steps of a run (what :func:`_calls` would list), without fingerprints."""
+    wanted = frozenset(consider.kinds)
+    skip = frozenset(consider.skip)
+    return sum(
+        1
+        for step in trace.steps
+        if str(step.kind) in wanted and (step.name or str(step.kind)).lower() not in skip
+    )
+
+
+def _percentile(values: Sequence[int], percentile: float) -> int:
+    """The nearest-rank percentile of ``values`` (not empty)."""
+    ordered = sorted(values)
+    rank = math.ceil(round(percentile * len(ordered) / 100, 9))
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
+
+
+def _learned_budget(evidence: Evidence, consider: _Consider, auto: _Auto) -> _Budget:
+    """The role's own percentile of tool steps over its recent stored runs, learnt once per batch
+    (:class:`~agentlens.eval._history.StepHistory`); the fixed fallback until there is enough."""
+    history = evidence.history
+    fallback = {"method": "fallback", "min_runs": auto.min_runs, "window": auto.window}
+    if history is None:
+        return _Budget(auto.fallback, {**fallback, "runs": None})
+    agent = evidence.trace.agent
+
+    def learn() -> list[int]:
+        return [_count_steps(t, consider) for t in history.recent(agent, auto.window)]
+
+    counts = history.memo(("excessive_steps", agent, consider, auto.window), learn)
+    if len(counts) < auto.min_runs:
+        return _Budget(auto.fallback, {**fallback, "runs": len(counts)})
+    return _Budget(
+        _percentile(counts, auto.percentile),
+        {
+            "method": "auto",
+            "percentile": auto.percentile,
+            "runs": len(counts),
+            "window": auto.window,
+            "min_runs": auto.min_runs,
+        },
+    )
+
+
 def _score_excessive(
     *,
     trace: Trace,
     evidence: Evidence,
     consider: _Consider,
     max_steps: int = 15,
+    auto: _Auto | None = None,
 ) -> ScoreResult:
     """Flags a run with more tool and retrieval steps than its role's budget."""
     calls = _calls(trace, evidence, consider)
+    budget = (
+        _Budget(max_steps, {"method": "fixed"})
+        if auto is None
+        else _learned_budget(evidence, consider, auto)
+    )
+    limit = budget.steps
     n = len(calls)
-    attributes: dict[str, Any] = {"steps": n, "budget": max_steps}
-    if n <= max_steps:
+    attributes: dict[str, Any] = {"steps": n, "budget": limit, "budget_set": budget.how}
+    if n <= limit:
         return ScoreResult(
             passed=True,
             value=float(n),
-            detail=f"{_steps(n)}, within the budget of {max_steps}",
+            detail=f"{_steps(n)}, within the budget of {limit} ({budget.text})",
             attributes=attributes,
         )
-    excess = list(calls[max_steps:])
+    excess = list(calls[limit:])
     waste = _waste(trace, calls, excess)
     by_tool = dict(Counter(c.tool for c in calls).most_common())
     finding = Finding(
         failure_mode=FailureMode.EXCESSIVE_STEPS,
-        text=f"{n} tool steps (budget {max_steps})",
+        text=f"{n} tool steps (budget {limit})",
         location=excess[0].step.id,
         step_ids=[c.step.id for c in excess],
-        detail=f"{n - max_steps} steps over the budget of {max_steps}",
-        attributes={"count": n, "budget": max_steps, "by_tool": by_tool, "waste": waste},
+        detail=f"{n - limit} steps over the budget of {limit} ({budget.text})",
+        attributes={
+            "count": n,
+            "budget": limit,
+            "budget_set": budget.how,
+            "excess": n - limit,
+            "by_tool": by_tool,
+            "waste": waste,
+        },
     )
     attributes["waste"] = waste
     return ScoreResult(
         passed=False,
         value=float(n),
-        detail=f"{n} tool steps, {n - max_steps} over the budget of {max_steps}",
+        detail=f"{n} tool steps, {n - limit} over the budget of {limit} ({budget.text})",
         findings=[finding],
         attributes=attributes,
     )
@@ -905,7 +1016,11 @@ def repeated_tool_calls(
 @scorer(name="excessive_steps", version="2", register=False)
 def excessive_steps(
     *,
-    max_steps: int = 15,
+    max_steps: int | Literal["auto"] = 15,
+    window: int = 200,
+    min_runs: int = 20,
+    percentile: float = 95.0,
+    fallback_steps: int = 15,
     exempt_tools: Names = (),
     bookkeeping: Names = DEFAULT_BOOKKEEPING,
     kinds: Names = DEFAULT_KINDS,
@@ -913,15 +1028,34 @@ def excessive_steps(
     """Flags a run with more tool and retrieval steps than its role's budget.
 
     Args:
-        max_steps: the budget of tool and retrieval steps per run.
+        max_steps: the budget of tool and retrieval steps per run; ``"auto"``: the role's own
+            ``percentile`` of steps over its last ``window`` stored runs, learnt once per scoring
+            batch (``fallback_steps`` until the role has ``min_runs`` runs of history).
+        window: with ``"auto"``, how many of the role's most recent runs it learns from.
+        min_runs: with ``"auto"``, the history needed before the budget is learnt.
+        percentile: with ``"auto"``, the percentile of the role's steps that is its budget.
+        fallback_steps: with ``"auto"``, the fixed budget until there is enough history.
         exempt_tools: tool names not counted against the budget.
         bookkeeping: tool names that are bookkeeping, not work: not counted either.
         kinds: the step kinds counted.
     """
+    if max_steps != "auto":
+        max_steps = _positive(max_steps, "max_steps", 0)
+    auto = (
+        _Auto(
+            window=_positive(window, "window", 1),
+            min_runs=_positive(min_runs, "min_runs", 1),
+            percentile=_fraction(percentile, "percentile"),
+            fallback=_positive(fallback_steps, "fallback_steps", 0),
+        )
+        if max_steps == "auto"
+        else None
+    )
     options: dict[str, Any] = dict(
         # the default volatile parts (unused for a count): shares the calls of the other two
         consider=_Consider.of(kinds, exempt_tools, bookkeeping),
-        max_steps=_positive(max_steps, "max_steps", 0),
+        max_steps=max_steps if auto is None else 0,
+        auto=auto,
     )
 
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
@@ -962,3 +1096,95 @@ def no_progress(
         return _score_no_progress(trace=trace, evidence=evidence, **options)
 
     return score
+
+
+# --------------------------------------------------------------------------- the online guard
+
+
+@dataclass(frozen=True, slots=True)
+class LoopRule:
+    """The rule of ``repeated_tool_calls`` for the online loop guard
+    (:class:`agentlens.capture.RoleGuard`): its threshold, the tools it never counts, and how it
+    compares calls and results."""
+
+    repeats: int
+    skip: frozenset[str]
+    call_key: Callable[[str, Any], Hashable]
+    result_key: Callable[[Any, Any], Hashable]
+
+
+_UNSAFE_START = frozenset({" ", "{", "["})
+
+
+def _plain(value: Any) -> bool:
+    """A value :func:`canonical` leaves as it is: one-line text with no whitespace to normalise
+    (and not JSON), an integer, ``None``."""
+    if type(value) is str:
+        return (
+            value.isprintable()
+            and value[:1] not in _UNSAFE_START
+            and value[-1:] != " "
+            and "  " not in value
+        )
+    return type(value) is int or value is None
+
+
+def _flat_key(args: Any) -> tuple[tuple[str, Any], ...] | None:
+    """Arguments that are already in canonical form, as a sorted tuple: a dict of identifier keys
+    and plain values or lists of them (a list becomes a tuple). Other arguments (``None`` for
+    them) need :func:`canonical` first."""
+    if type(args) is not dict:
+        return None
+    items: list[tuple[str, Any]] = []
+    for key, value in args.items():
+        if type(key) is not str or not key.isidentifier():
+            return None
+        if type(value) is list:
+            for item in value:
+                if not _plain(item):
+                    return None
+            value = tuple(value)
+        elif not _plain(value):
+            return None
+        items.append((key, value))
+    if len(items) > 1:
+        items.sort()
+    return tuple(items)
+
+
+def _call_key(tool: str, args: Any) -> Hashable:
+    """Equal for calls with the same tool and the same normalised arguments: the arguments
+    themselves when they are already canonical (no fingerprint to compute), else the flat form
+    of their canonical form, else its fingerprint."""
+    flat = _flat_key(args)
+    if flat is None:
+        canon = canonical(args)
+        flat = _flat_key(canon)
+        if flat is None:
+            return (tool, fingerprint(canon))
+    return (tool, flat)
+
+
+def loop_rule(options: Mapping[str, Any]) -> LoopRule:
+    """The online guard's rule from ``repeated_tool_calls``' options (as configured for a role;
+    the defaults for those not given): ``max_repeats``, the volatile parts, the bookkeeping
+    events and exempt tools.
+
+    Raises:
+        ConfigError: a bad option value.
+    """
+    merged = {**repeated_tool_calls.defaults, **options}
+    consider = _Consider.of(
+        merged["kinds"], merged["exempt_tools"], merged["bookkeeping"], merged["volatile"]
+    )
+    mask = consider.masker.mask
+
+    def result_key(output: Any, error: Any) -> Hashable:
+        return fingerprint([mask(output), mask(error) if _is_error(error) else None])
+
+    return LoopRule(
+        repeats=_positive(merged["max_repeats"], "max_repeats", 2),
+        skip=frozenset(consider.skip),
+        call_key=_call_key,
+        result_key=result_key,
+    )
