@@ -25,6 +25,7 @@ reviews it (``agentlens review run``, the server). With only ``AGENTLENS_DB`` se
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.store import TraceStore
 
 __all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "build_loop_guard", "configure"]
+
+logger = logging.getLogger("agentlens")
 
 SHUTDOWN_REVIEW_S = 2.0
 """Seconds the reviewer may use at shutdown to finish the runs already written."""
@@ -149,7 +152,16 @@ def configure(
     from agentlens.capture._state import _env_disabled
     from agentlens.config import load_settings
 
-    kwargs["guard"] = build_loop_guard(loop_guard, on_loop, load_settings())
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        if loop_guard is not None:
+            raise
+        # what capture did before the guard: a destination given in code needs no file
+        logger.warning("agentlens: loop guard off, the settings cannot be read: %s", exc)
+        kwargs["guard"] = None
+    else:
+        kwargs["guard"] = build_loop_guard(loop_guard, on_loop, settings)
 
     custom = any(kwargs.get(k) is not None for k in ("exporter", "processor", "endpoint"))
     if not custom and db is None:

@@ -239,7 +239,19 @@ def test_bad_modes_are_refused(guarded: Guarded, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="on_loop must be callable"):
         agentlens.configure(processor=guarded.processor, loop_guard="warn", on_loop="print")
     (tmp_path / "agentlens.toml").write_text('[agents.a]\nloop_guard = "yes"\n', encoding="utf-8")
-    with pytest.raises(
-        ConfigError, match=r"agents\.a\.loop_guard: expected one of off, warn, raise"
-    ):
+    with pytest.raises(ConfigError, match=r"agents\.a\.loop_guard: expected one of off, warn"):
+        guarded.configure(loop_guard="warn")
+
+
+def test_an_unreadable_file_leaves_the_guard_off_when_it_was_not_asked_for(
+    guarded: Guarded, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a destination given in code needed no file before the guard existed: still none
+    (tmp_path / "agentlens.toml").write_text('[agents.a]\nloop_guard = "yes"\n', encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="agentlens"):
         guarded.configure()
+    assert any("loop guard off" in r.getMessage() for r in caplog.records)
+    with agentlens.run(agent="a"):
+        for _ in range(4):
+            job_status("J1")
+    assert guarded.events == []

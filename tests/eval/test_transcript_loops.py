@@ -16,6 +16,7 @@ from agentlens.errors import ConfigError
 from agentlens.eval import StepHistory, get_scorer, run_scorers, score_runs
 from agentlens.eval._volatile import VOLATILE_PARTS, masker
 from agentlens.model import FailureMode, StepKind, Trace, Verdict
+from agentlens.review import review_pending
 from agentlens.store import open_store
 
 # --------------------------------------------------------------------------- volatile parts
@@ -447,3 +448,20 @@ def test_the_history_learns_each_value_once(history_store: Any) -> None:
     assert calls == [1]
     assert [t.id for t in history.recent("coder", 3)] == ["h39", "h38", "h37"]
     assert list(history.recent("nobody", 3)) == []
+
+
+def test_review_learns_the_auto_budget_from_its_store(tmp_path: Path, history_store: Any) -> None:
+    config = tmp_path / "agentlens.toml"
+    config.write_text(
+        '[review]\nscorers = ["excessive_steps"]\n'
+        '[agents.coder.scorers.excessive_steps]\nmax_steps = "auto"\n',
+        encoding="utf-8",
+    )
+    history_store.put_traces([_coder_run("new", 45, 99)])
+    review_pending(history_store, settings=load_settings(config_file=config), deliver=False)
+    (score,) = history_store.get_scores("new")
+    assert score.verdict is Verdict.FLAGGED
+    finding = score.findings[0]
+    assert finding.attributes["budget_set"]["method"] == "auto"
+    # learnt from the 41 stored runs, the new one included: the 39th of 41 values is 39
+    assert finding.attributes["budget"] == 39 and finding.attributes["excess"] == 6
