@@ -89,7 +89,6 @@ def build_loop_guard(
         ConfigError: a bad mode, callback or ``repeated_tool_calls`` option.
     """
     from agentlens.config import LOOP_GUARD_MODES
-    from agentlens.eval.detectors._transcript import loop_rule
 
     if on_loop is not None and not callable(on_loop):
         raise ConfigError(f"configure(): on_loop must be callable, got {on_loop!r}")
@@ -102,6 +101,8 @@ def build_loop_guard(
     def role_guard(role: AgentSettings, role_mode: str) -> RoleGuard | None:
         if role_mode == "off":
             return None
+        from agentlens.eval.detectors._transcript import loop_rule  # only for a guard that is on
+
         try:
             rule = loop_rule(role.scorer_options("repeated_tool_calls"))
         except ConfigError as exc:

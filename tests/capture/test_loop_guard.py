@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,3 +257,14 @@ def test_an_unreadable_file_leaves_the_guard_off_when_it_was_not_asked_for(
         for _ in range(4):
             job_status("J1")
     assert guarded.events == []
+
+
+def test_configure_without_a_guard_loads_nothing_of_eval(tmp_path: Path) -> None:
+    code = (
+        "import sys, agentlens; agentlens.configure(enabled=False); "
+        "print('agentlens.eval' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    assert out.stdout.strip() == "False"
