@@ -186,3 +186,30 @@ def test_an_unreadable_run_does_not_block_the_queue(
     flags = store.get_flags("r2")
     assert flags is not None and flags.hallucination_detected
     assert "unreadable" in caplog.text
+
+
+def test_reviewer_flush_says_whether_the_review_succeeded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentlens.review import Reviewer
+    from agentlens.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'flush.db'}"
+    closed = open_store(url)
+    closed.put_traces([fabricated("r1")])
+    closed.close()  # every read of it now fails: the review round fails
+    failing = Reviewer(closed, settings=Settings(), interval=60.0)
+    try:
+        assert failing.flush(20.0) is False
+    finally:
+        failing.shutdown(5.0)
+    assert "review failed" in caplog.text
+    live = open_store(url)
+    working = Reviewer(live, settings=Settings(), interval=60.0)
+    try:
+        assert working.flush(30.0) is True
+        assert live.pending_review() == []
+    finally:
+        working.shutdown(5.0)
+        live.close()
+    assert working.flush(1.0) is False  # shut down
