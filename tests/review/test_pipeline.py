@@ -213,3 +213,43 @@ def test_reviewer_flush_says_whether_the_review_succeeded(
         working.shutdown(5.0)
         live.close()
     assert working.flush(1.0) is False  # shut down
+
+
+def test_a_file_cannot_send_an_environment_secret_to_its_own_webhook(
+    settings_from: Callable[[str], Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = '[review]\nwebhook = "https://hooks.example/from-file"\n'
+    assert review_settings(settings_from(hook)).webhook == "https://hooks.example/from-file"
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK_SECRET", "users-secret")
+    with pytest.raises(ConfigError, match=r"agentlens\.toml: review\.webhook: a webhook set in a"):
+        review_settings(settings_from(hook))
+    monkeypatch.setenv("AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK", "1")  # the explicit opt-in
+    assert review_settings(settings_from(hook)).webhook_secret == "users-secret"
+    monkeypatch.delenv("AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK")
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK", "https://hooks.example/mine")
+    review = review_settings(settings_from(hook))  # the environment's URL and secret together
+    assert (review.webhook, review.webhook_secret) == ("https://hooks.example/mine", "users-secret")
+    monkeypatch.delenv("AGENTLENS_REVIEW_WEBHOOK")
+    monkeypatch.delenv("AGENTLENS_REVIEW_WEBHOOK_SECRET")
+    own = review_settings(settings_from(hook + 'webhook_secret = "the-files-own"\n'))
+    assert own.webhook_secret == "the-files-own"  # the file's secret with the file's URL
+
+
+def test_review_rows_are_checked_when_the_settings_load(
+    settings_from: Callable[[str], Settings],
+) -> None:
+    with pytest.raises(ConfigError, match=r"agentlens\.toml: review\.webhook must be an http"):
+        settings_from('[review]\nwebhook = "ftp://x"\n')
+    with pytest.raises(ConfigError, match=r"review\.webhook_secret must be a non-empty string"):
+        settings_from('[review]\nwebhook_secret = ""\n')
+    with pytest.raises(ConfigError, match=r"review: unknown key 'allow_file_webhook'"):
+        settings_from("[review]\nallow_file_webhook = true\n")  # a file cannot opt itself in
+    defaults = settings_from("").review  # every review row with its default, in one place
+    assert defaults["on_capture"] is True and defaults["webhook_attempts"] == 6
+    assert review_settings(settings_from("")).scorers == (
+        "no_fabricated_refs",
+        "parametric_leakage",
+        "repeated_tool_calls",
+        "excessive_steps",
+        "no_progress",
+    )
