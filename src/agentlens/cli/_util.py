@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -20,8 +20,7 @@ import typer
 from agentlens.cli._app import err_console, fail, state
 from agentlens.errors import AgentlensError, ConfigError, UnreadableRunError
 from agentlens.model import utc
-from agentlens.model._time import TimeRangeError as _OutOfRange
-from agentlens.model._time import Window, parse_time
+from agentlens.model._time import Window, parse_duration, parse_since, parse_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.store import TraceStore
@@ -66,38 +65,6 @@ ToOpt = Annotated[
     str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
 ]
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_MAX_SECONDS = 9999 * 366 * 86400.0
-"""No window is longer than the years 1 to 9999 (and no :class:`timedelta` longer than that
-overflows)."""
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse a duration such as ``7d``, ``36h``, ``90m``, ``2w`` or ``1h30m``.
-
-    Units: ``s`` seconds, ``m`` minutes, ``h`` hours, ``d`` days, ``w`` weeks.
-
-    Raises:
-        ConfigError: the text is not a duration.
-    """
-    cleaned = text.strip()
-    pos = 0
-    seconds = 0.0
-    for match in _DURATION.finditer(cleaned):
-        if match.start() != pos and cleaned[pos : match.start()].strip():
-            break
-        seconds += float(match.group(1)) * _UNITS[match.group(2).lower()]
-        pos = match.end()
-    if not cleaned or pos != len(cleaned) or seconds <= 0:
-        raise ConfigError(
-            f"bad duration {text!r}: use a number and a unit, e.g. 30m, 36h, 7d, 2w or 1h30m"
-        )
-    if seconds >= _MAX_SECONDS:
-        reason = "longer than the 9,999 years a window can span"
-        raise _OutOfRange(f"bad duration {text!r}: {reason}", reason)
-    return timedelta(seconds=seconds)
-
 
 def time_window(
     since: str | None,
@@ -119,7 +86,7 @@ def time_window(
     lower: datetime | None = None
     upper: datetime | None = None
     if since is not None:
-        lower = _since(since, now or datetime.now(UTC))
+        lower = parse_since(since, "--since", now or datetime.now(UTC))
     if start is not None:
         lower = parse_time(start, "--from")
     if end is not None:
@@ -127,30 +94,6 @@ def time_window(
     if lower is not None and upper is not None and upper <= lower:
         raise ConfigError(f"empty time window: --to {end!r} is not after the start")
     return Window(lower, upper)
-
-
-def _since(since: str, now: datetime) -> datetime:
-    """The start of ``--since``: a duration back from ``now``, or an ISO date or time."""
-    try:
-        length = parse_duration(since)
-    except _OutOfRange as exc:
-        raise ConfigError(f"bad --since {since!r}: {exc.reason}") from None
-    except ConfigError:
-        try:
-            return parse_time(since, "--since")
-        except _OutOfRange:
-            raise
-        except ConfigError:
-            raise ConfigError(
-                f"bad --since {since!r}: use a duration (30m, 36h, 7d, 2w) "
-                "or an ISO date or time (2026-11-29, 2026-11-29T10:00:00Z)"
-            ) from None
-    try:
-        return now - length
-    except OverflowError:
-        raise ConfigError(
-            f"bad --since {since!r}: it reaches back before the year 1; use a shorter duration"
-        ) from None
 
 
 def iso(value: datetime | None) -> str | None:
