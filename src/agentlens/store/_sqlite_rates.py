@@ -439,7 +439,8 @@ def rate_counts(
                     acc.errors += n
                 elif rank == _UNVERIFIABLE:
                     acc.unverifiable += n
-        for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, sorted(flagging)):
+        listed = sorted(flagging) if query.flagged_ids else []
+        for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, listed):
             key = None if by_part else _group_key(by, _day_of(started_at), agent, release)
             for sub, rank, _ in classify.parts(sig, agent):
                 if rank == _FLAGGED:
