@@ -136,3 +136,14 @@ def test_tau_bench_grounding_refuses_a_tree_without_agentlens(
     )  # fmt: skip
     assert proc.returncode == 2
     assert proc.stderr == f"{tmp_path}: no src/agentlens in it\n" and proc.stdout == ""
+
+
+def test_bench_dashboard_pages_times_every_page_beside_the_api() -> None:
+    out = _run(str(BENCHMARKS / "bench_dashboard_pages.py"), "--runs", "30", "--repeat", "1")
+    assert "store: sqlite:///" in out and "(30 runs)" in out
+    rows = re.findall(r"^(/\S+)\s+(\d+\.\d)\s+(\d+\.\d|—)\s+(ok|OVER)$", out, re.M)
+    pages = {r[0].split("?")[0] for r in rows}
+    assert {"/runs", "/review", "/trends"} <= pages
+    assert any(p.startswith("/runs/bench-") for p in pages)
+    assert any(p.startswith("/content/ticket/") for p in pages)
+    assert re.search(r"^\d+ page\(s\) over the target$", out, re.M)
