@@ -465,3 +465,15 @@ def test_review_learns_the_auto_budget_from_its_store(tmp_path: Path, history_st
     assert finding.attributes["budget_set"]["method"] == "auto"
     # learnt from the 41 stored runs, the new one included: the 39th of 41 values is 39
     assert finding.attributes["budget"] == 39 and finding.attributes["excess"] == 6
+
+
+def test_the_turns_of_a_repeated_call_are_that_loops_not_a_monologue() -> None:
+    run = Run()
+    for _ in range(4):
+        run.llm({"role": "assistant", "content": "calling search"})
+        run.call("search", {"q": "INV-1"}, {"hits": ["INV-1 paid"]})
+    result = score("repeated_tool_calls", run.trace())
+    assert modes(result) == ["repeated_tool_call"]  # one finding: the llm turns are its waste
+    assert result.findings[0].attributes["waste"]["llm_steps"] == 3
+    # the near miss of the rule: below the repeat threshold the messages are the finding
+    assert modes(score("repeated_tool_calls", run.trace(), max_repeats=5)) == ["repeated_message"]

@@ -478,6 +478,11 @@ def _varied_errors(
     return found
 
 
+def _positions(calls: Sequence[_Call], step_ids: Iterable[str]) -> set[int]:
+    wanted = set(step_ids)
+    return {c.pos for c in calls if c.step.id in wanted}
+
+
 def _new_observations(calls: Sequence[_Call]) -> set[int]:
     """Step indexes of the calls whose result was new in the run (and not empty)."""
     seen: set[str] = set()
@@ -500,11 +505,28 @@ def _message(step: Step) -> str:
     return " ".join(text_of(value).split())
 
 
-def _monologues(trace: Trace, calls: Sequence[_Call], min_messages: int) -> list[list[int]]:
+def _turns_of(calls: Sequence[_Call], chosen: set[int]) -> set[int]:
+    """Step indexes of the turns that chose the calls at positions ``chosen``: the steps between
+    the previous considered call and each of them."""
+    owned: set[int] = set()
+    previous = -1
+    for call in calls:
+        if call.pos in chosen:
+            owned.update(range(previous + 1, call.index))
+        previous = call.index
+    return owned
+
+
+def _monologues(
+    trace: Trace, calls: Sequence[_Call], min_messages: int, looped: set[int]
+) -> list[list[int]]:
     """Step indexes of each message the agent repeated ``min_messages`` or more times with no new
     observation (a new, non-empty tool result, or a ``user`` step) between them. A ``text`` step
-    that echoes the ``llm`` reply just before it is that reply, not a second message."""
+    that echoes the ``llm`` reply just before it is that reply, not a second message. Messages of
+    the turns that chose calls already in a loop finding (positions ``looped``) are that loop's
+    (its waste), not a monologue: each wasted step is counted once."""
     observed = _new_observations(calls)
+    owned = _turns_of(calls, looped)
     found: list[list[int]] = []
     said: dict[str, list[int]] = {}
 
@@ -518,7 +540,7 @@ def _monologues(trace: Trace, calls: Sequence[_Call], min_messages: int) -> list
             close()
             previous = ""
             continue
-        text = _message(step)
+        text = "" if i in owned else _message(step)
         if text and not (
             step.kind is StepKind.TEXT
             and previous == text
@@ -693,7 +715,8 @@ def _score_repeated(
             varied={key: [canonical(c.step.input)[key] for c in group]},
         )
 
-    for indexes in _monologues(trace, calls, max_messages):
+    looped = {pos for f in out.findings for pos in _positions(calls, f.step_ids)}
+    for indexes in _monologues(trace, calls, max_messages, looped):
         message = _message(trace.steps[indexes[0]])
         wasted_ix = indexes[1:]
         waste = waste_of(trace, wasted_ix)
