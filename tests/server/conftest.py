@@ -12,9 +12,22 @@ from _server_api import Api
 from agentlens.server import create_app
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'server.db'}"
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The server's store: a SQLite file, and a PostgreSQL schema of the test's own (skipped,
+    or failed under ``AGENTLENS_TEST_POSTGRES=1``, when the server cannot be reached)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'server.db'}"
+        return
+    from agentlens.store import close_shared_stores
+    from pg_support import new_pg_schema
+
+    url, drop = new_pg_schema()
+    try:
+        yield url
+    finally:
+        close_shared_stores()
+        drop()
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from agentlens.model import Score, Verdict
 from agentlens.store._flags import CurrentScore, derive_from_current
 from agentlens.store._pg_text import dec, enc
-from agentlens.store._protocol import PendingRun, RunSummary, VerdictCount
+from agentlens.store._protocol import PendingRun, RunSummary
 from agentlens.store._sqlite_review import (
     SUMMARY_COLUMNS,
     ReviewMixin,
@@ -265,23 +265,6 @@ class PgReviewMixin(ReviewMixin):
                 continue
             flags = derive_from_current(current[run_id])
             self._apply(conn, run_id, flags, verdicts.get(run_id, {}), links[run_id], now)
-
-    def verdict_counts(self, *, since: Any = None) -> list[VerdictCount]:
-        """Live verdicts per (scorer, failure mode)."""
-        from agentlens.store._sqlite_review import _us
-
-        sql = (
-            "SELECT scorer, failure_mode, count(*) FILTER (WHERE verdict = 'confirmed'),"
-            " count(*) FILTER (WHERE verdict = 'false_positive') FROM review_verdicts"
-            " WHERE live = 1"
-        )
-        params: list[Any] = []
-        if since is not None:
-            sql += " AND created_at >= ?"
-            params.append(_us(since))
-        sql += " GROUP BY scorer, failure_mode ORDER BY scorer, coalesce(failure_mode, '')"
-        rows = self._read(lambda c: c.execute(sql, params).fetchall())
-        return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def review_queue(
         self, *, agent: str | None = None, limit: int | None = None

@@ -583,17 +583,25 @@ class ReviewMixin:
         )
         return [_verdict_record(r) for r in rows]
 
-    def verdict_counts(self, *, since: datetime | None = None) -> list[VerdictCount]:
-        """Live verdicts per (scorer, failure mode)."""
+    def verdict_counts(
+        self, *, since: datetime | None = None, project: str | None = None
+    ) -> list[VerdictCount]:
+        """Live verdicts per (scorer, failure mode); ``project``: on that project's runs only."""
         sql = (
-            "SELECT scorer, failure_mode, sum(verdict = 'confirmed'),"
-            " sum(verdict = 'false_positive') FROM review_verdicts WHERE live = 1"
+            "SELECT v.scorer, v.failure_mode, count(*) FILTER (WHERE v.verdict = 'confirmed'),"
+            " count(*) FILTER (WHERE v.verdict = 'false_positive') FROM review_verdicts v"
         )
+        clauses: list[str] = ["v.live = 1"]
         params: list[Any] = []
+        if project is not None:
+            sql += " JOIN runs r ON r.id = v.run_id"
+            clauses.append("r.project = ?")
+            params.append(project)
         if since is not None:
-            sql += " AND created_at >= ?"
+            clauses.append("v.created_at >= ?")
             params.append(_us(since))
-        sql += " GROUP BY scorer, failure_mode ORDER BY scorer, ifnull(failure_mode, '')"
+        sql += " WHERE " + " AND ".join(clauses)
+        sql += " GROUP BY v.scorer, v.failure_mode ORDER BY v.scorer, ifnull(v.failure_mode, '')"
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
         return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
