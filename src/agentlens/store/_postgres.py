@@ -75,6 +75,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import Score, Trace
+from agentlens.store._copy import TableCopyMixin
 from agentlens.store._pg_migrations import HOUR_US, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, pg_conn, pg_summary_columns
 from agentlens.store._pg_server import PgServerMixin
@@ -196,7 +197,7 @@ class _Prepared:
     digest: bytes
 
 
-class PostgresStore(PgReviewMixin, PgServerMixin):
+class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
     """The team store: PostgreSQL through a psycopg connection pool.
 
     Implements :class:`agentlens.store.TraceStore` (and the rate queries of
@@ -870,6 +871,16 @@ class PostgresStore(PgReviewMixin, PgServerMixin):
                     yield dec(row[1]) or ""
 
         return iterate()
+
+    def _copied(self, table: str) -> None:
+        """After spans were copied in with their ``seq``: new spans are numbered after them."""
+        if table == "otlp_spans":
+            self.write(
+                lambda c: c.execute(
+                    "SELECT setval(pg_get_serial_sequence('otlp_spans', 'seq'),"
+                    " (SELECT coalesce(max(seq), 0) + 1 FROM otlp_spans), false)"
+                )
+            )
 
     # -- RateSource (the SQL is agentlens.store._pg_rates's) ------------------------------------
 

@@ -99,6 +99,7 @@ from agentlens.errors import (
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
 from agentlens.store import _sqlite_rates
+from agentlens.store._copy import TableCopyMixin
 from agentlens.store._migrations import (
     MIGRATIONS_TABLE,
     current_version,
@@ -218,7 +219,7 @@ class _Prepared:
     steps: str
 
 
-class SQLiteStore(ReviewMixin, ServerTablesMixin):
+class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
     """The embedded store: a SQLite file (WAL, one writer, pooled readers) or a private memory DB.
 
     Implements :class:`agentlens.store.TraceStore`. Thread-safe. The schema is documented in
