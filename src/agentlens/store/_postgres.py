@@ -292,9 +292,16 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         PostgreSQL-specific (not part of :class:`TraceStore`): the rate queries use it."""
         self._check_open()
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return work(conn)
+            with self._pool.connection() as conn:
+                # one BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY (no SET TRANSACTION)
+                conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
+                conn.read_only = True
+                try:
+                    with conn.transaction():
+                        return work(conn)
+                finally:
+                    conn.isolation_level = None
+                    conn.read_only = None
         except self._psycopg.Error as exc:
             raise self._error(exc) from None
 

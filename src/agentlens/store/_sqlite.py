@@ -106,7 +106,7 @@ from agentlens.store._migrations import (
     latest_version,
     migrate,
 )
-from agentlens.store._protocol import PendingRun, RunFilter, RunSummary
+from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
 from agentlens.store._server import ServerTablesMixin
 from agentlens.store._sqlite_filter import _as_ids, _filter_sql, _FilterSQL, _marks, _where_clause
@@ -514,34 +514,6 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
                 c.execute("SELECT ifnull(max(version), 0) FROM _agentlens_migrations").fetchone()[0]
             )
         )
-
-    # -- review claims (migration 4) -----------------------------------------------------------
-
-    def claim_review(
-        self, worker: str, *, limit: int = 64, lease_s: float = 300.0
-    ) -> list[PendingRun]:
-        """Claim up to ``limit`` pending runs for ``worker`` for ``lease_s`` seconds (see
-        :meth:`agentlens.store.TraceStore.claim_review`). One write transaction: claims of
-        several processes take turns, so no run is claimed twice."""
-        from agentlens.store._sqlite_review import now_us
-
-        _check_limit(limit)
-        now = now_us()
-        until = now + int(lease_s * 1_000_000)
-
-        def work(conn: sqlite3.Connection) -> list[PendingRun]:
-            rows = conn.execute(
-                "UPDATE run_review SET claimed_by = ?, lease_until = ? WHERE run_id IN ("
-                "SELECT run_id FROM run_review WHERE reviewed_at IS NULL"
-                " AND (lease_until IS NULL OR lease_until < ?)"
-                " ORDER BY stored_at, run_id LIMIT ?) RETURNING run_id, stored_at",
-                (worker, until, now, limit),
-            ).fetchall()
-            return sorted(
-                (PendingRun(r[0], r[1]) for r in rows), key=lambda p: (p.stored_at, p.run_id)
-            )
-
-        return self._write(work)
 
     # -- runs ---------------------------------------------------------------------------------
 
