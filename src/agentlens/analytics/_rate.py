@@ -84,6 +84,9 @@ class RateOptions(TypedDict, total=False):
     """Scorer options per agent role (default: :func:`load_settings`)."""
     now: datetime | None
     """The current time (for tests)."""
+    flagged_ids: bool
+    """List the flagged run ids (default ``True``); ``False``: the counts only, faster on big
+    windows (``flagged_run_ids`` is then empty)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,7 @@ class RateSelection:
     """Known failure modes, normalised and without repeats; ``None``: all."""
     scorers: tuple[str, ...] | None = None
     """``None``: every stored scorer."""
+    flagged_ids: bool = True
 
     @classmethod
     def of(cls, options: RateOptions) -> RateSelection:
@@ -118,6 +122,7 @@ class RateSelection:
             agent=options.get("agent"),
             modes=None if modes is None else tuple(modes),
             scorers=None if scorers is None else tuple(scorers),
+            flagged_ids=options.get("flagged_ids", True),
         )
 
     @property
@@ -133,6 +138,7 @@ class RateSelection:
             end_us=to_epoch_us(self.window.end),
             agent=self.agent,
             modes=self.modes,
+            flagged_ids=self.flagged_ids,
         )
 
 
@@ -191,6 +197,7 @@ def rate_breakdown(by: str, **options: Unpack[RateOptions]) -> Breakdown:
                 end_us=query.end_us,
                 agent=query.agent,
                 modes=query.modes,
+                flagged_ids=query.flagged_ids,
             )
         groups = source.rate_counts(query, by)
         return Breakdown(
@@ -377,6 +384,14 @@ def python_rate_counts(
 ) -> list[RateCounts]:
     """:meth:`RateSource.rate_counts` for any store, in plain Python (see
     :class:`PythonRateSource`)."""
+    counts = _python_counts(store, query, by)
+    if not query.flagged_ids:
+        for c in counts:
+            c.flagged_run_ids = []
+    return counts
+
+
+def _python_counts(store: TraceStore, query: RateQuery, by: str | None) -> list[RateCounts]:
     check_breakdown(by)
     start, end = from_epoch_us(query.start_us), from_epoch_us(query.end_us)
     selected = _selected(query)

@@ -162,7 +162,7 @@ def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[
         _load_sigs(conn, {row[3] for row in rows}, tally.classify.sigs)
         for day, agent, release, sig, n in rows:
             tally.add(day, dec(agent), dec(release), sig, n)
-        if tally.flagging:
+        if tally.flagging and query.flagged_ids:
             _add_flagged_ids(conn, query, by, tally)
         runs_by_key: dict[str | None, int] = {}
         for day, agent, release, n in run_rows:

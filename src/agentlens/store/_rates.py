@@ -92,6 +92,9 @@ class RateQuery:
     """Selected failure modes; ``None``: all."""
     undated: bool = False
     """Select only runs without a start time (the window must then be open on both sides)."""
+    flagged_ids: bool = True
+    """List the flagged run ids; ``False`` leaves ``flagged_run_ids`` empty and skips reading
+    them (the counts alone, for a chart or a summary)."""
 
 
 BREAKDOWNS: tuple[str, ...] = ("day", "week", "agent", "mode", "release", "scorer_version")

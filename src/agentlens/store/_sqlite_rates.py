@@ -411,8 +411,8 @@ def rate_counts(
     _load_sigs(conn, {row[3] for row in rows}, tally.classify.sigs)
     for row in rows:
         tally.add(*row)
-    flagged = _flagged_runs(conn, query, sorted(tally.flagging))
-    for run_id, started_at, agent, release, sig in flagged:
+    listed = sorted(tally.flagging) if query.flagged_ids else []
+    for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, listed):
         tally.add_ids(_day_of(started_at), agent, release, sig, [run_id])
     if by in ("day", "week"):
         out = []
