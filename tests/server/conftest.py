@@ -1,4 +1,5 @@
-"""Fixtures for the server tests: an app over a SQLite file, called in-process through httpx."""
+"""Fixtures for the server tests: an app over a SQLite file and over PostgreSQL, called in-process
+through httpx."""
 
 from __future__ import annotations
 
@@ -13,21 +14,12 @@ from agentlens.server import create_app
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The server's store: a SQLite file, and a PostgreSQL schema of the test's own (skipped,
-    or failed under ``AGENTLENS_TEST_POSTGRES=1``, when the server cannot be reached)."""
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The server's store: a SQLite file, and a PostgreSQL schema of the test's own
+    (``pg_url``: skipped, or failed under ``AGENTLENS_TEST_POSTGRES=1``, without a server)."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'server.db'}"
-        return
-    from agentlens.store import close_shared_stores
-    from pg_support import new_pg_schema
-
-    url, drop = new_pg_schema()
-    try:
-        yield url
-    finally:
-        close_shared_stores()
-        drop()
+        return f"sqlite:///{tmp_path / 'server.db'}"
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture
