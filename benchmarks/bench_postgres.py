@@ -203,7 +203,7 @@ _SQLITE_BULK = (
     WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < :n - 1)
     INSERT INTO scores (run_id, scorer, version, verdict, passed, value, detail, error,
         finding_count, scored_at, run_project, run_agent, run_release, run_started_at, doc)
-    SELECT printf('big-%08d', x), 'no_fabricated_refs', '2', v, v = 'passed', NULL, '', NULL,
+    SELECT printf('big-%08d', x), 'no_fabricated_refs', :version, v, v = 'passed', NULL, '', NULL,
         v = 'flagged', :t0, 'default',
         CASE x % 3 WHEN 0 THEN 'support' WHEN 1 THEN 'billing' ELSE 'triage' END,
         'v' || (x % 4), :t0 + x * :step, '{}'
@@ -225,6 +225,7 @@ def part2_sqlite(path: Path, n: int, now: datetime, repeat: int) -> dict[str, fl
     from agentlens.store._sqlite_rates import rebuild_rate_rollup
 
     open_store(f"sqlite:///{path}").close()  # created and migrated
+    version = get_scorer("no_fabricated_refs").version  # as in part2: what the rate counts
     t0 = to_us(now - timedelta(days=7) + timedelta(minutes=1)) or 0
     step = (7 * 86400 * 1_000_000 - 120_000_000) // n
     conn = sqlite3.connect(path, isolation_level=None)
@@ -237,7 +238,7 @@ def part2_sqlite(path: Path, n: int, now: datetime, repeat: int) -> dict[str, fl
             for name, _ in saved:
                 conn.execute(f'DROP TRIGGER "{name}"')
             for statement in _SQLITE_BULK:
-                conn.execute(statement, {"n": n, "t0": t0, "step": step})
+                conn.execute(statement, {"n": n, "t0": t0, "step": step, "version": version})
             rebuild_rate_rollup(conn)
             for _, sql in saved:
                 conn.execute(sql)
