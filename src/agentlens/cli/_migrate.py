@@ -21,14 +21,14 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from agentlens.cli._app import app, err_console, out_console
-from agentlens.cli._util import user_errors
+from agentlens.cli._util import command
 
 __all__ = ["copy_store", "migrate"]
 
@@ -199,7 +199,7 @@ def _bar(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-@app.command()
+@command(app)
 def migrate(
     source: Annotated[
         str,
@@ -225,30 +225,25 @@ def migrate(
     from agentlens.errors import ConfigError
     from agentlens.store import normalize_url, open_store
 
-    with user_errors():
-        src, dst = normalize_url(source), normalize_url(target)
-        if src == dst:
-            raise ConfigError("--from and --to name the same store")
-        checkpoint = checkpoint_path(src, dst)
-        resumed = checkpoint.exists()
-        from_store = open_store(src)
-        try:
-            to_store = open_store(dst)
-            try:
-                with _bar(not quiet) as progress:
-                    runs, scores, rows = copy_store(
-                        from_store, to_store, checkpoint=checkpoint, progress=progress
-                    )
-            finally:
-                to_store.close()
-        finally:
-            from_store.close()
-        how = " (resumed)" if resumed else ""
-        out_console.print(
-            f"copied {runs} runs and {scores} scores{how} from {_label(src)} to {_label(dst)},"
-            f" and {rows} rows of review state, verdicts, deliveries, keys and staged spans",
-            markup=False,
+    src, dst = normalize_url(source), normalize_url(target)
+    if src == dst:
+        raise ConfigError("--from and --to name the same store")
+    checkpoint = checkpoint_path(src, dst)
+    resumed = checkpoint.exists()
+    with (
+        closing(open_store(src)) as from_store,
+        closing(open_store(dst)) as to_store,
+        _bar(not quiet) as progress,
+    ):
+        runs, scores, rows = copy_store(
+            from_store, to_store, checkpoint=checkpoint, progress=progress
         )
+    how = " (resumed)" if resumed else ""
+    out_console.print(
+        f"copied {runs} runs and {scores} scores{how} from {_label(src)} to {_label(dst)},"
+        f" and {rows} rows of review state, verdicts, deliveries, keys and staged spans",
+        markup=False,
+    )
 
 
 def _label(url: str) -> str:

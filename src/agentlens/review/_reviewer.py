@@ -73,6 +73,7 @@ class Reviewer:
         self._busy = False
         self._generation = 0  # notifications seen
         self._done_generation = 0  # notifications fully handled
+        self._ok_generation = 0  # notifications handled by a round that succeeded
         self._stop = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -103,8 +104,13 @@ class Reviewer:
             pass
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything pending when called is reviewed (and due deliveries tried);
-        True when that happened within ``timeout`` seconds (False once shut down)."""
+        """Wait until everything pending when called is reviewed (and due deliveries tried).
+
+        Returns:
+            True when a review round that started after this call succeeded within ``timeout``
+            seconds; False when it failed (the runs stay pending: see the ``agentlens`` log),
+            the time ran out, or the reviewer is shut down.
+        """
         if self._stop:
             return False
         self.start()
@@ -119,7 +125,7 @@ class Reviewer:
                 if remaining is not None and remaining <= 0:
                     return False
                 self._idle.wait(remaining)
-        return True
+            return self._ok_generation >= target
 
     def shutdown(self, timeout: float | None = 30.0) -> bool:
         """Finish the round in progress and stop the thread; True when it stopped in time."""
@@ -185,6 +191,8 @@ class Reviewer:
                 )
             with self._idle:
                 self._done_generation = max(self._done_generation, target)
+                if failures == 0:
+                    self._ok_generation = max(self._ok_generation, target)
                 self._idle.notify_all()
             if wait < self._interval and not self._wake.is_set() and failures == 0:
                 self._wake.wait(wait)
