@@ -36,6 +36,10 @@ class Reviewer:
         review: the review settings (default: from ``settings``).
         interval: seconds between two looks at the store when nobody notifies.
         batch_size: runs per review round.
+        worker: claim the runs under this name (with a lease of ``lease_s`` seconds), so that
+            several processes reviewing one store never review a run twice, and the runs of one
+            that died are reviewed by another once the lease runs out
+            (:meth:`~agentlens.store.TraceStore.claim_review`). ``None``: read the queue.
 
     Raises:
         ConfigError: bad review settings (checked here, not in the thread).
@@ -49,6 +53,8 @@ class Reviewer:
         review: ReviewSettings | None = None,
         interval: float = 5.0,
         batch_size: int = DEFAULT_BATCH,
+        worker: str | None = None,
+        lease_s: float = 300.0,
     ) -> None:
         if settings is None:
             from agentlens.config import load_settings
@@ -60,6 +66,8 @@ class Reviewer:
         self._store: TraceStore | None = None if isinstance(store, str) else store
         self._interval = interval
         self._batch_size = batch_size
+        self._worker = worker
+        self._lease_s = lease_s
         self._wake = threading.Event()
         self._idle = threading.Condition()
         self._busy = False
@@ -170,6 +178,8 @@ class Reviewer:
                     settings=self._settings,
                     review=self._review,
                     batch_size=self._batch_size,
+                    worker=self._worker,
+                    lease_s=self._lease_s,
                 )
                 wait = self._next_wait(store)
                 failures = 0

@@ -370,10 +370,17 @@ class _State:
 
 
 def _start_reviewer(store: Any) -> Any:
-    """The review pipeline's background reviewer over ``store``, started."""
+    """The review pipeline's background reviewer over ``store``, started. It claims the runs it
+    reviews (under this process's name), so several servers (and ``agentlens worker``
+    processes) on one store share the queue: no run is reviewed twice, and the runs of a
+    process that died are reviewed by another after the lease."""
+    import os
+    import socket
+
     from agentlens.review import Reviewer
 
-    return Reviewer(store, interval=1.0).start()
+    worker = f"serve:{socket.gethostname()}:{os.getpid()}"
+    return Reviewer(store, interval=1.0, worker=worker).start()
 
 
 def create_app(
