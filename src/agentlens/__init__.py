@@ -20,6 +20,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentlens import _implicit
+
 __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first attribute access.
@@ -29,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "FailureMode": "agentlens.model",
     "Finding": "agentlens.model",
     "FormatError": "agentlens.errors",
+    "LoopDetected": "agentlens.errors",
     "RunNotFoundError": "agentlens.errors",
     "Score": "agentlens.model",
     "ScoreResult": "agentlens.model",
@@ -60,6 +63,7 @@ __all__ = [
     "FailureMode",
     "Finding",
     "FormatError",
+    "LoopDetected",
     "RunNotFoundError",
     "Score",
     "ScoreResult",
@@ -90,7 +94,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens._oncomplete import configure
     from agentlens.analytics import hallucination_rate, trend
     from agentlens.capture import current_run, flush, llm, retrieval, run, shutdown, tool
-    from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
+    from agentlens.errors import (
+        AgentlensError,
+        ConfigError,
+        FormatError,
+        LoopDetected,
+        RunNotFoundError,
+    )
     from agentlens.eval import define_scorer, run_scorers, scorer
     from agentlens.model import (
         FailureMode,
@@ -103,6 +113,15 @@ if TYPE_CHECKING:  # pragma: no cover
         Verdict,
     )
     from agentlens.store import get_trace, open_store, query_traces
+
+
+def _implicit_exporter(url: str) -> Any:
+    """Capture's exporter when only ``AGENTLENS_DB`` is set: it stores runs and reviews them in
+    the background, as :func:`configure` would (:func:`agentlens._oncomplete.implicit_exporter`)."""
+    return importlib.import_module("agentlens._oncomplete").implicit_exporter(url)
+
+
+_implicit.set_store_exporter(_implicit_exporter)
 
 
 def __getattr__(name: str) -> Any:

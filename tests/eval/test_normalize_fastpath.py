@@ -38,7 +38,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
         if stripped[:1] in ("{", "[") and depth < 64:
             try:
                 parsed = json.loads(stripped)
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
             else:
                 if isinstance(parsed, dict | list):

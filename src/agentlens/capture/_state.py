@@ -2,7 +2,9 @@
 
 Resolution follows the house rule: an argument to :func:`configure`, then the environment
 (``AGENTLENS_DB``, ``AGENTLENS_DISABLED``), then nothing: with no ``configure()`` call and no
-``AGENTLENS_DB``, capture is a no-op (like OpenTelemetry's no-op tracer provider).
+``AGENTLENS_DB``, capture is a no-op (like OpenTelemetry's no-op tracer provider). With only
+``AGENTLENS_DB``, runs go to the exporter the top level registered in :mod:`agentlens._implicit`
+(it stores them and reviews them in the background, as ``agentlens.configure()`` does).
 
 The resolved configuration is one immutable :class:`Pipeline`; a :class:`~agentlens.capture.Run`
 keeps the one that was current when it was created, so its clock, ids and processor do not
@@ -22,8 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentlens import _implicit
 from agentlens._ids import new_id
 from agentlens.capture._export import Exporter, StoreExporter
+from agentlens.capture._guard import LoopGuard
 from agentlens.capture._processor import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_INTERVAL,
@@ -58,6 +62,8 @@ class Pipeline:
     """The wall clock, in nanoseconds since the epoch."""
     id_generator: Callable[[], str] = field(default=new_id)
     """Makes a run id when the caller gave none."""
+    guard: LoopGuard | None = None
+    """The loop guard of the runs captured (``None``: off)."""
 
 
 _pipeline: Pipeline | None = None  # None: not resolved yet (resolved at the first run)
@@ -85,13 +91,28 @@ def _resolve_default() -> Pipeline:
                 pipeline = Pipeline(enabled=False)
             else:
                 store_url = parse_store_url(url, "AGENTLENS_DB")
-                pipeline = Pipeline(enabled=True, processor=_batch(StoreExporter(store_url)))
+                pipeline = Pipeline(enabled=True, processor=_batch(_implicit_exporter(store_url)))
                 _register_atexit()
         except Exception as exc:  # never raise into the agent
             logger.warning("agentlens: capture disabled, bad environment: %s", exc)
             pipeline = Pipeline(enabled=False)
         _pipeline = pipeline
         return pipeline
+
+
+def _implicit_exporter(url: str) -> Exporter:
+    """The exporter of the implicit configuration: the one the top level registered (it reviews
+    what it stores, see :mod:`agentlens._implicit`), or a plain :class:`StoreExporter`."""
+    factory = _implicit.store_exporter()
+    if factory is not None:
+        try:
+            exporter = factory(url)
+            if isinstance(exporter, Exporter):
+                return exporter
+            logger.warning("agentlens: the implicit exporter is not an Exporter; storing only")
+        except Exception as exc:  # never raise into the agent: store the runs, unreviewed
+            logger.warning("agentlens: review on capture is off: %s: %s", type(exc).__name__, exc)
+    return StoreExporter(url)
 
 
 def _batch(
@@ -119,6 +140,7 @@ def configure(
     flush_interval: float = DEFAULT_FLUSH_INTERVAL,
     clock: Callable[[], int] | None = None,
     id_generator: Callable[[], str] | None = None,
+    guard: LoopGuard | None = None,
 ) -> None:
     """Say where captured runs go. Call it once, at start-up (or in a test, see below).
 
@@ -155,6 +177,9 @@ def configure(
         flush_interval: seconds before a partial batch is exported.
         clock: the wall clock, nanoseconds since the epoch (default :func:`time.time_ns`).
         id_generator: makes the id of a run that was given none (default: time-sortable ids).
+        guard: the online loop guard (:class:`~agentlens.capture.LoopGuard`), built by
+            :func:`agentlens.configure` from ``loop_guard=`` and the configuration; ``None``:
+            off.
 
     Raises:
         ConfigError: an argument is invalid (more than one of ``db``, ``exporter`` and
@@ -228,6 +253,7 @@ def configure(
         project=project,
         clock=clock if clock is not None else time.time_ns,
         id_generator=id_generator if id_generator is not None else new_id,
+        guard=guard,
     )
     _install(pipeline)
 

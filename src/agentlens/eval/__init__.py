@@ -1,6 +1,7 @@
 """Evaluation: the scorer API, evidence, detectors, judges and the runner."""
 
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn, text_of
+from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import (
     ENTRY_POINT_GROUP,
     check_settings,
@@ -11,7 +12,7 @@ from agentlens.eval._registry import (
 )
 from agentlens.eval._runner import ScoreSummary, ScoringInterrupted, score_runs
 from agentlens.eval._scorer import Bound, Scorer, ScorerFactory, ScorerFn, define_scorer, scorer
-from agentlens.eval._single import Report, arun_scorers, run_scorers
+from agentlens.eval._single import Report, arun_scorers, run_scorers, score_trace
 from agentlens.eval.detectors import (
     excessive_steps,
     faithful_synthesis,
@@ -36,6 +37,7 @@ __all__ = [
     "ScorerFactory",
     "ScorerFn",
     "ScoringInterrupted",
+    "StepHistory",
     "Turn",
     "Verdict",
     "arun_scorers",
@@ -53,6 +55,7 @@ __all__ = [
     "resolve_scorer",
     "run_scorers",
     "score_runs",
+    "score_trace",
     "scorer",
     "text_of",
 ]

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result"]
+__all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result", "json_container"]
 
 _TRAILING = re.compile(r"[ \t\f\v]+$", re.MULTILINE)
 _INNER = re.compile(r"(?<=\S)[ \t\f\v]{2,}|(?<=\S)[\t\f\v]")
@@ -104,14 +104,9 @@ def _float(value: float, odd: list[float]) -> Any:
 
 def _string(value: str, depth: int, odd: list[float]) -> Any:
     stripped = value.strip()
-    if stripped[:1] in ("{", "[") and depth < _MAX_DEPTH:
-        try:
-            parsed = json.loads(stripped)
-        except ValueError:
-            pass
-        else:
-            if isinstance(parsed, dict | list):
-                return _canonical(parsed, depth + 1, odd)
+    parsed = json_container(stripped) if depth < _MAX_DEPTH else None
+    if parsed is not None:
+        return _canonical(parsed, depth + 1, odd)
     return _text(stripped)
 
 
@@ -121,6 +116,18 @@ def _mapping(value: dict[Any, Any], depth: int, odd: list[float]) -> dict[str, A
         ordered = sorted(value.items(), key=lambda kv: str(kv[0]))  # whatever their order
         out = {str(k).strip(): _canonical(v, depth + 1, odd) for k, v in ordered}
     return out
+
+
+def json_container(text: str) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array that ``text`` (stripped) holds, else ``None`` (not JSON, a JSON
+    scalar, or nested too deeply to parse)."""
+    if text[:1] not in ("{", "["):
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def _text(text: str) -> str:
@@ -186,7 +193,7 @@ def _empty(value: Any, depth: int) -> bool:
         if text[:1] in ("{", "[") and depth < 4:
             try:
                 return _empty(json.loads(text), depth + 1)
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
         return _EMPTY_TEXT.match(text) is not None
     if isinstance(value, list | tuple):

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from agentlens.config import Settings
 from agentlens.errors import ScorerError
 from agentlens.eval._evidence import Evidence
+from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
 
-__all__ = ["Report", "arun_scorers", "run_scorers"]
+__all__ = ["Report", "arun_scorers", "run_scorers", "score_trace"]
 
 
 @dataclass
@@ -79,10 +80,30 @@ def run_scorers(
 ) -> Report:
     """Synchronous :func:`arun_scorers`: sync scorers run in this thread, without an event loop."""
     trace, store, evidence, resolved = _prepare(scorers, run_id, trace, store, settings)
-    results = [s.score(trace, evidence) for s in resolved]
-    return _finish(
-        trace.id, resolved, results, store, save if save is not None else run_id is not None
-    )
+    report = _score(trace, evidence, resolved)
+    if store is not None and (save if save is not None else run_id is not None):
+        store.put_scores(report.results.values())
+    return report
+
+
+def score_trace(
+    trace: Trace,
+    scorers: Sequence[Scorer],
+    settings: Settings,
+    *,
+    history: StepHistory | None = None,
+) -> Report:
+    """Score one run with scorers whose options are already bound for its agent role (what
+    :func:`~agentlens.eval.resolve_scorer` returns), against the role's evidence, in this
+    thread; nothing is stored. What scores many runs of one role binds the scorers once and
+    calls this per run, with one ``history`` of its store for all of them (what a scorer learns
+    from stored runs, :mod:`agentlens.eval._history`)."""
+    evidence = Evidence(trace, settings.for_agent(trace.agent).evidence, history=history)
+    return _score(trace, evidence, scorers)
+
+
+def _score(trace: Trace, evidence: Evidence, scorers: Sequence[Scorer]) -> Report:
+    return _report(trace.id, list(scorers), [s.score(trace, evidence) for s in scorers])
 
 
 def _prepare(
@@ -96,7 +117,8 @@ def _prepare(
     options bound."""
     trace, store = _resolve_target(run_id, trace, store)
     cfg = _settings(settings)
-    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence)
+    history = StepHistory(store) if store is not None else None
+    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence, history=history)
     return trace, store, evidence, [resolve_scorer(s, trace.agent, cfg) for s in scorers]
 
 
