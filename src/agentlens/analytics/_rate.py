@@ -384,7 +384,8 @@ def python_rate_counts(
     groups: dict[str | None, list[tuple[str, list[Any]]]] = {}
     per_version: dict[str, list[tuple[str, list[Any]]]] = {}
     all_runs: list[tuple[str, list[Any]]] = []
-    for run in store.list_runs(RunFilter(start=start, end=end, agent=query.agent)):
+    where = RunFilter(start=start, end=end, agent=query.agent, project=query.project)
+    for run in store.list_runs(where):
         scores = [s for s in store.get_scores(run.id) if selected(s, run.agent)]
         if by == "scorer_version":
             for s in scores:

@@ -92,6 +92,11 @@ class RateQuery:
     """Selected failure modes; ``None``: all."""
     undated: bool = False
     """Select only runs without a start time (the window must then be open on both sides)."""
+    project: str | None = None
+    """Only this project's runs. A source answers it only when it says so with a true
+    ``rates_by_project`` attribute (the SQLite store); the server's per-key view
+    (:class:`agentlens.server._scope.ProjectView`) counts in Python over a source that does
+    not."""
 
 
 BREAKDOWNS: tuple[str, ...] = ("day", "week", "agent", "mode", "release", "scorer_version")
