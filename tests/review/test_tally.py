@@ -64,3 +64,34 @@ def test_one_order_of_verdicts_and_outcomes() -> None:
     assert worst_outcome(["unscored", "passed"]) is Outcome.PASSED
     assert worst_outcome(["unverifiable", "error", "passed"]) is Outcome.ERROR
     assert worst_outcome([]) is Outcome.UNSCORED
+
+
+def test_every_roll_up_of_verdicts_follows_the_one_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's verdict in a ``Report``, the run flags, the rate's outcome and the CLI's
+    summary all rank verdicts through :func:`worst_verdict`: reorder
+    :data:`VERDICT_PRECEDENCE` (error above flagged) and each of them follows."""
+    from agentlens.analytics._outcome import ScoreFacts, classify_run
+    from agentlens.cli._runs import verdict_summary
+    from agentlens.eval import Report
+    from agentlens.model import Finding, Score
+    from agentlens.model import _score as score_module
+    from agentlens.store._flags import CurrentScore, FlagState, derive_from_current
+
+    monkeypatch.setattr(
+        score_module,
+        "VERDICT_PRECEDENCE",
+        (Verdict.ERROR, Verdict.FLAGGED, Verdict.UNVERIFIABLE, Verdict.PASSED),
+    )
+    finding = Finding(failure_mode="fabricated_grounding", text="ORD-9")
+    flagged = Score(
+        run_id="r", scorer="a", version="1", passed=False, verdict="flagged", findings=[finding]
+    )
+    failed = Score(run_id="r", scorer="b", version="1", passed=False, verdict="error")
+    scores = [flagged, failed]
+    assert Report("r", {s.scorer: s for s in scores}).verdict is Verdict.ERROR
+    current = [CurrentScore(s.scorer, s.version, Verdict(s.verdict), s.detail) for s in scores]
+    flags = derive_from_current(current)
+    assert flags is not None and flags.state is FlagState.ERROR
+    outcome, _ = classify_run([ScoreFacts(str(s.verdict), frozenset()) for s in scores])
+    assert outcome is Outcome.ERROR
+    assert verdict_summary(scores)[0] is Verdict.ERROR

@@ -122,9 +122,32 @@ def test_query_traces_is_lazy(in_tmp: Path) -> None:
         ({"since_hours": 0}, "since_hours must be a positive number"),
         ({"since_hours": -3}, "since_hours must be a positive number"),
         ({"since_hours": 1, "start": datetime(2026, 1, 1, tzinfo=UTC)}, "not both"),
+        ({"since_hours": True}, "since_hours must be a positive number"),
+        ({"since_hours": "3"}, "since_hours must be a positive number"),
+        ({"since_hours": float("nan")}, "since_hours must be a positive number"),
+        ({"start": datetime(2026, 1, 2), "end": datetime(2026, 1, 1)}, "the window is empty"),
         ({"limit": -1}, "limit must be a non-negative integer"),
     ],
 )
 def test_bad_arguments(in_tmp: Path, kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         query_traces(**kwargs)  # type: ignore[arg-type]
+
+
+def test_query_traces_window_is_the_rate_window(in_tmp: Path) -> None:
+    """``since_hours`` counts back from ``end`` (default now), as ``hallucination_rate`` does:
+    both go through the one :func:`~agentlens.analytics.resolve_window`."""
+    from agentlens.analytics import resolve_window
+
+    now = datetime.now(UTC)
+    fill(
+        "sqlite:///agentlens.db",
+        make_trace(1, started=now - timedelta(minutes=90)),
+        make_trace(2, started=now - timedelta(minutes=150)),
+        make_trace(3, started=now - timedelta(minutes=200)),
+    )
+    end = now - timedelta(hours=1)
+    window = resolve_window(since_hours=2, end=end)
+    assert window.start == end - timedelta(hours=2)
+    got = [t.id for t in query_traces(since_hours=2, end=end)]
+    assert got == ["r00001", "r00002"]

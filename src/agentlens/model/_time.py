@@ -125,8 +125,10 @@ def resolve_window(
             raise ConfigError(f"the window length must be positive, got {since}")
         length = since
     elif since_hours is not None:
-        if since_hours <= 0:
-            raise ConfigError(f"since_hours must be positive, got {since_hours}")
+        if isinstance(since_hours, bool) or not isinstance(since_hours, int | float):
+            raise ConfigError(f"since_hours must be a positive number, got {since_hours!r}")
+        if not since_hours > 0:  # NaN too
+            raise ConfigError(f"since_hours must be a positive number, got {since_hours!r}")
         try:
             length = timedelta(hours=since_hours)
         except OverflowError:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from agentlens.config import StoreURL, parse_store_url
-from agentlens.errors import ConfigError
 from agentlens.model import Trace
+from agentlens.model._time import resolve_window
 from agentlens.store._protocol import RunFilter, TraceStore
 
 __all__ = [
@@ -127,7 +127,8 @@ def query_traces(
     """Iterate lazily over stored runs, newest first; the database is read page by page.
 
     Args:
-        since_hours: only runs that started in the last ``since_hours`` hours.
+        since_hours: only runs that started in the ``since_hours`` hours before ``end`` (default:
+            now), the window :func:`agentlens.hallucination_rate` takes.
         start: only runs that started at or after this time (naive times are UTC).
         end: only runs that started before this time.
         agent: only runs of this agent role.
@@ -138,20 +139,12 @@ def query_traces(
         db: the store (see :func:`shared_store`); default: the configured store.
 
     Raises:
-        ConfigError: ``since_hours`` is not positive, reaches back before the year 1, or is
-            given together with ``start``.
+        ConfigError: ``since_hours`` is not a positive number, reaches back before the year 1,
+            or is given together with ``start``; the window is empty (see
+            :func:`agentlens.analytics.resolve_window`).
     """
-    if since_hours is not None:
-        if start is not None:
-            raise ConfigError("give since_hours or start, not both")
-        if isinstance(since_hours, bool) or not since_hours > 0:
-            raise ConfigError(f"since_hours must be a positive number, got {since_hours!r}")
-        try:
-            start = datetime.now(UTC) - timedelta(hours=since_hours)
-        except OverflowError:
-            raise ConfigError(
-                f"since_hours={since_hours!r} reaches back before the year 1; "
-                "give a shorter window, or no window"
-            ) from None
-    where = RunFilter(start=start, end=end, agent=agent, project=project, has_output=has_output)
+    window = resolve_window(since_hours=since_hours, start=start, end=end)
+    where = RunFilter(
+        start=window.start, end=window.end, agent=agent, project=project, has_output=has_output
+    )
     return shared_store(db).query_traces(where, limit=limit, newest_first=newest_first)

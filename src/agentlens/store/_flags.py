@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from agentlens.model import FailureMode, Finding, Score, Verdict
+from agentlens.model import FailureMode, Finding, Score, Verdict, worst_verdict
 
 __all__ = [
     "MODE_ORDER",
@@ -237,13 +237,9 @@ def derive_from_current(current: Iterable[CurrentScore]) -> RunFlags | None:
     current = sorted(current, key=lambda c: c.scorer)
     if not current:
         return None
-    verdicts = {s.verdict for s in current}
-    if Verdict.FLAGGED not in verdicts:
-        if Verdict.ERROR in verdicts:
-            return RunFlags(FlagState.ERROR)
-        if Verdict.UNVERIFIABLE in verdicts:
-            return RunFlags(FlagState.UNVERIFIABLE)
-        return RunFlags(FlagState.CLEAN)
+    worst = worst_verdict(s.verdict for s in current)
+    if worst is not Verdict.FLAGGED:
+        return RunFlags(FlagState.CLEAN if worst is Verdict.PASSED else FlagState(str(worst)))
     items: list[tuple[CurrentScore, Finding | None]] = []
     for score in current:
         if score.verdict is not Verdict.FLAGGED:

@@ -27,13 +27,13 @@ from agentlens.model import Score, Verdict
 from agentlens.store._flags import CurrentScore, derive_from_current
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import PendingRun, RunSummary, VerdictCount
+from agentlens.store._sqlite_filter import _marks
 from agentlens.store._sqlite_review import (
     SUMMARY_COLUMNS,
     ReviewMixin,
     _chunks,
     _json_object,
     _limit_sql,
-    _marks,
     now_us,
     summary_of,
 )
@@ -148,6 +148,19 @@ def pg_summary_columns() -> str:
     return SUMMARY_COLUMNS.replace(
         "CASE WHEN json_valid(r.doc) THEN json_extract(r.doc, '$.metadata') END", "r.doc::text"
     )
+
+
+def _metadata(doc: str | None) -> dict[str, Any]:
+    """The ``metadata`` of a run's stored document (read in Python: PostgreSQL's JSON operators
+    refuse a document holding ``\u0000`` anywhere)."""
+    from agentlens.store._sqlite import _parse
+
+    try:
+        data = _parse(doc) if doc else None
+    except (ValueError, RecursionError):
+        return {}
+    found = data.get("metadata") if isinstance(data, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def _links(doc: str | None) -> dict[str, str]:
@@ -287,8 +300,6 @@ class PgReviewMixin(ReviewMixin):
         self, *, agent: str | None = None, limit: int | None = None
     ) -> list[RunSummary]:
         """Flagged runs with a finding that has no live verdict, oldest first."""
-        from agentlens.store._postgres import _metadata
-
         sql = (
             f"SELECT f.sort_at, r.id, {pg_summary_columns()} FROM run_review f"
             " JOIN runs r ON r.id = f.run_id WHERE f.open > 0"

@@ -76,7 +76,7 @@ from agentlens.errors import (
 )
 from agentlens.model import Score, Trace
 from agentlens.store._pg_migrations import HOUR_US, migrate_pg
-from agentlens.store._pg_review import PgReviewMixin, pg_conn, pg_summary_columns
+from agentlens.store._pg_review import PgReviewMixin, _metadata, pg_conn, pg_summary_columns
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery
@@ -899,17 +899,6 @@ def _options(conninfo: str, schema: str) -> str:
 
     given = str(conninfo_to_dict(conninfo).get("options") or "")
     return f"{given} -c search_path={schema}".strip()
-
-
-def _metadata(doc: str | None) -> dict[str, Any]:
-    """The ``metadata`` of a run's stored document (read in Python: PostgreSQL's JSON operators
-    refuse a document holding ``\u0000`` anywhere)."""
-    try:
-        data = _parse(doc) if doc else None
-    except (ValueError, RecursionError):
-        return {}
-    found = data.get("metadata") if isinstance(data, dict) else None
-    return found if isinstance(found, dict) else {}
 
 
 def _reason(exc: Exception) -> str:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agentlens.model import Trace
+from agentlens.store._sqlite_filter import _filter_sql, _where_clause
+from agentlens.store._sqlite_review import SUMMARY_COLUMNS, summary_of
 
 __all__ = [
     "ApiKeyRecord",
@@ -303,9 +305,6 @@ def list_runs_page(
     cursor (``None`` on the last page). ``where`` is a :class:`~agentlens.store.RunFilter`
     (``flagged`` and ``failure_mode`` included); ``link``: only runs whose ``links[kind] == id``.
     """
-    from agentlens.store._sqlite import _filter_sql, _where_clause
-    from agentlens.store._sqlite_review import SUMMARY_COLUMNS, summary_of
-
     filter_sql = _filter_sql(where).with_review()
     if link is not None:
         filter_sql = filter_sql.plus(

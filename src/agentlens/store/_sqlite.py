@@ -81,7 +81,7 @@ import threading
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,6 +108,7 @@ from agentlens.store._migrations import (
 from agentlens.store._protocol import PendingRun, RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
 from agentlens.store._server import ServerTablesMixin
+from agentlens.store._sqlite_filter import _as_ids, _filter_sql, _FilterSQL, _marks, _where_clause
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, ReviewMixin, summary_of
 
 __all__ = ["NO_TIME", "SQLiteStore", "from_us", "parse_sqlite_url", "to_us"]
@@ -127,8 +128,6 @@ _MAX_PAGE = 512
 _MAX_IDLE_READERS = 4
 _ID_BATCH = 500
 """Run ids bound per statement when a write handles a list of ids."""
-_MAX_BOUND_IDS = 30000
-"""A ``run_ids`` filter up to this size is bound as parameters (SQLite allows 32766)."""
 _PAGE_SIZE = 16384
 """SQLite page size of a new store: a run's row (tens of KB with its steps) needs fewer overflow
 pages; measured about 20 % less ingest CPU than 4 KiB, for a file about 8 % larger."""
@@ -977,106 +976,6 @@ def _parse_int(text: str) -> Any:
     return {"type": "int", "repr": text}
 
 
-def _marks(n: int) -> str:
-    """``(?, ?, ...)`` with ``n`` parameters (``(NULL)`` when ``n`` is 0: matches nothing)."""
-    return "(" + ", ".join("?" * n) + ")" if n else "(NULL)"
-
-
 def _check_limit(limit: int | None) -> None:
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ConfigError(f"limit must be a non-negative integer, got {limit!r}")
-
-
-def _as_ids(run_ids: Iterable[str]) -> list[str]:
-    if isinstance(run_ids, str):
-        return [run_ids]
-    ids = list(run_ids)
-    for run_id in ids:
-        if not isinstance(run_id, str):
-            raise StoreError(f"a run id must be a string, got {type(run_id).__name__}")
-    return ids
-
-
-def _where_clause(clauses: list[str]) -> str:
-    return " WHERE " + " AND ".join(clauses) if clauses else ""
-
-
-@dataclass(frozen=True, slots=True)
-class _FilterSQL:
-    """A :class:`RunFilter` as SQL on ``runs r``: the time bounds (µs) apart from the rest, so
-    that a page query can replace the bound its key cursor makes redundant."""
-
-    low: int | None
-    high: int | None
-    clauses: tuple[str, ...]
-    params: tuple[Any, ...]
-    join: str = ""
-    """A join of ``run_review f`` when the filter or the columns need it."""
-    key: tuple[str, str] = ("r.sort_at", "r.id")
-    """The (time, id) columns pages are ordered and cut by: ``run_review``'s for a filter on
-    flagged runs, so the flagged-runs index drives the query."""
-
-    def sql(self, *, low: bool = True, high: bool = True) -> tuple[list[str], list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if self.low is not None and low:
-            clauses.append(f"{self.key[0]} >= ?")
-            params.append(self.low)
-        if self.high is not None and high:
-            clauses.append(f"{self.key[0]} < ?")
-            params.append(self.high)
-        if self.low is not None or self.high is not None:
-            clauses.append("r.started_at IS NOT NULL")
-        return [*clauses, *self.clauses], [*params, *self.params]
-
-    def plus(self, clause: str, *params: Any) -> _FilterSQL:
-        return replace(self, clauses=(*self.clauses, clause), params=(*self.params, *params))
-
-    def with_review(self) -> _FilterSQL:
-        """The same filter, with ``run_review f`` joined (for its columns)."""
-        return self if self.join else replace(self, join=_LEFT_JOIN_REVIEW)
-
-
-_LEFT_JOIN_REVIEW = " LEFT JOIN run_review f ON f.run_id = r.id"
-_JOIN_REVIEW = " JOIN run_review f ON f.run_id = r.id"
-
-
-def _filter_sql(where: RunFilter | None) -> _FilterSQL:
-    """The SQL of a :class:`RunFilter` (``start <= started_at < end`` and equalities)."""
-    if where is None:
-        return _FilterSQL(None, None, (), ())
-    clauses: list[str] = []
-    params: list[Any] = []
-    join = ""
-    key = ("r.sort_at", "r.id")
-    if where.flagged or where.failure_mode is not None:
-        join, key = _JOIN_REVIEW, ("f.sort_at", "f.run_id")
-        clauses.append("f.flagged = 1")
-        if where.failure_mode is not None:
-            clauses.append(
-                "EXISTS (SELECT 1 FROM run_flag_modes m WHERE m.run_id = f.run_id AND m.mode = ?)"
-            )
-            params.append(str(where.failure_mode))
-    elif where.flagged is False:
-        join = _LEFT_JOIN_REVIEW
-        clauses.append("ifnull(f.flagged, 0) = 0")
-    if where.agent is not None:
-        clauses.append("f.agent = ?" if key[0] == "f.sort_at" else "r.agent = ?")
-        params.append(where.agent)
-    if where.project is not None:
-        clauses.append("r.project = ?")
-        params.append(where.project)
-    if where.has_output is not None:
-        clauses.append("r.has_output = ?")
-        params.append(int(where.has_output))
-    if where.run_ids is not None:
-        run_ids = _as_ids(where.run_ids)
-        if len(run_ids) <= _MAX_BOUND_IDS:
-            clauses.append(f"r.id IN {_marks(len(run_ids))}")
-            params.extend(run_ids)
-        else:  # too many to bind one by one (ids with a NUL character cannot match here)
-            clauses.append("r.id IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(run_ids))
-    return _FilterSQL(
-        to_us(where.start), to_us(where.end), tuple(clauses), tuple(params), join, key
-    )

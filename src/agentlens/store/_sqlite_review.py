@@ -49,6 +49,7 @@ from agentlens.store._protocol import (
     VerdictCount,
     VerdictRecord,
 )
+from agentlens.store._sqlite_filter import _marks
 
 __all__ = ["ReviewMixin", "now_us"]
 
@@ -76,10 +77,6 @@ def _us(value: datetime | None) -> int:
 
 def _dt(value: int | None) -> datetime | None:
     return from_epoch_us(value)
-
-
-def _marks(n: int) -> str:
-    return "(" + ", ".join("?" * n) + ")" if n else "(NULL)"
 
 
 def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
