@@ -24,7 +24,10 @@ What is timed (median of ``--repeat`` calls after one warm-up), per dashboard ne
   modes), by mode, by day (30 days), as the keyless local user (the whole store) and as a key
   of one project;
 - the review queue: ``GET /api/review/queue``, all and per project;
-- a content item: ``GET /api/content/ticket/{id}``.
+- a content item: ``GET /api/content/ticket/{id}``;
+- what the pages read besides the routes: ``rate_breakdown``/``hallucination_rate`` with
+  ``flagged_ids=False`` (counts only: the per-role summary and the trends), for the whole
+  store and one project's view.
 
 Each route is called in-process through the ASGI app (``httpx.ASGITransport``), so a figure is
 the route's whole cost (store query, JSON), without a socket. Beside each, the store call it
@@ -289,6 +292,25 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
             row(f"GET /api/rate?by={by}&since={since} ({who})",
                 lambda b=by, s=since: client.get("/api/rate", by=b, since=s), groups)  # fmt: skip
 
+    def summaries(store: Any) -> None:
+        """What the dashboard's pages read besides the routes: rates without the flagged ids
+        (``flagged_ids=False``), for the whole store and one project's view."""
+        from agentlens.analytics import hallucination_rate, rate_breakdown
+        from agentlens.server._scope import project_view
+
+        now = datetime.now(UTC)
+        for who, view in (("whole store", store), ("globex view", project_view(store, "globex"))):
+            for by, days in (("agent", 7), ("mode", 30), ("release", 30), ("day", 30)):
+                row(f"  rate_breakdown({by!r}, {days}d, no ids) ({who})",
+                    lambda b=by, d=days, v=view: rate_breakdown(
+                        b, start=now - timedelta(days=d), store=v, flagged_ids=False),
+                    lambda r: f"{len(r.groups)} groups, "
+                              f"{sum(g.flagged for g in r.groups):,} flagged")  # fmt: skip
+            row(f"  hallucination_rate(7d, no ids) ({who})",
+                lambda v=view: hallucination_rate(
+                    start=now - timedelta(days=7), store=v, flagged_ids=False),
+                lambda r: f"{r.runs:,} runs, {r.flagged:,} flagged")  # fmt: skip
+
     try:
         app = create_app(store, review=False)
         local = _Client(app)  # loopback without a key while no key exists: the whole store
@@ -320,6 +342,7 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
         # A key of one project: from now on every request needs one and sees its project only.
         globex = _Client(app, create_key(store, "globex", "bench").key)
         rates("globex key", globex)
+        summaries(store)
         row("GET /api/runs (globex key)", lambda: globex.get("/api/runs"), runs)
         row("GET /api/review/queue (globex key)", lambda: globex.get("/api/review/queue"), runs)
         row("GET /api/review/queue?agent=ops (globex key)",

@@ -84,3 +84,26 @@ def test_a_project_sees_only_its_scorers(store: Any) -> None:
     assert project_view(store, "delta").stored_scorers() == ["z_only"]
     assert project_view(store, "delta").stored_versions("z_only")[0][0] == "3"
     assert project_view(store, "beta").stored_versions("z_only") == []
+
+
+@pytest.mark.parametrize("by", [None, "day", "agent", "mode"])
+def test_counts_without_ids_are_the_same_counts(store: Any, by: Any) -> None:
+    common: dict[str, Any] = {"start": NOW - timedelta(days=4), "settings": CFG}
+    for source in (
+        store,
+        project_view(store, "alpha"),
+        ProjectView(_NoProjectRates(store), "alpha"),
+    ):
+        if by is None:
+            full, bare = (hallucination_rate(store=source, flagged_ids=f, **common)
+                          for f in (True, False))  # fmt: skip
+            assert full.flagged_run_ids and not bare.flagged_run_ids
+            assert full.model_copy(update={"flagged_run_ids": []}) == bare
+        else:
+            full_b, bare_b = (rate_breakdown(by, store=source, flagged_ids=f, **common)
+                              for f in (True, False))  # fmt: skip
+            assert any(g.flagged_run_ids for g in full_b.groups)
+            assert all(not g.flagged_run_ids for g in bare_b.groups)
+            assert [g.model_copy(update={"flagged_run_ids": []}) for g in full_b.groups] == (
+                bare_b.groups
+            )

@@ -84,6 +84,9 @@ class RateOptions(TypedDict, total=False):
     """Scorer options per agent role (default: :func:`load_settings`)."""
     now: datetime | None
     """The current time (for tests)."""
+    flagged_ids: bool
+    """List the flagged runs' ids (default ``True``); ``False`` leaves ``flagged_run_ids``
+    empty and reads only counts (what a summary over a big store needs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,8 @@ class RateSelection:
     """Known failure modes, normalised and without repeats; ``None``: all."""
     scorers: tuple[str, ...] | None = None
     """``None``: every stored scorer."""
+    flagged_ids: bool = True
+    """List the flagged runs' ids."""
 
     @classmethod
     def of(cls, options: RateOptions) -> RateSelection:
@@ -118,6 +123,7 @@ class RateSelection:
             agent=options.get("agent"),
             modes=None if modes is None else tuple(modes),
             scorers=None if scorers is None else tuple(scorers),
+            flagged_ids=options.get("flagged_ids", True),
         )
 
     @property
@@ -133,6 +139,7 @@ class RateSelection:
             end_us=to_epoch_us(self.window.end),
             agent=self.agent,
             modes=self.modes,
+            flagged_ids=self.flagged_ids,
         )
 
 
@@ -140,7 +147,7 @@ def hallucination_rate(**options: Unpack[RateOptions]) -> RateReport:
     """The hallucination rate of the runs that started in a window.
 
     The options (:class:`RateOptions`): ``since_hours``, ``start``, ``end``, ``agent``,
-    ``modes``, ``scorers``, ``store``, ``settings``, ``now``.
+    ``modes``, ``scorers``, ``store``, ``settings``, ``now``, ``flagged_ids``.
 
     Returns:
         A :class:`RateReport` (``rate`` is ``None`` when nothing in the window was scored).
@@ -152,7 +159,7 @@ def hallucination_rate(**options: Unpack[RateOptions]) -> RateReport:
 
     def work(source: RateSource, cfg: Settings) -> RateReport:
         selectors, versions = resolve_selection(source, cfg, selection.window, selection.scorers)
-        (counts,) = source.rate_counts(selection.query(selectors), None)
+        (counts,) = _counts(source, selection.query(selectors), None)
         return RateReport.from_counts(
             counts,
             start=selection.window.start,
@@ -191,8 +198,9 @@ def rate_breakdown(by: str, **options: Unpack[RateOptions]) -> Breakdown:
                 end_us=query.end_us,
                 agent=query.agent,
                 modes=query.modes,
+                flagged_ids=query.flagged_ids,
             )
-        groups = source.rate_counts(query, by)
+        groups = _counts(source, query, by)
         return Breakdown(
             by=by,
             groups=[RateGroup.from_counts(c) for c in groups],
@@ -204,6 +212,16 @@ def rate_breakdown(by: str, **options: Unpack[RateOptions]) -> Breakdown:
         )
 
     return _with_source(options, work)
+
+
+def _counts(source: RateSource, query: RateQuery, by: str | None) -> list[RateCounts]:
+    """``source.rate_counts``, without ids when the query asks for none (a source may read
+    them anyway: the SQLite store skips them, others list them and they are dropped here)."""
+    groups = source.rate_counts(query, by)
+    if not query.flagged_ids:
+        for counts in groups:
+            counts.flagged_run_ids = []
+    return groups
 
 
 def rate_source(store: TraceStore) -> RateSource:

@@ -285,12 +285,13 @@ _CLAIMS = Migration(
 # Python over the project's runs. The three tables and their triggers are dropped and made
 # again from ``scores`` in bulk (migration 2's statements are the rollup's current definition,
 # kept in :mod:`agentlens.store._sqlite_rates`: a new store gets the same tables either way).
-# Two indexes for the dashboard's lists: runs of one release newest first, and the review queue
-# of every role (``run_review_queue`` serves one role) oldest first.
+# Indexes for the dashboard: runs of one release newest first; one project's runs per role or
+# release in a window, counted from the index alone (a project's rate by agent or release); and
+# the review queue of every role (``run_review_queue`` serves one role) oldest first.
 
 _ROLLUP_BY_PROJECT = Migration(
     6,
-    "rate rollup by project; runs_by_release, run_review_open",
+    "rate rollup by project; runs_by_release, runs_project_groups, run_review_open",
     (
         *(f"DROP TRIGGER IF EXISTS rate_{t}_{e}" for t in ("scores", "modes")
           for e in ("insert", "delete", "update")),
@@ -301,6 +302,7 @@ _ROLLUP_BY_PROJECT = Migration(
         *RATE_ROLLUP_FILL,
         *ROLLUP_TRIGGERS,
         "CREATE INDEX IF NOT EXISTS runs_by_release ON runs (release, sort_at, id)",
+        "CREATE INDEX IF NOT EXISTS runs_project_groups ON runs (project, sort_at, agent, release)",
         "CREATE INDEX IF NOT EXISTS run_review_open ON run_review (sort_at, run_id) WHERE open > 0",
     ),
 )  # fmt: skip

@@ -92,6 +92,9 @@ class RateQuery:
     """Selected failure modes; ``None``: all."""
     undated: bool = False
     """Select only runs without a start time (the window must then be open on both sides)."""
+    flagged_ids: bool = True
+    """List the flagged runs' ids (``RateCounts.flagged_run_ids``); ``False`` leaves the list
+    empty, so a source reads only its counts (a dashboard's summary over a million runs)."""
     project: str | None = None
     """Only this project's runs. A source answers it only when it says so with a true
     ``rates_by_project`` attribute (the SQLite store); the server's per-key view
