@@ -301,3 +301,41 @@ def test_insert_or_replace_and_manual_updates_keep_it_exact(verdict: str) -> Non
 def _query(window, agent, modes, selectors):  # type: ignore[no-untyped-def]
     """The store query of a selection (as the rate functions build it)."""
     return RateSelection(window, agent, tuple(modes) if modes else None).query(selectors)
+
+
+@pytest.mark.parametrize("by", [None, "day", "agent", "mode"])
+def test_counts_without_the_flagged_ids(by: str | None) -> None:
+    from agentlens.analytics import hallucination_rate, rate_breakdown
+    from agentlens.analytics._rate import PythonRateSource
+    from agentlens.store import open_store
+
+    store = open_store("sqlite:///:memory:")
+    try:
+        store.put_traces([run(k, k * 7.0, ("support", "billing")[k % 2], "v1") for k in range(6)])
+        verdicts = ["flagged", "passed", "flagged", "unverifiable", "flagged", "passed"]
+        modes = frozenset({"fabricated_grounding"})
+        store.put_scores(
+            [_score(f"01RUN{k:04d}", "t_refs", "1", v, modes) for k, v in enumerate(verdicts)]
+        )
+        for source in (store, PythonRateSource(store)):
+            options: dict[str, Any] = {"since_hours": 24 * 30, "store": source, "now": NOW}
+            if by is None:
+                full = hallucination_rate(**options)
+                bare = hallucination_rate(**options, flagged_ids=False)
+                pairs = [(full, bare)]
+            else:
+                pairs = list(
+                    zip(
+                        rate_breakdown(by, **options).groups,
+                        rate_breakdown(by, **options, flagged_ids=False).groups,
+                        strict=True,
+                    )
+                )
+            assert any(full.flagged_run_ids for full, _ in pairs)
+            for full, bare in pairs:
+                assert bare.flagged_run_ids == []
+                assert bare.model_dump(exclude={"flagged_run_ids"}) == full.model_dump(
+                    exclude={"flagged_run_ids"}
+                )
+    finally:
+        store.close()

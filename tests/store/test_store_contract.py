@@ -425,3 +425,13 @@ def test_query_traces_passes_over_unreadable_runs_when_asked(store: TraceStore) 
         "r00002",
         "r00003",
     ]
+
+
+def test_runs_by_release(store: TraceStore) -> None:
+    store.put_traces([make_trace(i) for i in range(1, 7)])  # releases v1, v2, v0, v1, v2, v0
+    assert [r.id for r in store.list_runs(RunFilter(release="v1"), newest_first=False)] == [
+        "r00001",
+        "r00004",
+    ]
+    assert store.count_runs(RunFilter(release="v0", agent="support")) == 2
+    assert store.count_runs(RunFilter(release="v9")) == 0

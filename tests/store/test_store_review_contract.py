@@ -334,3 +334,12 @@ def test_make_score_fixture_still_flags(store: TraceStore) -> None:
     store.put_traces([make_trace(1)])
     store.put_scores([make_score("r00001")])
     assert store.count_runs(RunFilter(flagged=True)) == 1
+
+
+def test_the_review_queue_of_one_project(store: TraceStore) -> None:
+    store.put_traces([make_trace(1), make_trace(2, project="acme"), make_trace(3)])
+    store.put_scores([scored("r00001"), scored("r00002"), scored("r00003")])
+    assert [r.id for r in store.review_queue(project="default")] == ["r00001", "r00003"]
+    assert [r.id for r in store.review_queue(project="acme")] == ["r00002"]
+    assert [r.id for r in store.review_queue(project="default", limit=1)] == ["r00001"]
+    assert store.review_queue(project="nobody") == []

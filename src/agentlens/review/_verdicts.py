@@ -140,7 +140,12 @@ def content_flags(kind: str, item_id: str, *, db: str | TraceStore | None = None
 
 
 def review_queue(
-    *, agent: str | None = None, limit: int | None = None, db: str | TraceStore | None = None
+    *,
+    agent: str | None = None,
+    limit: int | None = None,
+    project: str | None = None,
+    db: str | TraceStore | None = None,
 ) -> list[RunSummary]:
-    """Flagged runs with a finding no human has judged yet, oldest first."""
-    return _store(db).review_queue(agent=agent, limit=limit)
+    """Flagged runs with a finding no human has judged yet, oldest first (of one ``project``,
+    when given)."""
+    return _store(db).review_queue(agent=agent, limit=limit, project=project)

@@ -24,6 +24,7 @@ def _require() -> None:
         ("fastapi", "fastapi"),
         ("uvicorn", "uvicorn"),
         ("opentelemetry.proto", "opentelemetry-proto"),
+        ("jinja2", "jinja2"),
     ):
         try:
             __import__(module)

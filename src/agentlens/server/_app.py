@@ -1,7 +1,8 @@
 """The ASGI app: OTLP/HTTP ingestion, the JSON API, health and metrics (see docs/server.md).
 
-:func:`create_app` builds a FastAPI app over one store. Paths used by the dashboard (``/``,
-``/runs``, ``/content``, ``/review``, ``/trends``, ``/login``, ``/static``) are left free.
+:func:`create_app` builds a FastAPI app over one store, with the dashboard
+(:mod:`agentlens.dashboard`) mounted on the paths left free for it (``/``, ``/runs``,
+``/content``, ``/review``, ``/trends``, ``/login``, ``/logout``, ``/static``).
 """
 
 from __future__ import annotations
@@ -700,9 +701,7 @@ def create_app(
     ) -> QueueOut:
         from agentlens.review import review_queue
 
-        runs = review_queue(agent=agent, limit=None if who.project else limit, db=state.store)
-        if who.project is not None:
-            runs = [r for r in runs if r.project == who.project][:limit]
+        runs = review_queue(agent=agent, limit=limit, project=who.project, db=state.store)
         return QueueOut(runs=[_summary(r) for r in runs])
 
     @app.post(
@@ -757,7 +756,24 @@ def create_app(
     def metrics(_: _Principal = Depends(principal)) -> Response:
         return Response(_prometheus(state), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    _mount_dashboard(app, state)
     return app
+
+
+def _mount_dashboard(app: FastAPI, state: _State) -> None:
+    """The dashboard at ``/``, with this server's keys and project isolation."""
+    from agentlens.dashboard import Access, mount_dashboard
+    from agentlens.server._scope import project_view
+
+    def local(request: Request) -> bool:
+        return not state.keys.any_keys() and _is_loopback(
+            request.client.host if request.client else None
+        )
+
+    mount_dashboard(
+        app,
+        Access(state.store, state.keys, local, lambda project: project_view(state.store, project)),
+    )
 
 
 async def _write(awaitable: Any) -> Any:

@@ -9,6 +9,13 @@ once, when it is created.
 Checking a key with scrypt takes tens of milliseconds, too slow for every request: the
 :class:`KeyChecker` remembers, for a few seconds, the SHA-256 of keys it has verified (compared
 in constant time too), so a revoked key stops working within ``cache_s`` seconds.
+
+Dashboard sessions: a key given to the login form is exchanged for a session token
+``s1.<key id>.<expiry>.<nonce>.<signature>`` (:meth:`KeyChecker.open_session`); the key itself is
+never in the cookie. The signature is an HMAC-SHA256 under a key derived from the stored hash of
+the key's secret, which never leaves the server, so every server process over the same store
+accepts the token, and revoking the key ends its sessions at once. The session's CSRF token is
+derived the same way from the nonce.
 """
 
 from __future__ import annotations
@@ -25,12 +32,23 @@ from typing import Any
 
 from agentlens.errors import ConfigError
 
-__all__ = ["KEY_PATTERN", "CreatedKey", "KeyChecker", "create_key", "hash_secret", "revoke_key"]
+__all__ = [
+    "KEY_PATTERN",
+    "CreatedKey",
+    "KeyChecker",
+    "Session",
+    "create_key",
+    "hash_secret",
+    "revoke_key",
+]
 
 KEY_PATTERN = re.compile(r"al_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")
 """The form of a key."""
 _PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 << 20, "dklen": 32}
+_SESSION = re.compile(r"s1\.([0-9a-f]{12})\.([0-9]{1,12})\.([0-9a-f]{32})\.([0-9a-f]{64})")
+SESSION_TTL_S = 12 * 3600
+"""How long a dashboard session lasts."""
 
 
 def hash_secret(secret: str, salt: bytes) -> bytes:
@@ -82,6 +100,26 @@ def format_us(value: int | None) -> str | None:
     return datetime.fromtimestamp(value / 1e6, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A valid dashboard session: whose key it was opened with and its CSRF token."""
+
+    key_id: str
+    project: str
+    csrf: str
+    """The token every form of this session that changes something must carry."""
+    expires_at: int
+    """Unix seconds."""
+
+
+def _session_key(record: Any) -> bytes:
+    return hmac.new(bytes(record.hash), b"agentlens dashboard session", hashlib.sha256).digest()
+
+
+def _sign(record: Any, payload: str) -> str:
+    return hmac.new(_session_key(record), payload.encode("ascii"), hashlib.sha256).hexdigest()
+
+
 class KeyChecker:
     """Checks presented keys against the store; thread-safe.
 
@@ -96,6 +134,7 @@ class KeyChecker:
         self._lock = threading.Lock()
         self._verified: dict[str, tuple[bytes, str, float]] = {}
         self._active: tuple[int, float] | None = None
+        self._closed: dict[str, float] = {}
 
     def any_keys(self) -> bool:
         """True when at least one key is active (then every request needs one)."""
@@ -132,3 +171,46 @@ class KeyChecker:
                 self._verified.clear()
             self._verified[key_id] = (digest, record.project, now)
         return str(record.project)
+
+    def open_session(self, key: str, *, ttl_s: int = SESSION_TTL_S) -> str | None:
+        """A session token for a valid, active key (``None`` for anything else)."""
+        match = KEY_PATTERN.fullmatch(key)
+        if match is None or self.project_of(key) is None:
+            return None
+        key_id = match.group(1)
+        record = self._store.get_api_key(key_id)
+        if record is None:
+            return None
+        payload = f"s1.{key_id}.{int(time.time()) + ttl_s}.{secrets.token_hex(16)}"
+        return f"{payload}.{_sign(record, payload)}"
+
+    def session(self, token: str) -> Session | None:
+        """The session of a token :meth:`open_session` made, while it has not expired, was not
+        closed and its key is active; ``None`` for anything else."""
+        match = _SESSION.fullmatch(token)
+        if match is None:
+            return None
+        key_id, expires, nonce, signature = match.groups()
+        if int(expires) <= time.time():
+            return None
+        with self._lock:
+            if nonce in self._closed:
+                return None
+        record = self._store.get_api_key(key_id)
+        if record is None or record.revoked_at is not None:
+            return None
+        payload = token.rpartition(".")[0]
+        if not hmac.compare_digest(_sign(record, payload), signature):
+            return None
+        csrf = _sign(record, f"csrf.{nonce}")[:32]
+        return Session(key_id, str(record.project), csrf, int(expires))
+
+    def close_session(self, token: str) -> None:
+        """End a session (logout): this process refuses the token from now on."""
+        match = _SESSION.fullmatch(token)
+        if match is None:
+            return
+        now = time.time()
+        with self._lock:
+            self._closed = {n: t for n, t in self._closed.items() if t > now}
+            self._closed[match.group(3)] = float(match.group(2))

@@ -190,7 +190,7 @@ def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[
                     acc.errors += n
                 elif rank == _UNVERIFIABLE:
                     acc.unverifiable += n
-        if flagging:
+        if flagging and query.flagged_ids:
             agent_sql, agent_args = _agent(query)
             clauses, args = [], []
             if query.start_us is not None:

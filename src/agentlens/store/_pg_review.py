@@ -297,7 +297,7 @@ class PgReviewMixin(ReviewMixin):
         return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
     def review_queue(
-        self, *, agent: str | None = None, limit: int | None = None
+        self, *, agent: str | None = None, limit: int | None = None, project: str | None = None
     ) -> list[RunSummary]:
         """Flagged runs with a finding that has no live verdict, oldest first."""
         sql = (
@@ -308,6 +308,9 @@ class PgReviewMixin(ReviewMixin):
         if agent is not None:
             sql += " AND f.agent = ?"
             params.append(agent)
+        if project is not None:
+            sql += " AND r.project = ?"
+            params.append(project)
         sql += " ORDER BY f.sort_at, f.run_id" + _limit_sql(limit)
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
         return [summary_of(r, _metadata) for r in rows]

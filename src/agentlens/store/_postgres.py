@@ -971,6 +971,9 @@ def _filter(where: RunFilter | None) -> _Filter:
     if where.project is not None:
         clauses.append("r.project = %s")
         params.append(enc(where.project))
+    if where.release is not None:
+        clauses.append("r.release = %s")
+        params.append(enc(where.release))
     if where.has_output is not None:
         clauses.append("r.has_output = %s")
         params.append(bool(where.has_output))

@@ -49,6 +49,8 @@ class RunFilter:
     A backend answers ``flagged=True`` from an index over the flagged runs, not by re-scoring."""
     failure_mode: str | None = None
     """Only flagged runs with a finding of this failure mode (implies ``flagged=True``)."""
+    release: str | None = None
+    """Only runs whose ``metadata.release`` is this (as text)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,10 +361,11 @@ class TraceStore(Protocol):
         ...
 
     def review_queue(
-        self, *, agent: str | None = None, limit: int | None = None
+        self, *, agent: str | None = None, limit: int | None = None, project: str | None = None
     ) -> list[RunSummary]:
         """Flagged runs with at least one current finding without a live verdict, oldest
-        (``started_at``) first: what a human should look at next."""
+        (``started_at``) first: what a human should look at next (of one ``project``, when
+        given)."""
         ...
 
     def add_deliveries(self, deliveries: Iterable[Delivery]) -> int:

@@ -93,8 +93,8 @@ class RateQuery:
     undated: bool = False
     """Select only runs without a start time (the window must then be open on both sides)."""
     flagged_ids: bool = True
-    """List the flagged runs' ids (``RateCounts.flagged_run_ids``); ``False`` leaves the list
-    empty, so a source reads only its counts (a dashboard's summary over a million runs)."""
+    """List the flagged run ids; ``False`` leaves ``flagged_run_ids`` empty and skips reading
+    them (the counts alone, for a chart or a summary)."""
     project: str | None = None
     """Only this project's runs. A source answers it only when it says so with a true
     ``rates_by_project`` attribute (the SQLite store); the server's per-key view

@@ -104,6 +104,9 @@ def _filter_sql(where: RunFilter | None) -> _FilterSQL:
     if where.project is not None:
         clauses.append("r.project = ?")
         params.append(where.project)
+    if where.release is not None:
+        clauses.append("r.release = ?")
+        params.append(where.release)
     if where.has_output is not None:
         clauses.append("r.has_output = ?")
         params.append(int(where.has_output))

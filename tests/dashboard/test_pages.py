@@ -1,0 +1,248 @@
+"""The dashboard in-process: headers, escaping, sign-in, CSRF, and project isolation on every
+route (the browser tests in test_browser.py drive the same pages in Chromium)."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+import pytest
+from dashboard_data import XSS, fabricated
+from markupsafe import escape
+
+from agentlens.dashboard import CSP
+from agentlens.server._keys import create_key, revoke_key
+
+PAGES = [
+    "/runs",
+    "/runs?flagged=1&since=all",
+    "/runs/run-flagged-1",
+    "/runs/run-loop-1",
+    "/review",
+    "/content/blog_post/post-run-flagged-1",
+    "/trends",
+    "/trends?since=all&mode=fabricated_grounding",
+]
+
+
+def _csrf(text: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]+)"', text)
+    assert match, "no CSRF field in the page"
+    return html.unescape(match.group(1))
+
+
+def _sign_in(client: Any, key: str, nxt: str = "/runs") -> Any:
+    form = client.get("/login")
+    return client.post("/login", data={"key": key, "csrf": _csrf(form.text), "next": nxt})
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_has_the_security_headers(client: Any, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 200, response.text[:500]
+    assert response.headers["content-security-policy"] == CSP
+    assert "default-src 'self'" in CSP and "frame-ancestors 'none'" in CSP
+    assert "unsafe-inline" not in CSP
+    assert response.headers["x-frame-options"] == "DENY"
+    assert response.headers["x-content-type-options"] == "nosniff"
+    # no inline script or style for the policy to forbid
+    assert re.search(r"<script(?![^>]*\ssrc=)", response.text) is None
+    assert "<style" not in response.text and " style=" not in response.text
+
+
+def test_static_assets_are_served_locally(client: Any) -> None:
+    for name in ("dashboard.css", "dashboard.js", "favicon.svg"):
+        assert client.get(f"/static/{name}").status_code == 200
+    page = client.get("/runs").text
+    assert re.findall(r'(?:src|href)="(https?:)?//', page) == []
+
+
+def test_home_redirects_to_the_runs(client: Any) -> None:
+    response = client.get("/")
+    assert response.status_code == 303 and response.headers["location"] == "/runs"
+
+
+@pytest.mark.parametrize("index", range(len(XSS)))
+def test_trace_content_is_escaped(client: Any, index: int) -> None:
+    payload = XSS[index]
+    for path in (f"/runs/xss-{index}", "/runs", "/review", "/trends?since=all"):
+        text = client.get(path).text
+        assert payload not in text, path
+        if path.startswith("/runs/"):
+            assert str(escape(payload)) in text
+    assert 'href="javascript:' not in client.get(f"/runs/xss-{index}").text
+
+
+def test_content_links_are_escaped_path_segments(client: Any) -> None:
+    text = client.get("/runs/xss-2").text
+    hrefs = re.findall(r'class="content-link"|href="(/content/[^"]*)"', text)
+    links = [h for h in hrefs if h]
+    assert links and all("/" not in h[len("/content/") :].replace("/", "", 1) for h in links)
+    assert "/content/url/javascript%3Aalert%28%27link%27%29" in text
+
+
+def test_bad_filters_are_a_clear_error(client: Any) -> None:
+    response = client.get("/runs?since=forever")
+    assert response.status_code == 400
+    assert "since: &#39;forever&#39; is not one of 1h, 24h, 7d, 30d, 90d, all" in response.text
+    assert client.get("/runs?mode=nonsense").status_code == 400
+    assert client.get("/runs?cursor=zzz").status_code == 400
+    assert client.get("/runs/no-such-run").status_code == 404
+
+
+def test_runs_pagination_by_key(client: Any, store: Any) -> None:
+    store.put_traces([fabricated(f"page-{i:03d}", minutes_ago=100 + i) for i in range(60)])
+    first = client.get("/runs?since=all")
+    ids = re.findall(r'data-run="([^"]+)"', first.text)
+    assert len(ids) == 50
+    older = re.search(r'href="([^"]+)" id="older"', first.text)
+    assert older
+    second = client.get(html.unescape(older.group(1)))
+    more = re.findall(r'data-run="([^"]+)"', second.text)
+    assert len(ids) + len(more) == store.count_runs() and not set(ids) & set(more)
+
+
+# -- sign-in, sessions, CSRF ----------------------------------------------------------------------
+
+
+def test_once_a_key_exists_every_page_needs_a_session(client: Any, store: Any) -> None:
+    create_key(store, "default")
+    for path in PAGES:
+        response = client.get(path)
+        assert response.status_code == 303, path
+        assert response.headers["location"].startswith("/login?next=")
+    response = client.post("/review/verdict", data={"run_id": "run-flagged-1"})
+    assert response.status_code == 403
+
+
+def test_the_session_cookie_holds_no_key_and_ends_with_the_key(client: Any, store: Any) -> None:
+    created = create_key(store, "default")
+    response = _sign_in(client, created.key, "/runs/run-flagged-1")
+    assert response.status_code == 303 and response.headers["location"] == "/runs/run-flagged-1"
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+    assert created.key not in cookie and created.key.split("_")[2] not in cookie
+    assert client.get("/runs/run-flagged-1").status_code == 200
+    # a forged signature is refused
+    token = client.cookies["agentlens_session"]
+    client.cookies.clear()
+    client.cookies.set("agentlens_session", token[:-4] + "0000")
+    assert client.get("/runs").status_code == 303
+    client.cookies.clear()
+    client.cookies.set("agentlens_session", token)
+    assert client.get("/runs").status_code == 200
+    revoke_key(store, created.id)
+    assert client.get("/runs").status_code == 303
+
+
+def test_a_wrong_key_is_refused(client: Any, store: Any) -> None:
+    create_key(store, "default")
+    response = _sign_in(client, "al_000000000000_" + "a" * 43)
+    assert response.status_code == 401
+    assert "invalid or revoked API key" in response.text
+    assert "agentlens_session" not in client.cookies
+
+
+def test_login_needs_its_csrf_token(client: Any, store: Any) -> None:
+    created = create_key(store, "default")
+    client.get("/login")
+    response = client.post("/login", data={"key": created.key, "csrf": "forged"})
+    assert response.status_code == 403
+    client.cookies.clear()
+    assert client.post("/login", data={"key": created.key, "csrf": "x"}).status_code == 403
+
+
+def test_logout_needs_its_csrf_token_and_ends_the_session(client: Any, store: Any) -> None:
+    created = create_key(store, "default")
+    _sign_in(client, created.key)
+    page = client.get("/runs").text
+    assert client.post("/logout", data={"csrf": "forged"}).status_code == 403
+    assert client.get("/runs").status_code == 200
+    response = client.post("/logout", data={"csrf": _csrf(page)})
+    assert response.status_code == 303
+    token_gone = client.cookies.get("agentlens_session")
+    assert not token_gone
+    assert client.get("/runs").status_code == 303
+
+
+def test_a_verdict_without_its_csrf_token_is_refused(client: Any, store: Any) -> None:
+    page = client.get("/review").text
+    form = {"run_id": "run-flagged-1", "finding": "1", "verdict": "confirmed"}
+    assert client.post("/review/verdict", data=form).status_code == 403
+    assert client.post("/review/verdict", data={**form, "csrf": "forged"}).status_code == 403
+    other_site = client.post(
+        "/review/verdict", data={**form, "csrf": _csrf(page)},
+        headers={"Origin": "https://evil.example"},
+    )  # fmt: skip
+    assert other_site.status_code == 403
+    assert store.get_verdicts("run-flagged-1") == []
+    done = client.post("/review/verdict", data={**form, "csrf": _csrf(page), "note": "ok"})
+    assert done.status_code == 303
+    assert [(v.verdict, v.note) for v in store.get_verdicts("run-flagged-1")] == [
+        ("confirmed", "ok")
+    ]
+
+
+def test_a_verdict_on_a_clean_run_is_a_clear_error(client: Any) -> None:
+    page = client.get("/review").text
+    form = {"run_id": "run-clean-1", "verdict": "confirmed", "csrf": _csrf(page)}
+    response = client.post("/review/verdict", data=form)
+    assert response.status_code == 409 and "not flagged" in response.text
+    response = client.post("/review/verdict", data={**form, "verdict": "maybe"})
+    assert response.status_code == 400
+
+
+def test_next_never_leaves_the_site(client: Any, store: Any) -> None:
+    created = create_key(store, "default")
+    for target in ("https://evil.example/", "//evil.example", "/\\evil.example"):
+        response = _sign_in(client, created.key, target)
+        assert response.headers["location"] == "/runs"
+
+
+# -- projects -------------------------------------------------------------------------------------
+
+
+def test_projects_are_isolated_on_every_route(client: Any, store: Any) -> None:
+    default_key = create_key(store, "default").key
+    _sign_in(client, default_key)
+    for path in ("/runs?since=all", "/runs?flagged=1&since=all", "/review", "/trends?since=all"):
+        text = client.get(path).text
+        assert "other-flagged" not in text, path
+    assert client.get("/runs/other-flagged").status_code == 404
+    assert "run-flagged-1" in client.get("/runs?since=all").text
+    content = client.get("/content/blog_post/post-other-flagged").text
+    assert "not flagged" in content and 'href="/runs/other-flagged"' not in content
+    page = client.get("/review").text
+    refused = client.post(
+        "/review/verdict",
+        data={"run_id": "other-flagged", "verdict": "confirmed", "csrf": _csrf(page)},
+    )
+    assert refused.status_code == 404
+    assert store.get_verdicts("other-flagged") == []
+    # the other project's key sees its run and not the default project's
+    client.cookies.clear()
+    _sign_in(client, create_key(store, "other").key)
+    assert client.get("/runs/other-flagged").status_code == 200
+    assert client.get("/runs/run-flagged-1").status_code == 404
+    assert "run-flagged-1" not in client.get("/review").text
+    assert "hallucination suspected" in client.get("/content/blog_post/post-other-flagged").text
+
+
+def test_a_remote_client_without_a_key_must_sign_in(app: Any) -> None:
+    from starlette.testclient import TestClient
+
+    remote = TestClient(app, client=("203.0.113.9", 5000), follow_redirects=False)
+    assert remote.get("/runs").status_code == 303
+
+
+def test_day_windows_start_at_a_utc_midnight() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.dashboard._pages import window_start
+
+    now = datetime(2026, 12, 1, 15, 30, tzinfo=UTC)
+    assert window_start("1h", now) == now - timedelta(hours=1)
+    assert window_start("24h", now) == now - timedelta(hours=24)
+    assert window_start("7d", now) == datetime(2026, 11, 24, tzinfo=UTC)
+    assert window_start("all", now) is None
