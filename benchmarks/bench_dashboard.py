@@ -25,6 +25,8 @@ What is timed (median of ``--repeat`` calls after one warm-up), per dashboard ne
   of one project;
 - the review queue: ``GET /api/review/queue``, all and per project;
 - a content item: ``GET /api/content/ticket/{id}``;
+- the dashboard's pages (``/runs`` with and without filters, a run, ``/review``, ``/trends``,
+  a content item), whole, in local use (no key: every project);
 - what the pages read besides the routes: ``rate_breakdown``/``hallucination_rate`` with
   ``flagged_ids=False`` (counts only: the per-role summary and the trends), for the whole
   store and one project's view.
@@ -78,7 +80,7 @@ def _iso(us: int) -> str:
 
 
 def _meta(runs: int) -> dict[str, Any]:
-    return {"runs": runs, "versions": {s: get_scorer(s).version for s in SCORERS}}
+    return {"runs": runs, "versions": {s: get_scorer(s).version for s in SCORERS}, "format": 2}
 
 
 def _steps(run_id: str, started: int, order: str) -> str:
@@ -156,6 +158,7 @@ def _one_run(
                          started + 2_000_000, started, 1, 2, release, doc,
                          _steps(run_id, started, order)))  # fmt: skip
     modes: list[str] = []
+    pairs: list[tuple[str, str]] = []  # (scorer, mode) of each flagged finding
     state = "clean"
     for scorer in SCORERS:
         roll = rng.random()
@@ -168,6 +171,7 @@ def _one_run(
             found = ["repeated_tool_call"] if verdict == "flagged" else []
         if verdict == "flagged":
             modes += found
+            pairs += [(scorer, m) for m in found]
             state = "flagged"
         elif verdict == "unverifiable" and state == "clean":
             state = "unverifiable"
@@ -186,8 +190,14 @@ def _one_run(
     flagged = state == "flagged"
     reason = f"{order} appears nowhere in the evidence" if flagged else None
     findings_doc = json.dumps(
-        [{"scorer": "no_fabricated_refs", "failure_mode": m, "text": order} for m in modes]
-    )
+        [
+            {"n": n, "key": f"{scorer}:{m}:{order}", "scorer": scorer,
+             "version": versions[scorer], "failure_mode": m, "text": order,
+             "detail": f"{order} appears nowhere in the evidence", "location": None,
+             "step_ids": ["s2"], "start": None, "end": None}
+            for n, (scorer, m) in enumerate(pairs, start=1)
+        ]
+    )  # fmt: skip
     open_ = len(modes) if flagged and rng.random() < 0.33 else 0
     rows["run_review"].append((run_id, started, agent, started + 1_000_000,
                                started + 61_000_000, state, int(flagged), reason,
@@ -254,6 +264,13 @@ class _Client:
             raise SystemExit(f"GET {url} {params}: {response.status_code} {response.text[:300]}")
         return response.json()
 
+    def page(self, url: str, **params: Any) -> str:
+        """A dashboard page's HTML (it must answer 200)."""
+        response = self._loop.run_until_complete(self._http.get(url, params=params))
+        if response.status_code != 200:
+            raise SystemExit(f"GET {url} {params}: {response.status_code} {response.text[:300]}")
+        return response.text
+
     def close(self) -> None:
         self._loop.run_until_complete(self._http.aclose())
         self._loop.close()
@@ -291,6 +308,18 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
         for by, since in (("agent", "7d"), ("mode", "7d"), ("release", "30d"), ("day", "30d")):
             row(f"GET /api/rate?by={by}&since={since} ({who})",
                 lambda b=by, s=since: client.get("/api/rate", by=b, since=s), groups)  # fmt: skip
+
+    def pages(client: _Client, run_id: str) -> None:
+        """The dashboard's pages, whole (local use: no sign-in, every project)."""
+        for url, params in (
+            ("/runs", {}), ("/runs", {"since": "30d", "agent": "legal", "flagged": "1"}),
+            ("/runs", {"release": "v3"}), (f"/runs/{run_id}", {}), ("/review", {}),
+            ("/trends", {}), ("/content/ticket/T-123", {}),
+        ):  # fmt: skip
+            query = "&".join(f"{k}={v}" for k, v in params.items())
+            row(f"page {url}{'?' + query if query else ''}",
+                lambda u=url, p=params: client.page(u, **p),
+                lambda html: f"{len(html) / 1000:.0f} kB of HTML")  # fmt: skip
 
     def summaries(store: Any) -> None:
         """What the dashboard's pages read besides the routes: rates without the flagged ids
@@ -338,6 +367,7 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
         row("GET /api/content/ticket/T-123", lambda: local.get("/api/content/ticket/T-123"),
             lambda r: f"{len(r['runs'])} flagged runs")  # fmt: skip
         rates("whole store", local)
+        pages(local, run_id)
         local.close()
         # A key of one project: from now on every request needs one and sees its project only.
         globex = _Client(app, create_key(store, "globex", "bench").key)
