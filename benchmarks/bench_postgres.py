@@ -38,6 +38,7 @@ from typing import Any
 
 from agentlens.analytics import hallucination_rate, rate_breakdown
 from agentlens.config import Settings
+from agentlens.eval import get_scorer
 from agentlens.eval._runner import score_runs
 from agentlens.model import Step, StepKind, Trace
 from agentlens.store import open_store
@@ -133,7 +134,8 @@ FROM generate_series(0::bigint, %(n)s - 1) AS g;
 INSERT INTO scores (run_id, scorer, version, verdict, passed, value, detail, error, finding_count,
     scored_at, modes, mode_findings, run_project, run_agent, run_release, run_started_at,
     run_sort_at, doc)
-SELECT 'big-' || lpad(g::text, 8, '0'), 'no_fabricated_refs', '2', v.verdict, v.verdict = 'passed',
+SELECT 'big-' || lpad(g::text, 8, '0'), 'no_fabricated_refs', %(version)s, v.verdict,
+    v.verdict = 'passed',
     NULL, '', NULL, CASE WHEN v.verdict = 'flagged' THEN 1 ELSE 0 END, %(t0)s,
     CASE WHEN v.verdict = 'flagged' THEN ARRAY['fabricated_grounding'] ELSE ARRAY[]::text[] END,
     CASE WHEN v.verdict = 'flagged' THEN ARRAY[1] ELSE ARRAY[]::integer[] END,
@@ -161,10 +163,11 @@ def part2(pg: str, n: int, now: datetime, repeat: int) -> dict[str, float]:
 
         store._ensure_months({_month_of(t) for t in months})
         schema = url.rsplit("schema=", 1)[1]
+        version = get_scorer("no_fabricated_refs").version  # scores the rate counts: current
         with psycopg.connect(pg, autocommit=True, options=f"-c search_path={schema}") as conn:
             load, _ = timed(
                 lambda: [
-                    conn.execute(part, {"t0": t0, "step": step, "n": n})
+                    conn.execute(part, {"t0": t0, "step": step, "n": n, "version": version})
                     for part in _BULK.split(";\n")
                     if part.strip()
                 ]

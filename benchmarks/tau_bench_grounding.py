@@ -9,6 +9,13 @@ flags with their context for reading by hand.
 Usage::
 
     python benchmarks/tau_bench_grounding.py [DATA_DIR] [--sample 40] [--seed 0] [--no-config]
+        [--before TREE]
+
+``--before TREE`` also scores the same runs with another source tree (a folder holding
+``src/agentlens``, e.g. ``git worktree add /tmp/before main``), in a child process, and lists
+every flag that differs between the two, with its context, and every grounded computed amount
+(a grounded claim with a ``derived`` arithmetic) whose derivation changed or that is no longer
+grounded: the before/after the grounding rules are measured by.
 
 ``DATA_DIR`` defaults to ``$AGENTLENS_DATA`` or ``../shared/data`` (relative to the repo).
 ``--no-config`` scores without the airline role's extra pattern (6-character reservation ids
@@ -19,11 +26,14 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from agentlens.config import AgentSettings, Settings
 from agentlens.eval import run_scorers
@@ -65,15 +75,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-config", action="store_true", help="no airline-role patterns")
     parser.add_argument("--scorer", choices=SCORERS, action="append", help="only these scorers")
+    parser.add_argument("--before", metavar="TREE", help="compare with this source tree")
+    parser.add_argument("--dump", action="store_true", help=argparse.SUPPRESS)  # for --before
     args = parser.parse_args(argv)
     folder = data_dir(args.data)
     if not (folder / "tau_bench").is_dir():
         print(f"no tau_bench folder in {folder}", file=sys.stderr)
         return 2
+    if args.before and not (Path(args.before) / "src" / "agentlens").is_dir():
+        print(f"{args.before}: no src/agentlens in it", file=sys.stderr)
+        return 2
     runs = load(folder)
     role = AgentSettings() if args.no_config else AgentSettings(scorers=AIRLINE)
     settings = Settings(agents={"airline": role})
     scorers = tuple(args.scorer or SCORERS)
+    if args.dump:
+        json.dump(records(runs, settings, scorers), sys.stdout)
+        return 0
 
     started = time.perf_counter()
     turns_total = 0
@@ -127,7 +145,111 @@ def main(argv: list[str] | None = None) -> int:
         )
         context = context.replace("\n", " ⏎ ")
         print(f"- [{name} {f.attributes.get('kind')}] {trace.name} {f.location}: {context}")  # type: ignore[attr-defined]
+    if args.before:
+        before = _records_of(args.before, folder, args.no_config, scorers)
+        compare(before, records(runs, settings, scorers), {t.id: t for t in runs})
     return 0
+
+
+def records(
+    runs: list[Trace], settings: Settings, scorers: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """Every flag and every grounded computed claim of both scorers, as plain records."""
+    out: list[dict[str, Any]] = []
+    for trace in runs:
+        report = run_scorers(scorers, trace=trace, settings=settings)
+        for name, score in report.results.items():
+            for what, found in (("flag", score.findings), ("grounded", score.grounded)):
+                for f in found:
+                    derived = f.attributes.get("derived")
+                    if what == "grounded" and not derived:
+                        continue
+                    out.append(
+                        {
+                            "what": what,
+                            "scorer": name,
+                            "run": trace.id,
+                            "location": f.location,
+                            "start": f.start,
+                            "end": f.end,
+                            "text": f.text,
+                            "kind": f.attributes.get("kind"),
+                            "derived": derived,
+                            "unverifiable": f.unverifiable,
+                        }
+                    )
+    return out
+
+
+def _records_of(
+    tree: str, folder: Path, no_config: bool, scorers: tuple[str, ...]
+) -> list[dict[str, Any]]:
+    """:func:`records` computed by the source tree ``tree``, in a child process."""
+    argv = [sys.executable, __file__, str(folder), "--dump"]
+    argv += ["--no-config"] if no_config else []
+    for name in scorers:
+        argv += ["--scorer", name]
+    env = {**os.environ, "PYTHONPATH": str(Path(tree) / "src")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    loaded: list[dict[str, Any]] = json.loads(done.stdout)
+    return loaded
+
+
+_ARITHMETIC = ("+", " - ", "×", "/", "%")
+
+
+def _computed(record: dict[str, Any]) -> bool:
+    """A grounded claim whose value was computed from evidence numbers."""
+    derived = record["derived"] or ""
+    return record["what"] == "grounded" and any(op in derived for op in _ARITHMETIC)
+
+
+def compare(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], traces: dict[str, Trace]
+) -> None:
+    """Print every flag that differs between ``before`` and ``after``, and what became of each
+    grounded computed amount."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["scorer"], r["run"], r["location"], r["start"], r["end"], r["text"]
+
+    def line(r: dict[str, Any], note: str = "") -> str:
+        trace = traces[r["run"]]
+        text = _turn_text(trace, r["location"])
+        start, end = r["start"] or 0, r["end"] or 0
+        context = text[max(0, start - 70) : start] + "«" + text[start:end] + "»"
+        context = (context + text[end : end + 50]).replace("\n", " ⏎ ")
+        return f"- [{r['scorer']} {r['kind']}] {trace.name} {r['location']}{note}: {context}"
+
+    flags_before = {key(r): r for r in before if r["what"] == "flag"}
+    flags_after = {key(r): r for r in after if r["what"] == "flag"}
+    grounded_after = {key(r): r for r in after if r["what"] == "grounded"}
+    new = [r for k, r in flags_after.items() if k not in flags_before]
+    gone = [r for k, r in flags_before.items() if k not in flags_after]
+    print(f"\nbefore/after: {len(flags_before)} flags before, {len(flags_after)} after")
+    print(f"newly flagged ({len(new)}):")
+    for r in new:
+        print(line(r))
+    print(f"no longer flagged ({len(gone)}):")
+    for r in gone:
+        print(
+            line(
+                r,
+                f" (now {'grounded: ' + grounded_after[key(r)]['derived'] if key(r) in grounded_after else 'not a claim'})",
+            )
+        )
+    computed = [r for r in before if _computed(r)]
+    kept = [r for r in computed if key(r) in grounded_after]
+    changed = [r for r in kept if grounded_after[key(r)]["derived"] != r["derived"]]
+    lost = [r for r in computed if key(r) not in grounded_after]
+    print(
+        f"grounded computed amounts before: {len(computed)}; still grounded after: {len(kept)} "
+        f"(derivation shown changed for {len(changed)}); no longer grounded: {len(lost)}"
+    )
+    for r in changed:
+        print(line(r, f" {r['derived']} -> {grounded_after[key(r)]['derived']}"))
+    for r in lost:
+        print(line(r, f" was {r['derived']}, now flagged"))
 
 
 def _turn_text(trace: Trace, location: str) -> str:

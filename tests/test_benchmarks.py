@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,43 @@ def test_bench_dashboard_runs_every_route_and_page_on_a_small_store(tmp_path: Pa
     assert "GET /api/review/queue (globex key)" in timed
     assert re.search(r"GET /api/runs \(newest 50\)  \(50 runs\)", out)
     assert "slowest:" in out
+
+
+@pytest.mark.data
+def test_tau_bench_grounding_lists_what_differs_from_another_tree(
+    data_dir: Callable[[str], Path],
+) -> None:
+    folder = data_dir("tau_bench").parent
+    out = _run(str(BENCHMARKS / "tau_bench_grounding.py"), str(folder), "--sample", "0",
+               "--before", str(ROOT))  # fmt: skip
+    flags = re.search(r"^before/after: (\d+) flags before, (\d+) after$", out, re.M)
+    assert flags is not None and flags.group(1) == flags.group(2) and int(flags.group(1)) > 0
+    assert "newly flagged (0):\nno longer flagged (0):\n" in out  # the same tree: nothing moved
+    computed = re.search(r"computed amounts before: (\d+); still grounded after: (\d+) "
+                         r"\(derivation shown changed for 0\); no longer grounded: 0", out)  # fmt: skip
+    assert computed is not None and computed.group(1) == computed.group(2) != "0"
+
+
+@pytest.mark.data
+def test_tau_bench_grounding_refuses_a_tree_without_agentlens(
+    data_dir: Callable[[str], Path], tmp_path: Path
+) -> None:
+    folder = data_dir("tau_bench").parent
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "tau_bench_grounding.py"), str(folder), "--before",
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == f"{tmp_path}: no src/agentlens in it\n" and proc.stdout == ""
+
+
+def test_bench_dashboard_pages_times_every_page_beside_the_api() -> None:
+    out = _run(str(BENCHMARKS / "bench_dashboard_pages.py"), "--runs", "30", "--repeat", "1")
+    assert "store: sqlite:///" in out and "(30 runs)" in out
+    rows = re.findall(r"^(/\S+)\s+(\d+\.\d)\s+(\d+\.\d|—)\s+(ok|OVER)$", out, re.M)
+    pages = {r[0].split("?")[0] for r in rows}
+    assert {"/runs", "/review", "/trends"} <= pages
+    assert any(p.startswith("/runs/bench-") for p in pages)
+    assert any(p.startswith("/content/ticket/") for p in pages)
+    assert re.search(r"^\d+ page\(s\) over the target$", out, re.M)

@@ -164,3 +164,22 @@ def test_dropping_old_months_keeps_the_rates_exact(pg: Any) -> None:
     assert pg_tables(pg) == kept
     pg.put_traces(old[:1])  # the id is free again
     assert pg.count_runs() == 3
+
+
+def test_counts_without_the_flagged_ids(pg: Any) -> None:
+    from test_rollup import run
+
+    from agentlens.analytics import rate_breakdown
+
+    a, b = run(1, 2, "support", "v1"), run(2, 30, "billing", "v1")
+    pg.put_traces([a, b])
+    pg.put_scores([_score(a.id, "t_refs", "1", "flagged", frozenset({"no_progress"}))])
+    pg.put_scores([_score(b.id, "t_refs", "1", "flagged", frozenset({"no_progress"}))])
+    for by in ("day", "agent"):
+        full = rate_breakdown(by, store=pg, settings=CFG, scorers=["t_refs"]).groups
+        bare = rate_breakdown(by, store=pg, settings=CFG, scorers=["t_refs"], flagged_ids=False)
+        assert sorted(i for g in full for i in g.flagged_run_ids) == [a.id, b.id]
+        assert [g.flagged_run_ids for g in bare.groups] == [[] for _ in bare.groups]
+        assert [g.model_dump(exclude={"flagged_run_ids"}) for g in bare.groups] == [
+            g.model_dump(exclude={"flagged_run_ids"}) for g in full
+        ]

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from agentlens.eval import get_scorer
 from agentlens.model import Finding, Score, ScoreResult, Step, StepKind, Trace
+
+REFS_VERSION = get_scorer("no_fabricated_refs").version
+"""The current version: the rate counts scores of the current versions only."""
 
 T0 = datetime(2026, 1, 20, tzinfo=UTC)
 
@@ -43,5 +47,7 @@ def scored_runs(n: int) -> tuple[list[Trace], list[Score]]:
             [Finding(failure_mode="fabricated_grounding", text=f"C-{i + 1}")] if i % 5 == 0 else []
         )
         result = ScoreResult(passed=not findings, value=float(len(findings)), findings=findings)
-        scores.append(Score.of(result, run_id=t.id, scorer="no_fabricated_refs", version="2"))
+        scores.append(
+            Score.of(result, run_id=t.id, scorer="no_fabricated_refs", version=REFS_VERSION)
+        )
     return traces, scores

@@ -127,6 +127,22 @@ def hostile(run_id: str, payload: str, *, minutes_ago: float = 5) -> Trace:
     )
 
 
+def history() -> list[Trace]:
+    """Two runs a day 8 to 20 days ago (before the runs page's default window, and the trend
+    comparison's baseline window), one of them flagged every other day."""
+    out = []
+    for day in range(8, 21):
+        for k, agent in enumerate(("support", "billing")):
+            flagged = k == 0 and day % 2 == 0
+            out.append(
+                fabricated(
+                    f"old-{day:02d}-{k}", agent=agent, minutes_ago=day * 1440 + 60 * k,
+                    order="ORD-1243" if flagged else "ORD-1234", release="v0",
+                )
+            )  # fmt: skip
+    return out
+
+
 def store_with_runs(url: str, *, review: bool = True) -> Any:
     """A store at ``url`` with the runs above, reviewed (scored and flagged)."""
     from agentlens.review import review_pending
@@ -142,6 +158,7 @@ def store_with_runs(url: str, *, review: bool = True) -> Any:
         fabricated("other-flagged", project="other", minutes_ago=15),
     ]
     traces += [hostile(f"xss-{i}", p, minutes_ago=5 + i) for i, p in enumerate(XSS)]
+    traces += history()
     store.put_traces(traces)
     if review:
         review_pending(store)

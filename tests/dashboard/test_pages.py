@@ -246,3 +246,19 @@ def test_day_windows_start_at_a_utc_midnight() -> None:
     assert window_start("24h", now) == now - timedelta(hours=24)
     assert window_start("7d", now) == datetime(2026, 11, 24, tzinfo=UTC)
     assert window_start("all", now) is None
+
+
+def test_trends_compare_two_windows_and_draw_each_mode(client: Any) -> None:
+    text = client.get("/trends?since=30d&compare=7d").text
+    verdict = re.search(r'<p id="trend-verdict">(.*?)</p>', text, re.S)
+    assert verdict and "two-proportion test" in verdict.group(1)
+    assert "significant" in verdict.group(1) or "within noise" in verdict.group(1)
+    titles = re.findall(r"<h2>Rate per day: ([^<]+)</h2>", text)
+    assert titles == ["every failure mode", "fabricated_grounding", "repeated_tool_call"]
+    bands = re.findall(r'<polygon points="([^"]+)" class="band">', text)
+    assert len(bands) == 3 and len(bands[0].split()) >= 2 * 8  # 13 old days, some of them today
+    # the flagged runs of the current window, one click away
+    assert 'href="/runs/run-flagged-1" class="flagged-id"' in text
+    assert 'href="/runs/old-08-0"' not in text  # a flagged run of the baseline window
+    one = client.get("/trends?mode=repeated_tool_call").text
+    assert re.findall(r"<h2>Rate per day: ([^<]+)</h2>", one) == ["repeated_tool_call"]

@@ -181,8 +181,8 @@ def test_evidence_sources_per_agent() -> None:
 
 
 def test_registered_names_and_bad_options() -> None:
-    assert get_scorer("no_fabricated_refs").version == "2"
-    assert get_scorer("parametric_leakage").version == "2"
+    assert get_scorer("no_fabricated_refs").version == "4"
+    assert get_scorer("parametric_leakage").version == "4"
     assert get_scorer("parametric_leakage").name == "parametric_leakage"
     with pytest.raises(ScorerError):
         get_scorer("no_fabricated_refs").with_options(patternz=["x"])
@@ -230,7 +230,7 @@ def test_wrong_rounding_leaks(answer: str) -> None:
         ("The total is $305.", {"a": 152, "b": 103, "c": 50}),
         ("That leaves $49.", {"a": 152, "b": 103}),
         ("Each costs $64.", {"total": 320, "count": 5}),
-        ("A 3 x 517 = $1,551 total.", {"price": 517}),
+        ("A 3 x 517 = $1,551 total.", {"price": 517, "passengers": 3}),
         ("Share: 25%.", {"part": 30, "whole": 120}),
         ("$500 + $250 = $750; with $129 that is $879.", {"a": 500, "b": 250, "c": 129, "d": 1}),
     ],

@@ -35,6 +35,7 @@ from agentlens.eval._claims import (
     extract_claims,
     split_sentences,
 )
+from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval._facts import (
     _in_heading,
     _is_list_number,
@@ -43,6 +44,8 @@ from agentlens.eval._facts import (
     _used_in_lower_case,
     extract_facts,
 )
+from agentlens.eval._index import EvidenceIndex
+from agentlens.eval._quantities import quantities
 from agentlens.eval._references import _BUILTIN, _GUARD, _trim_url, get_extractor
 from agentlens.ingest import who_and_when
 
@@ -302,6 +305,19 @@ _REPORTED = [
     ("", "Ab-Cd. ", ""),
     ("", ":a", "@"),
     ("", "._", "1"),
+    # the rules of issue 18: sentence starts, decades
+    ("", "Dr. Harding. ", ""),
+    ("", "done. Removing ", ""),
+    ("", "1. Removing\n", ""),
+    ("", "e.g.", " Ab"),
+    ("", "the 1990s ", ""),
+    ("", "mid-80s ", ""),
+    ("", "'90's", ""),
+    ("", "10", "0s"),
+    ("", "ending in 12 ", ""),
+    ("", "**** 1", ""),
+    ("", "last four digits of ", "1"),
+    ("", "the card ending ", "in 4321"),
 ]
 
 
@@ -309,6 +325,25 @@ _REPORTED = [
 @pytest.mark.parametrize(("prefix", "unit", "suffix"), _REPORTED)
 def test_reported_inputs_take_linear_time(prefix: str, unit: str, suffix: str) -> None:
     _assert_linear(_grounding, prefix, unit, suffix)
+
+
+def _evidence(text: str) -> None:
+    """What the index reads from one evidence item for decades, last digits and the kinds of
+    its numbers (the arithmetic's)."""
+    quantities(text, text)
+    index = EvidenceIndex([EvidenceItem("s1", "tool", "t", text, text, 0)])
+    index.find_decade("1990s", 1)
+    index.find_last_digits("1111", 1)
+    index.find_last_digits("4321", 1)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(
+    "unit",
+    ["1", "1 ", "x_1", "*", "**** 1", "3 passengers ", "$5 per ", "1990 ", "the 90s ", "a1-"],
+)
+def test_evidence_reads_for_the_new_rules_take_linear_time(unit: str) -> None:
+    _assert_linear(_evidence, "", unit, "4321")
 
 
 @pytest.mark.timeout(300)

@@ -275,7 +275,8 @@ def test_url_site_grounded_by_a_deeper_link() -> None:
 
 
 def test_amount_arithmetic_and_rounding() -> None:
-    assert found("$1,034.00", [{"price": 517}])  # 2 x 517
+    assert found("$1,034.00", {"price": 517, "passengers": 2})  # 2 x 517, two passengers
+    assert not found("$1,034.00", [{"price": 517}])  # a product needs a count of the evidence
     assert found("$305", {"a": 152, "b": 103, "c": 50})  # 152 + 103 + 50
     assert found("$49", {"a": 152, "b": 103})  # difference
     assert found("$1,834", {"total": 1834.2})  # rounded as written

@@ -69,13 +69,13 @@ def test_stored_versions_of_changed_options_are_those_of_before() -> None:
     # (the values the previous implementation stored for these options)
     assert excessive_steps(max_steps=30).stored_version == "1+0c75f5fa"
     refs = get_scorer("no_fabricated_refs").with_options(patterns=["CUST-\\d{5}"])
-    assert refs.stored_version == "2+e9cdc0a0"
+    assert refs.stored_version == "4+e9cdc0a0"
     synthesis = get_scorer("faithful_synthesis")
     assert synthesis.with_options(mode="strict").stored_version == "1+425a1c54"
     assert synthesis.with_options(judge="offline", mode="strict").stored_version == "1+425a1c54"
     assert synthesis.with_options(judge="openai", model="m1").stored_version == "1+e2fbda8a"
     leakage = get_scorer("parametric_leakage").with_options(judge="offline")
-    assert leakage.stored_version == "2+fdc99cbe"
+    assert leakage.stored_version == "4+fdc99cbe"
 
 
 def test_the_judges_mode_from_settings_is_part_of_the_version(
@@ -123,7 +123,7 @@ def test_parametric_leakage_uses_the_judge_table_for_its_judged_half(tmp_path: P
     assert bound.version_options == {"judge": "openai", "model": "gpt-test"}
     # without the judge option the [judge] table does not switch its judged half on
     only_table = _file(tmp_path, '[judge]\nbackend = "openai"\nmodel = "gpt-test"\n')
-    assert resolve_scorer("parametric_leakage", None, only_table).stored_version == "2"
+    assert resolve_scorer("parametric_leakage", None, only_table).stored_version == "4"
     missing = _file(tmp_path, '[scorers.parametric_leakage]\njudge = "anthropic"\n')
     with pytest.raises(
         ConfigError, match=r"agentlens.toml: scorers.parametric_leakage.judge: .*needs a model"
@@ -132,7 +132,7 @@ def test_parametric_leakage_uses_the_judge_table_for_its_judged_half(tmp_path: P
 
 
 def test_a_model_without_a_judge_does_not_change_parametric_leakage() -> None:
-    assert get_scorer("parametric_leakage").with_options(model="m").stored_version == "2"
+    assert get_scorer("parametric_leakage").with_options(model="m").stored_version == "4"
 
 
 # --------------------------------------------------------------------------- checked when loaded

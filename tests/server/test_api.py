@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 from _server_api import Api
 
+from agentlens.eval import get_scorer
 from agentlens.model import FailureMode, Finding, Score, Verdict
+
+REFS_VERSION = get_scorer("no_fabricated_refs").version
+"""The current version: the rate counts scores of the current versions only."""
 
 
 def run(i: int, **fields: Any) -> dict[str, Any]:
@@ -27,7 +31,7 @@ def run(i: int, **fields: Any) -> dict[str, Any]:
 
 def flag(api: Api, run_id: str) -> None:
     api.store.put_scores([
-        Score(run_id=run_id, scorer="no_fabricated_refs", version="2", passed=False, value=1.0,
+        Score(run_id=run_id, scorer="no_fabricated_refs", version=REFS_VERSION, passed=False, value=1.0,
               detail="ungrounded: ORD-1", verdict=Verdict.FLAGGED,
               findings=[Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="ORD-1")])
     ])  # fmt: skip
@@ -105,7 +109,7 @@ def test_rate_is_what_agentlens_rate_json_prints(api: Api, db_url: str) -> None:
     api.post("/api/runs", json=[run(i) for i in range(4)])
     flag(api, "run-002")
     for rid in ("run-000", "run-001", "run-003"):
-        api.store.put_scores([Score(run_id=rid, scorer="no_fabricated_refs", version="2",
+        api.store.put_scores([Score(run_id=rid, scorer="no_fabricated_refs", version=REFS_VERSION,
                                     passed=True, value=0.0, detail="ok")])  # fmt: skip
     served = api.get("/api/rate", params={"since": "all"}).json()
     printed = json.loads(

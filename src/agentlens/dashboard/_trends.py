@@ -1,10 +1,14 @@
 """The trends page's figures: the rate per day per failure mode with its 95 % interval (drawn as
 SVG by the template from the coordinates computed here), per role and per release, and two
-windows compared with the two-proportion test."""
+windows compared with the two-proportion test.
+
+Five rate queries in all. A failure mode's chart is drawn from the all-modes day counts: each
+day's runs flagged in that mode out of its scored runs (``by_mode``), not a query per mode; with
+``mode=`` the page counts that mode alone (``modes=[mode]``), exactly as ``rate --mode``.
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -12,6 +16,7 @@ from typing import Any
 
 from agentlens.analytics import RateGroup, RateReport, Trend, hallucination_rate, rate_breakdown
 from agentlens.analytics import trend as compare_windows
+from agentlens.store import RateCounts
 
 __all__ = ["COMPARE", "Chart", "Comparison", "TrendsReport", "build", "chart"]
 
@@ -25,6 +30,8 @@ COMPARE: dict[str, timedelta] = {
 as many days before them."""
 
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 180, 44, 12, 10, 24
+_SCALES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""The rates at the top of a chart: the smallest that holds every interval."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ class TrendsReport:
 def chart(title: str, mode: str | None, groups: Sequence[RateGroup]) -> Chart:
     """A chart of ``groups`` (by day, in time order); days without a scored run are gaps."""
     top = max((g.ci_high or 0.0 for g in groups), default=0.0)
-    scale = max(0.05, math.ceil(top * 20) / 20)
+    scale = next(s for s in _SCALES if s >= top)
     inner_w = WIDTH - LEFT - RIGHT
     inner_h = HEIGHT - TOP - BOTTOM
     step = inner_w / max(1, len(groups) - 1)
@@ -90,7 +97,7 @@ def chart(title: str, mode: str | None, groups: Sequence[RateGroup]) -> Chart:
     drawn = [p for p in points if p.y is not None]
     upper = [f"{p.x},{p.high}" for p in drawn]
     lower = [f"{p.x},{p.low}" for p in reversed(drawn)]
-    ticks = [(y(scale * k / 4) or 0.0, f"{scale * k / 4 * 100:.0f}%") for k in range(5)]
+    ticks = [(y(scale * k / 4) or 0.0, f"{round(scale * k * 25, 2):g}%") for k in range(5)]
     return Chart(
         title=title, mode=mode, points=points, scale=scale, band=" ".join(upper + lower),
         line=" ".join(f"{p.x},{p.y}" for p in drawn), ticks=ticks,
@@ -112,12 +119,15 @@ def build(
         "start": start, "agent": agent, "store": store, "settings": settings, "flagged_ids": False,
     }  # fmt: skip
     modes = [mode] if mode else None
-    charts = [chart(mode or "every failure mode", mode, _days(common, modes))]
+    days = rate_breakdown("day", **common, modes=modes).groups
+    charts = [chart(mode or "every failure mode", mode, days)]
     if mode is None:
-        per_mode = rate_breakdown("mode", **common).groups
-        for group in per_mode:
-            if group.flagged and group.key is not None:
-                charts.append(chart(group.key, group.key, _days(common, [group.key])))
+        totals: dict[str, int] = {}
+        for group in days:
+            for name, n in group.by_mode.items():
+                totals[name] = totals.get(name, 0) + n
+        for name in sorted((m for m, n in totals.items() if n), key=lambda m: -totals[m]):
+            charts.append(chart(name, name, [_share(g, name) for g in days]))
     by_agent = rate_breakdown("agent", **common, modes=modes).groups
     by_release = rate_breakdown("release", **common, modes=modes).groups
     # whole UTC days, so both are read from the day rollup: the current window is the last
@@ -140,5 +150,12 @@ def build(
     )  # fmt: skip
 
 
-def _days(common: dict[str, Any], modes: list[str] | None) -> list[RateGroup]:
-    return rate_breakdown("day", **common, modes=modes).groups
+def _share(day: RateGroup, mode: str) -> RateGroup:
+    """The day's runs flagged in ``mode`` out of its scored runs (from the all-modes counts,
+    without a query of its own)."""
+    flagged = day.by_mode.get(mode, 0)
+    counts = RateCounts(
+        key=day.key, runs=day.runs, flagged=flagged, passed=day.scored - flagged,
+        unverifiable=day.unverifiable, errors=day.errors, by_mode={mode: flagged},
+    )  # fmt: skip
+    return RateGroup.from_counts(counts)

@@ -34,7 +34,9 @@ from agentlens.eval._references import (
 
 __all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "name_tokens"]
 
-FACT_KINDS = frozenset({"number", "money", "percent", "year", "date", "time", "name"})
+FACT_KINDS = frozenset(
+    {"number", "money", "percent", "year", "decade", "last_digits", "date", "time", "name"}
+)
 """The kinds of fact :func:`extract_facts` finds."""
 
 
@@ -43,7 +45,8 @@ class Fact:
     """One specific fact stated in an answer."""
 
     kind: str
-    """``number``, ``money``, ``percent``, ``year``, ``date``, ``time`` or ``name``."""
+    """``number``, ``money``, ``percent``, ``year``, ``decade``, ``last_digits``, ``date``,
+    ``time`` or ``name``."""
     text: str
     """The exact text as written."""
     start: int
@@ -51,7 +54,9 @@ class Fact:
     end: int
     """Offset after the last character."""
     key: str
-    """Normalised form: a canonical number, ``YYYY-MM-DD``, ``HH:MM``, or lower-case name tokens."""
+    """Normalised form: a canonical number, ``YYYY-MM-DD``, ``HH:MM``, a decade (``1990s``, or
+    ``90s`` without its century), the digits as written (``last_digits``: ``0421``), or
+    lower-case name tokens."""
     value: float | None = None
     """The numeric value, for numeric kinds."""
     tolerance: float = 0.0
@@ -314,6 +319,14 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
             ends = ends + [e for _, e in times]
             starts, ends, ordered = _spans_index(starts, ends)
 
+    if loose_digits and _MAYBE_DECADE.search(text):
+        decades = _decades(text, lowered, starts, ends, ordered)
+        if decades:
+            facts.extend(decades)
+            starts = starts + [f.start for f in decades]
+            ends = ends + [f.end for f in decades]
+            starts, ends, ordered = _spans_index(starts, ends)
+
     for m in _NUMBER.finditer(text) if loose_digits else ():
         start, end = m.span()
         if m.group("ordinal") or _overlaps(starts, ends, ordered, start, end):
@@ -324,6 +337,9 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         # back (there is no minus sign, since _NUMBER never starts at one). Without a scale word
         # that is the digits alone, so they are not parsed again.
         digits = text[start : m.end("num_tail")].replace(",", "")
+        if not scale and raw.isdigit() and _last_digits_claim(lowered, start, raw):
+            facts.append(_fact("last_digits", raw, start, end, raw, None, 0.0))
+            continue
         if scale:
             parsed = parse_number(raw)
             if parsed is None:
@@ -394,6 +410,78 @@ def _times(text: str) -> Iterator[re.Match[str]]:
                     yield m
                     pos = m.end()
                     break
+
+
+# A decade: "1990s", "2000's", "'90s", "80s"; a century and its tens, then "0s" (an apostrophe
+# before the s allowed), not inside a word or a number.
+_DECADE = re.compile(r"(?<![\w.,/:#])(['’])?(1[89]|20)?\d0['’]?s(?![\w'’])")
+_MAYBE_DECADE = re.compile(r"0['’]?s")
+_DECADE_LEAD = re.compile(
+    r"(?:\b(?:the|mid|early|late|pre|post)[ -]|(?:mid|early|late|pre|post)-)$"
+)
+"""What makes "80s" (two digits, no apostrophe) a decade: "the 80s", "mid-80s", "early 90s"."""
+_DECADE_MODIFIER = re.compile(r"(?:mid|early|late|pre|post)-$", re.IGNORECASE)
+
+
+def _decades(
+    text: str, lowered: str, starts: list[int], ends: list[int], ordered: bool
+) -> list[Fact]:
+    """The decades in ``text`` outside the spans taken: ``the 1990s``, ``the 2000's``,
+    ``mid-80s``, ``the '90s``, ``80's``. A decade written with two digits and no apostrophe is
+    one only after ``the``, ``mid-``, ``early``, ``late``, ``pre-`` or ``post-`` ("in their
+    80s" is an age). The key is the decade with its century when written (``1990s``), else ``90s``; a
+    hyphenated modifier (``mid-``) is part of the fact's text."""
+    out: list[Fact] = []
+    for m in _DECADE.finditer(text):
+        start, end = m.span()
+        apostrophe, century = m.group(1), m.group(2)
+        before = lowered[max(0, start - 6) : start]
+        modifier = _DECADE_MODIFIER.search(before)
+        if before.endswith("-") and modifier is None:
+            continue  # "x-1990s": part of something else
+        if (
+            not apostrophe
+            and not century
+            and m.group(0)[-2] not in "'’"
+            and _DECADE_LEAD.search(before) is None
+        ):
+            continue
+        digits = m.group(0).lstrip("'’")[: 4 if century else 2]
+        if modifier is not None:
+            start -= len(modifier.group(0))
+        if _overlaps(starts, ends, ordered, start, end):
+            continue
+        out.append(_fact("decade", text[start:end], start, end, digits + "s", None, 0.0))
+    return out
+
+
+# What says that the digits after it are the last ones of a longer number: "ending in", "ends
+# with", "last four digits of your card are", a mask of three or more ("**** ", "XXXX ").
+_LAST_DIGITS_LEAD = re.compile(
+    r"(?:\bend(?:s|ing)(?:\s+(?:in|with))?"
+    r"|\blast\s+(?:\d|two|three|four|five|six)(?:\s+digits?)?(?:\s+of(?:\s+[a-z'’]+){1,4}?)?"
+    r"(?:\s+(?:are|is))?)\s*[:(\"'#]?\s*$"
+    r"|(?<![*•])(?:[*•]{3,}|\bx{3,})[ -]?$"  # a mask; "**Bags:** 2" is Markdown, no mask
+)
+_ACCOUNT_WORD = re.compile(
+    r"\b(?:card|account|acct|visa|mastercard|amex|iban|phone|number|no\.|id|certificate)\b"
+)
+_LAST_DIGITS_HINT = ("end", "last", "***", "•", "xxx")
+
+
+def _last_digits_claim(lowered: str, start: int, digits: str) -> bool:
+    """The digits at ``start`` are said to be the last ones of a longer number: "the card
+    ending in 4321", "last four digits: 4321", "**** 4321". Digits that read as a year (1900 to
+    2100) need a card or account word before them too ("the card ending in 2024", not "the
+    fiscal year ending in 2024"). Only the 48 characters before the digits are read."""
+    before = lowered[max(0, start - 48) : start]
+    if not any(hint in before for hint in _LAST_DIGITS_HINT):
+        return False
+    if _LAST_DIGITS_LEAD.search(before) is None:
+        return False
+    if len(digits) == 4 and 1900 <= int(digits) <= 2100:
+        return _ACCOUNT_WORD.search(before) is not None
+    return True
 
 
 def _digit_outside(text: str, starts: list[int], ends: list[int]) -> bool:
@@ -566,22 +654,60 @@ class _LineStart:
 
 
 def _at_sentence_start(text: str, start: int) -> bool:
-    i = start
-    while i > 0 and text[i - 1] in _LEAD_IN:
+    """``start`` opens a sentence: the text's start, a line's, a list item's (after ``- ``,
+    ``* ``, or ``1. ``/``2) `` opening a line), or what follows a sentence's end (``.``, ``!``,
+    ``?``, ``:`` or ``;``). A full stop after a title, an abbreviation or an initial
+    (``Dr. Harding``, ``J. Harding``) ends no sentence."""
+    i = _skip_back(text, start, _LEAD_IN)
+    mark = text[i - 1] if i > 0 else ""
+    if mark in _BULLETS:  # "- Foo", "* Foo"
+        i = _skip_back(text, _skip_back(text, i - 1, " \t"), _LEAD_IN)
+        mark = text[i - 1] if i > 0 else ""
+    if mark == "." or mark == ")":
+        digits = _skip_back(text, i - 1, _DIGIT_CHARS)
+        if digits < i - 1 and _line_opens_at(text, digits):
+            return True  # "1. Foo", "2) Foo" opening a line: a list item
+        if mark == ")":
+            return False
+        return not _abbreviation_before(text, i - 1)
+    return i == 0 or mark in _SENTENCE_ENDS
+
+
+_BULLETS = frozenset("-•*")
+_SENTENCE_ENDS = frozenset("!?\n:;")
+_DIGIT_CHARS = frozenset("0123456789")
+_ABBREVIATIONS = frozenset(
+    """
+    dr mr mrs ms mx prof st mt jr sr gen col capt lt sgt rev hon gov sen rep vs etc no vol
+    fig approx ca cf eg ie inc ltd co corp
+    """.split()  # noqa: SIM905
+)
+"""Words that a full stop follows without ending the sentence (titles, abbreviations)."""
+
+
+def _skip_back(text: str, i: int, chars: frozenset[str] | str) -> int:
+    """The offset before the run of ``chars`` that ends at ``i``."""
+    while i > 0 and text[i - 1] in chars:
         i -= 1
-    # a list marker: "- ", "* ", "1. ", "2) "
-    j = i
-    while j > 0 and text[j - 1].isdigit():
-        j -= 1
-    if j < i and j >= 0 and i < len(text) and text[i - 1 : i] in (".", ")"):
-        i = j
-    if i > 0 and text[i - 1] in "-•*.)":
-        i -= 1
-        while i > 0 and text[i - 1] in " \t":
-            i -= 1
-    while i > 0 and text[i - 1] in _LEAD_IN:
-        i -= 1
-    return i == 0 or text[i - 1] in ".!?\n:;"
+    return i
+
+
+def _line_opens_at(text: str, i: int) -> bool:
+    """Only Markdown lead-in (`` \t*_#>``) lies between the line's start and ``i``."""
+    i = _skip_back(text, i, _LIST_LEAD)
+    return i == 0 or text[i - 1] == "\n"
+
+
+def _abbreviation_before(text: str, dot: int) -> bool:
+    """The word ending at ``text[dot]`` (a full stop) is an initial (one letter) or a title or
+    abbreviation such as ``Dr`` or ``e.g``, after which a capitalised word starts no sentence."""
+    begin = dot
+    while begin > 0 and (text[begin - 1].isalpha() or text[begin - 1] == "."):
+        begin -= 1
+        if dot - begin > 8:
+            return False  # a long word: no abbreviation
+    word = text[begin:dot].replace(".", "").lower()
+    return len(word) == 1 or word in _ABBREVIATIONS
 
 
 def _in_heading(text: str, start: int) -> bool:

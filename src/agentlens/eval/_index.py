@@ -19,6 +19,16 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from agentlens.eval._evidence import EvidenceItem
+from agentlens.eval._facts import _LAST_DIGITS_LEAD
+from agentlens.eval._quantities import (
+    COUNT,
+    MONEY,
+    NUMBER,
+    RATE,
+    STANDALONE,
+    Quantities,
+    quantities,
+)
 from agentlens.eval._references import (
     _BUILTIN,
     _MONTH,
@@ -62,7 +72,14 @@ _EMAIL = re.compile(_BUILTIN["email"])
 _NUMBER_WITH_SCALE = re.compile(
     rf"(?<![\w.]){_NUM}\s?(?:thousand|million|billion|trillion|bn|[kKmMbB])\b"
 )
-_STANDALONE = re.compile(rf"(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)")
+_YEAR = re.compile(r"(?<![\w.,])(?:1[89]|20)\d\d(?!\w|[.,]\d)")
+"""A year standing alone or in a date: not inside a word, a code or a longer number."""
+_DECADE_TEXT = re.compile(r"(?<![\w.,])['’]?(1[89]|20)?(\d0)['’]?s(?!\w)")
+_MASK = frozenset("*•xX")
+_LONG_NUMBER = 8
+"""Digits in a run of at least this many are a card or account number's."""
+_LAST_DIGITS_KEY = re.compile(r'"[^"\n]*(?:last|ending|suffix|mask)[^"\n]*":\s*"?$', re.IGNORECASE)
+_TOKEN_SPAN = 64
 _MAX_ARITH = 200
 _MAX_TRIPLE = 80
 _MIN_OPERAND = 10.0
@@ -98,6 +115,7 @@ class _ItemIndex:
         "_emails",
         "_lower",
         "_numbers",
+        "_quantities",
         "_times",
         "_urls",
         "_values",
@@ -113,6 +131,15 @@ class _ItemIndex:
         self._urls: frozenset[str] | None = None
         self._emails: frozenset[str] | None = None
         self._times: frozenset[str] | None = None
+        self._quantities: Quantities | None = None
+
+    @property
+    def quantities(self) -> Quantities:
+        """The kinds of its numbers (money, count, rate) and its counts, for plausible
+        arithmetic (:mod:`agentlens.eval._quantities`)."""
+        if self._quantities is None:
+            self._quantities = quantities(self.item.value, self.item.text)
+        return self._quantities
 
     @property
     def lower(self) -> str:
@@ -133,7 +160,7 @@ class _ItemIndex:
         arithmetic: not the digits of a date, a time, an id or a code (``10`` of ``10:00`` is no
         amount to add to a price)."""
         if self._values is None:
-            vals = {float(n.replace(",", "")) for n in _STANDALONE.findall(self.item.text)}
+            vals = {float(n.replace(",", "")) for n in STANDALONE.findall(self.item.text)}
             for m in _NUMBER_WITH_SCALE.finditer(self.item.text):
                 v = parse_number(m.group(0))
                 if v is not None:
@@ -227,6 +254,8 @@ class EvidenceIndex:
         self._pool_cache: dict[int, _NumberPool] = {}
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
         self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
+        self._decades: dict[str, Match | None] = {}
+        self._last_digits: dict[str, Match | None] = {}
 
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
@@ -300,6 +329,8 @@ class EvidenceIndex:
         other._pool_cache = self._pool_cache
         other._shared = self._shared
         other._hits = self._hits
+        other._decades = self._decades
+        other._last_digits = self._last_digits
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -310,9 +341,11 @@ class EvidenceIndex:
         """True when evidence before ``index`` was truncated at its source."""
         return any(e.item.truncated for e in self.before(index))
 
-    def find(self, ref: Reference, index: int, extra: Sequence[float] = ()) -> Match | None:
+    def find(
+        self, ref: Reference, index: int, extra: Sequence[tuple[float, str]] = ()
+    ) -> Match | None:
         """Where ``ref`` is found in the evidence before step position ``index``, or ``None``.
-        ``extra``: amounts the same turn already derived, usable in arithmetic."""
+        ``extra``: amounts the same turn already grounded (value, kind), usable in arithmetic."""
         kind = ref.kind
         if kind in _NUMERIC_KINDS:
             return self._find_number(ref, index, extra)
@@ -406,6 +439,65 @@ class EvidenceIndex:
             )
         return None
 
+    def find_decade(self, key: str, index: int) -> Match | None:
+        """A decade (``1990s``; ``90s`` written without its century): grounded by the first
+        year of it in the evidence before ``index`` (a whole number, alone or in a date: 1990
+        to 1999; for ``90s``, 1990 to 1999 or 2090 to 2099; for a round century's ``1900s``,
+        which may mean the century, 1900 to 1999; not inside a word or a code), or by the same
+        decade written there."""
+        try:
+            hit = self._decades[key]
+        except KeyError:
+            hit = self._decades[key] = self._scan_decade(key)
+        return hit if hit is not None and hit.item.index < index else None
+
+    def _scan_decade(self, key: str) -> Match | None:
+        """:meth:`find_decade` over the whole evidence (cached per run by it)."""
+        raw, starts, low, low_starts = self._texts()
+        tens = key[:-1]
+        firsts = [int(tens)] if len(tens) == 4 else [1900 + int(tens), 2000 + int(tens)]
+        width = 100 if len(tens) == 4 and tens.endswith("00") else 10
+        for m in _YEAR.finditer(raw):
+            year = int(m.group(0))
+            if any(f <= year < f + width for f in firsts):
+                item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
+                return Match(item, f"{year}, in the {key}", derived=True)
+        for m in _DECADE_TEXT.finditer(low):
+            century = m.group(1)
+            if m.group(2) == tens[-2:] and (
+                century is None or len(tens) == 2 or century == tens[:2]
+            ):
+                return Match(
+                    self.items[bisect.bisect_right(low_starts, m.start()) - 1].item, m.group(0)
+                )
+        return None
+
+    def find_last_digits(self, digits: str, index: int) -> Match | None:
+        """The last digits of a number ("the card ending in 4321"), in the evidence before
+        ``index``: the end of an id-like token (``gift_card_7654321``: letters, then a ``_``
+        or ``-``, then digits ending in them), of a long number (8 digits or more: a card or
+        an account number), or of a masked one (``**** 4321``, ``XXXX-4321``, ``xxxx4321``);
+        or the digits themselves where the evidence says they are last digits (a key such as
+        ``"last_four": "4321"``, or "ending in 4321" in a message). Not any number that merely
+        ends in them (a price of ``14321``), nor the digits standing alone elsewhere."""
+        try:
+            hit = self._last_digits[digits]
+        except KeyError:
+            hit = self._last_digits[digits] = self._scan_last_digits(digits)
+        return hit if hit is not None and hit.item.index < index else None
+
+    def _scan_last_digits(self, digits: str) -> Match | None:
+        """:meth:`find_last_digits` over the whole evidence (cached per run by it)."""
+        raw, starts, _, _ = self._texts()
+        pos = raw.find(digits)
+        while pos >= 0:
+            how = _trailing_digits_of(raw, pos, pos + len(digits))
+            if how is not None:
+                item = self.items[bisect.bisect_right(starts, pos) - 1].item
+                return Match(item, how, derived=True)
+            pos = raw.find(digits, pos + 1)
+        return None
+
     def find_time(self, key: str, index: int) -> Match | None:
         """A time of day ``HH:MM``; ``HH:MM?`` (no am/pm written) also matches 12 hours later."""
         # In a fixed order, the time as written first, so that the supporting step is the same
@@ -445,14 +537,17 @@ class EvidenceIndex:
         percent: bool = False,
         tolerance: float = 0.0,
         arithmetic: bool = True,
-        extra: Sequence[float] = (),
+        extra: Sequence[tuple[float, str]] = (),
         strict: bool = True,
+        quantity: str = NUMBER,
     ) -> Match | None:
         """A number as written in the evidence (any common formatting), else within
-        ``tolerance`` of an evidence number or, with ``arithmetic``, of simple arithmetic on
-        them and on ``extra`` (numbers the same turn already derived; see :class:`_NumberPool`).
-        ``strict``: the number must stand alone in the evidence (an amount); otherwise digits
-        inside an id or a date count too ("certificate 7504069", the year of a date)."""
+        ``tolerance`` of an evidence number or, with ``arithmetic``, of plausible arithmetic on
+        them and on ``extra`` (numbers the same turn already grounded, with their kinds; see
+        :class:`_NumberPool`) for a claim of the kind ``quantity`` (``money``, ``count``,
+        ``rate`` or ``number``). ``strict``: the number must stand alone in the evidence (an
+        amount); otherwise digits inside an id or a date count too ("certificate 7504069", the
+        year of a date)."""
         key = number_key(abs(value))
         variants = _number_variants(key)
         frac = _number_variants(number_key(abs(value) / 100)) if percent else None
@@ -466,7 +561,9 @@ class EvidenceIndex:
                 return Match(hit.item, number_key(abs(value) / 100))
         if not arithmetic:
             return None
-        return self.derive(abs(value), index, percent=percent, tolerance=tolerance, extra=extra)
+        return self.derive(
+            abs(value), index, percent=percent, tolerance=tolerance, extra=extra, quantity=quantity
+        )
 
     def _find_url(self, key: str, index: int, text: str = "") -> Match | None:
         bare = _SCHEME.sub("", text).lower()
@@ -485,13 +582,16 @@ class EvidenceIndex:
 
     # ---- amounts and percentages
 
-    def _find_number(self, ref: Reference, index: int, extra: Sequence[float] = ()) -> Match | None:
+    def _find_number(
+        self, ref: Reference, index: int, extra: Sequence[tuple[float, str]] = ()
+    ) -> Match | None:
         return self.find_value(
             float(ref.key),
             index,
             percent=ref.kind == "percent",
             tolerance=written_tolerance(ref.text),
             extra=extra,
+            quantity=MONEY if ref.kind == "money" else RATE,
         )
 
     def pool(self, index: int) -> _NumberPool:
@@ -511,16 +611,18 @@ class EvidenceIndex:
         *,
         percent: bool = False,
         tolerance: float = 0.0,
-        extra: Sequence[float] = (),
+        extra: Sequence[tuple[float, str]] = (),
+        quantity: str = NUMBER,
     ) -> Match | None:
-        """Whether ``value`` is a number of the evidence before ``index``, or simple arithmetic
-        on them (see :class:`_NumberPool`), within ``tolerance``."""
+        """Whether ``value`` is a number of the evidence before ``index``, or plausible
+        arithmetic on them for a claim of the kind ``quantity`` (see :class:`_NumberPool`),
+        within ``tolerance``."""
         pool = self.pool(index)
         if not pool.entries:
             return None
         if extra:
             pool = pool.with_extra(extra)
-        how = pool.derive(value, tolerance=tolerance, percent=percent)
+        how = pool.derive(value, tolerance=tolerance, percent=percent, quantity=quantity)
         if how is None:
             return None
         text, pos = how
@@ -587,6 +689,44 @@ def _offsets(parts: list[str]) -> list[int]:
     return [0, *accumulate(len(p) + len(_SEP) for p in parts[:-1])] if parts else []
 
 
+def _trailing_digits_of(raw: str, start: int, end: int) -> str | None:
+    """How ``raw[start:end]`` stands as the last digits of a number, when it does as
+    :meth:`EvidenceIndex.find_last_digits` accepts ("the last digits of gift_card_7654321"),
+    else ``None``. Reads at most ``_TOKEN_SPAN`` characters back."""
+    n = len(raw)
+    if end < n and (raw[end].isalnum() or (raw[end] in ".," and raw[end + 1 : end + 2].isdigit())):
+        return None  # more of a word or of a number follows
+    floor = max(0, start - _TOKEN_SPAN)
+    run = start
+    while run > floor and raw[run - 1].isdigit():
+        run -= 1
+    if run > 1 and raw[run - 1] in ".," and raw[run - 2].isdigit():
+        return None  # the decimals, or a thousands group, of a number
+    head = run
+    while head > floor and (raw[head - 1].isalnum() or raw[head - 1] in "_-*•"):
+        head -= 1
+    if end - run >= _LONG_NUMBER:
+        return f"the last digits of {raw[head:end]}"  # a card or an account number
+    prefix = raw[head:run]
+    if (prefix[-1:] in ("_", "-") and any(c.isalpha() or c in _MASK for c in prefix)) or (
+        len(prefix) >= 3 and all(c in _MASK for c in prefix[-3:])
+    ):
+        # gift_card_7654321, CUST-4321, XXXX-4321, xxxx4321, ****4321
+        return f"the last digits of {raw[head:end]}"
+    if run < start or head < run:
+        return None  # a shorter number merely ending in them, or glued to a word
+    lead = raw[floor:start].rstrip(" -")
+    mask = len(lead)
+    while mask > 0 and lead[mask - 1] in _MASK:
+        mask -= 1
+    if len(lead) - mask >= 3:
+        return f"the last digits of {raw[floor + mask : end]}"  # "**** 4321", "XXXX 4321"
+    line = raw[max(raw.rfind("\n", 0, start) + 1, start - 48) : start]
+    if _LAST_DIGITS_KEY.search(line) or _LAST_DIGITS_LEAD.search(line.lower()):
+        return f"{raw[start:end]}, given as last digits"  # "last_four": "4321", "ending in 4321"
+    return None
+
+
 def _token_at(hay: str, start: int, end: int) -> bool:
     """True when ``hay[start:end]`` is whole words: not glued to a letter or digit on either side
     (``inv-551`` is in ``inv-551-b`` and ``inv-551_x``, not in ``inv-5510``)."""
@@ -630,12 +770,23 @@ class _NumberPool:
 
     Accepted as derived (each within ``tolerance``): a number itself; for a percentage, the
     number times 100 (a fraction), ``a / b * 100`` and ``(b - a) / a * 100`` (a share and a
-    change); ``k * a`` for a whole ``k`` from 2 to 10; ``a + b``, ``|a - b|`` of two numbers and
-    ``a + b + c`` of three (when at most 80 are available) with every term at least 10 (a count
-    added to a price is not a derivation); ``a / b`` with ``a`` at least 10 and ``b`` at least 2
-    (a per-unit value). Arithmetic uses the 200 numbers nearest the turn, plus the numbers the
-    turn itself already derived (so "$500 + $250 = $750, plus $129 is $879" is followed step by
-    step).
+    change). For any other number, only arithmetic that means something, by the kinds of
+    :mod:`agentlens.eval._quantities` (money, count, rate, or a number nothing describes), and
+    only of a kind the claim can be (a claimed amount is money, "3 bags" a count; see
+    :data:`_COMPATIBLE`):
+
+    - ``a + b``, ``a - b`` of two numbers of one kind, each at least 10, the turn's own numbers
+      tried first as ``a`` (money with money, counts with counts: a count of seats added to a
+      price is no derivation);
+    - ``k × a`` with ``k`` a count of the evidence (``"total_baggages": 3``, "3 passengers", a
+      list of three passengers), or ``a`` a rate of the evidence ("$50 per passenger") and a
+      whole ``k`` from 2 to 10;
+    - ``a / b`` with ``a`` at least 10 and ``b`` a count of the evidence from 2 on (a per-unit
+      value: a total over the passengers);
+    - ``a + b + c`` of one kind (when at most 80 numbers of it are available), each at least 10.
+
+    Arithmetic uses the 200 numbers nearest the turn, plus the numbers the turn itself already
+    grounded (so "$500 + $250 = $750, plus $129 is $879" is followed step by step).
     """
 
     def __init__(self, entries: list[_ItemIndex]) -> None:
@@ -647,19 +798,42 @@ class _NumberPool:
         self.origin = origin
         recent = sorted(origin, key=lambda v: -origin[v])[:_MAX_ARITH]
         self.values = sorted(recent)
-        self._pair_sums: list[tuple[float, float, float]] | None = None
+        self.own: dict[float, set[str]] = {}
+        self._typed: _Typed | None = None
+        # the kinds and counts of the evidence numbers, shared with the pools with_extra makes
+        self._evidence: list[tuple[dict[float, set[str]], dict[float, int]]] = []
 
-    def with_extra(self, extra: Sequence[float]) -> _NumberPool:
-        """This pool plus ``extra`` numbers, attributed to the latest evidence item."""
+    def with_extra(self, extra: Sequence[tuple[float, str]]) -> _NumberPool:
+        """This pool plus ``extra`` numbers (value, kind: what the turn already grounded),
+        attributed to the latest evidence item."""
         pool = _NumberPool.__new__(_NumberPool)
         pool.entries = self.entries
         pool.origin = dict(self.origin)
         last = len(self.entries) - 1
-        for v in extra:
+        for v, _ in extra:
             pool.origin.setdefault(v, last)
-        pool.values = sorted(set(self.values) | set(extra))
-        pool._pair_sums = None
+        pool.values = sorted(set(self.values) | {v for v, _ in extra})
+        pool.own = {}
+        for v, kind in extra:
+            pool.own.setdefault(v, set()).add(kind)
+        pool._typed = None
+        pool._evidence = self._evidence
         return pool
+
+    def evidence_kinds(self) -> tuple[dict[float, set[str]], dict[float, int]]:
+        """The kinds of every evidence number, and each count with the position of the first
+        item holding it: computed once, shared by the pools :meth:`with_extra` makes."""
+        if not self._evidence:
+            found: dict[float, set[str]] = {}
+            counts: dict[float, int] = {}
+            for pos, e in enumerate(self.entries):
+                q = e.quantities
+                for v, ks in q.kinds.items():
+                    found.setdefault(v, set()).update(ks)
+                for c in q.counts:
+                    counts.setdefault(c, pos)
+            self._evidence.append((found, counts))
+        return self._evidence[0]
 
     def _has(self, target: float, tol: float, vals: list[float] | None = None) -> float | None:
         vals = self.values if vals is None else vals
@@ -668,69 +842,202 @@ class _NumberPool:
             return vals[i]
         return None
 
-    def derive(self, x: float, *, tolerance: float, percent: bool) -> tuple[str, int] | None:
-        tol = tolerance
-        direct = self._has(x, tol)
+    def derive(
+        self, x: float, *, tolerance: float, percent: bool, quantity: str = NUMBER
+    ) -> tuple[str, int] | None:
+        """How ``x`` (a claim of the kind ``quantity``) is derived from the pool's numbers, and
+        the position of the evidence item that completed the derivation; ``None`` when not."""
+        direct = self._has(x, tolerance)
         if direct is not None:
             return f"={number_key(direct)}", self.origin[direct]
-        vals = self.values
         if percent:
-            frac = self._has(x / 100, tol / 100)
-            if frac is not None:
-                return f"={number_key(frac)}", self.origin[frac]
-            for a in vals:
-                if a == 0:
-                    continue
-                b = self._has(a * (1 + x / 100), tol * abs(a) / 100)
-                if b is not None:
-                    return (
-                        f"{number_key(b)} is {number_key(x)}% more than {number_key(a)}",
-                        self.origin[b],
-                    )
-                b = self._has(a * (1 - x / 100), tol * abs(a) / 100)
-                if b is not None:
-                    return (
-                        f"{number_key(b)} is {number_key(x)}% less than {number_key(a)}",
-                        self.origin[b],
-                    )
-                b = self._has(x * a / 100, tol * abs(a) / 100)
-                if b is not None:
-                    return f"{number_key(b)} is {number_key(x)}% of {number_key(a)}", self.origin[b]
-            return None
-        for k in range(2, 11):
-            a_ = self._has(x / k, tol / k)
-            if a_ is not None:
-                return f"{k} × {number_key(a_)}", self.origin[a_]
-        # Terms of sums and differences (and the dividend of a ratio) are at least 10: adding a
-        # count of seats to a price means nothing, and small terms would let anything through.
-        big = [v for v in vals if abs(v) >= _MIN_OPERAND]
-        for a in big:
-            b = self._has(x - a, tol, big)
+            return self._derive_percent(x, tolerance)
+        return self._derive_amount(x, tolerance, quantity)
+
+    def _derive_percent(self, x: float, tol: float) -> tuple[str, int] | None:
+        """A percentage: a fraction of the evidence, a change between two numbers, a share."""
+        frac = self._has(x / 100, tol / 100)
+        if frac is not None:
+            return f"={number_key(frac)}", self.origin[frac]
+        for a in self.values:
+            if a == 0:
+                continue
+            b = self._has(a * (1 + x / 100), tol * abs(a) / 100)
             if b is not None:
-                return f"{number_key(a)} + {number_key(b)}", max(self.origin[a], self.origin[b])
-            b = self._has(a - x, tol, big)
+                return (
+                    f"{number_key(b)} is {number_key(x)}% more than {number_key(a)}",
+                    self.origin[b],
+                )
+            b = self._has(a * (1 - x / 100), tol * abs(a) / 100)
             if b is not None:
-                return f"{number_key(a)} - {number_key(b)}", max(self.origin[a], self.origin[b])
-            b = self._has(a / x, tol * abs(a) / (x * x)) if x else None
-            if b is not None and abs(b) >= 2:  # a per-unit value: a total over a count
-                return f"{number_key(a)} / {number_key(b)}", max(self.origin[a], self.origin[b])
-        if len(big) <= _MAX_TRIPLE:
-            sums = self._sums(big)
-            keys = [s[0] for s in sums]
-            for c in big:
-                t = x - c
-                i = bisect.bisect_left(keys, t - tol - 1e-9)
-                if i < len(keys) and keys[i] <= t + tol + 1e-9:
-                    _, a, b = sums[i]
-                    pos = max(self.origin[a], self.origin[b], self.origin[c])
-                    return f"{number_key(a)} + {number_key(b)} + {number_key(c)}", pos
+                return (
+                    f"{number_key(b)} is {number_key(x)}% less than {number_key(a)}",
+                    self.origin[b],
+                )
+            b = self._has(x * a / 100, tol * abs(a) / 100)
+            if b is not None:
+                return f"{number_key(b)} is {number_key(x)}% of {number_key(a)}", self.origin[b]
         return None
 
-    def _sums(self, vals: list[float]) -> list[tuple[float, float, float]]:
-        if self._pair_sums is None:
-            self._pair_sums = sorted(
+    def _derive_amount(self, x: float, tol: float, quantity: str) -> tuple[str, int] | None:
+        """A plausible derivation of ``x`` (see the class), the likeliest first: a sum or a
+        difference of two of the turn's own numbers, a product with one of them ("$50 per
+        passenger", then the total), a sum or difference of one of them and an evidence number;
+        then sums, differences and products of evidence numbers; sums of three; quotients."""
+        typed = self.typed()
+        kinds = _COMPATIBLE.get(quantity, _COMPATIBLE[NUMBER])
+        factors = sorted({v for kind in kinds for v in typed.of_kind.get(kind, ())})
+        how = (
+            self._pair(x, tol, kinds, own=2)
+            or self._product(x, tol, kinds, factors, own=True)
+            or self._pair(x, tol, kinds, own=1)
+            or self._pair(x, tol, kinds, own=0)
+            or self._product(x, tol, kinds, factors, own=False)
+            or self._triple(x, tol, kinds)
+            or self._quotient(x, tol, factors)
+        )
+        return how
+
+    @staticmethod
+    def _other(target: float, tol: float, vals: list[float], other: float) -> float | None:
+        """A number of ``vals`` within ``tol`` of ``target`` that is not ``other``: the terms
+        of a sum are distinct numbers (twice a price is a product, with a count)."""
+        i = bisect.bisect_left(vals, target - tol - 1e-9)
+        while i < len(vals) and vals[i] <= target + tol + 1e-9:
+            if vals[i] != other:
+                return vals[i]
+            i += 1
+        return None
+
+    def _own(self, vals: list[float], kind: str) -> list[float]:
+        """The turn's own numbers among ``vals``, claimed as ``kind``."""
+        return [v for v in vals if kind in self.own.get(v, ())]
+
+    def _pair(self, x: float, tol: float, kinds: tuple[str, ...], own: int) -> _How | None:
+        """``a + b`` or ``a - b`` of one kind, with ``own`` of the two the turn's own."""
+        typed = self.typed()
+        for kind in kinds:
+            terms = typed.terms.get(kind, [])
+            firsts = self._own(terms, kind) if own else terms
+            seconds = self._own(terms, kind) if own == 2 else terms
+            for a in firsts:
+                b = self._other(x - a, tol, seconds, a)
+                if b is not None:
+                    return self._how(f"{number_key(a)} + {number_key(b)}", a, b)
+                b = self._other(a - x, tol, seconds, a)
+                if b is not None:
+                    return self._how(f"{number_key(a)} - {number_key(b)}", a, b)
+        return None
+
+    def _product(
+        self, x: float, tol: float, kinds: tuple[str, ...], factors: list[float], own: bool
+    ) -> _How | None:
+        """``k × a`` with ``k`` a count of the evidence, or ``a`` a rate of the evidence and a
+        whole ``k`` from 2 to 10; with ``own``, ``a`` is one of the turn's own numbers."""
+        typed = self.typed()
+        if own:
+            factors = [v for v in factors if self.own.get(v)]
+        for k, pos in typed.counts:
+            factor = self._has(x / k, tol / k, factors)
+            if factor is not None:
+                return f"{number_key(k)} × {number_key(factor)}", max(pos, self.origin[factor])
+        for rate in typed.rates:
+            if rate and typed.kinds[rate] & set(kinds) and (not own or self.own.get(rate)):
+                times = round(x / rate)
+                if 2 <= times <= 10 and abs(times * rate - x) <= tol + 1e-9:
+                    return self._how(f"{times} × {number_key(rate)}", rate, rate)
+        return None
+
+    def _triple(self, x: float, tol: float, kinds: tuple[str, ...]) -> _How | None:
+        """``a + b + c`` of one kind, when at most 80 numbers of it are available."""
+        typed = self.typed()
+        for kind in kinds:
+            terms = typed.terms.get(kind, [])
+            if len(terms) > _MAX_TRIPLE:
+                continue
+            sums = typed.pair_sums(kind)
+            keys = [s[0] for s in sums]
+            for c in terms:
+                t = x - c
+                i = bisect.bisect_left(keys, t - tol - 1e-9)
+                while i < len(keys) and keys[i] <= t + tol + 1e-9:
+                    _, a, b = sums[i]
+                    if c != a and c != b:
+                        pos = max(self.origin[a], self.origin[b], self.origin[c])
+                        return f"{number_key(a)} + {number_key(b)} + {number_key(c)}", pos
+                    i += 1
+        return None
+
+    def _quotient(self, x: float, tol: float, factors: list[float]) -> _How | None:
+        """``a / b``: ``a`` at least 10, ``b`` a count of the evidence (a per-unit value)."""
+        dividends = [v for v in factors if abs(v) >= _MIN_OPERAND]
+        for count, pos in self.typed().counts:
+            total = self._has(x * count, tol * count, dividends)
+            if total is not None:
+                return f"{number_key(total)} / {number_key(count)}", max(pos, self.origin[total])
+        return None
+
+    def _how(self, text: str, a: float, b: float) -> _How:
+        return text, max(self.origin[a], self.origin[b])
+
+    def typed(self) -> _Typed:
+        """The pool's numbers by kind (computed on the first derivation asked)."""
+        if self._typed is None:
+            self._typed = _Typed(self)
+        return self._typed
+
+
+_How = tuple[str, int]
+"""A derivation's text and the position of the evidence item that completed it."""
+
+_COMPATIBLE: dict[str, tuple[str, ...]] = {
+    MONEY: (MONEY, NUMBER),
+    COUNT: (COUNT, NUMBER),
+    RATE: (RATE, MONEY, NUMBER),
+    NUMBER: (MONEY, COUNT, RATE, NUMBER),
+}
+"""The kinds of operands a claim of each kind may be derived from (one kind per derivation):
+an amount from money, or from numbers nothing describes (a JSON ``"value": 12``)."""
+
+
+class _Typed:
+    """A pool's numbers by kind: each number's kinds (a number of no known kind is a
+    ``number``; the turn's own numbers have the kind they were claimed as), the operands of
+    sums per kind (at least 10), the counts of the evidence with the position of the item
+    holding each, and its rates."""
+
+    __slots__ = ("_sums", "counts", "kinds", "of_kind", "rates", "terms")
+
+    def __init__(self, pool: _NumberPool) -> None:
+        found, evidence_counts = pool.evidence_kinds()
+        counts = dict(evidence_counts)
+        last = len(pool.entries) - 1
+        for v, own in pool.own.items():
+            if COUNT in own and v.is_integer():
+                counts.setdefault(v, last)
+        self.kinds = {
+            v: frozenset(found.get(v, set()) | pool.own.get(v, set()) or (NUMBER,))
+            for v in pool.values
+        }
+        self.of_kind: dict[str, list[float]] = {}
+        for v in pool.values:
+            for kind in self.kinds[v]:
+                self.of_kind.setdefault(kind, []).append(v)
+        self.terms = {
+            kind: [v for v in vals if abs(v) >= _MIN_OPERAND] for kind, vals in self.of_kind.items()
+        }
+        self.counts = sorted((c, pos) for c, pos in counts.items() if c >= 2)
+        self.rates = self.of_kind.get(RATE, [])
+        self._sums: dict[str, list[tuple[float, float, float]]] = {}
+
+    def pair_sums(self, kind: str) -> list[tuple[float, float, float]]:
+        """Every ``a + b`` of two distinct operands of ``kind``, sorted."""
+        sums = self._sums.get(kind)
+        if sums is None:
+            vals = self.terms.get(kind, [])
+            sums = self._sums[kind] = sorted(
                 (vals[i] + vals[j], vals[i], vals[j])
                 for i in range(len(vals))
-                for j in range(i, len(vals))
+                for j in range(i + 1, len(vals))
             )
-        return self._pair_sums
+        return sums

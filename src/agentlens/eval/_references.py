@@ -326,6 +326,9 @@ _NOT_ID_PREFIXES = frozenset(
     en fr de zh year fy q rev http tls ssl ieee ansi ecma cp latin ascii unicode
     """.split()  # noqa: SIM905
 )
+# A decade with a modifier ("mid-80s", "pre-1990s") has the shape of an id: it is a fact for
+# parametric_leakage, not a reference.
+_DECADE_ID = re.compile(r"(?:mid|early|late|pre|post)-(?:1[89]|20)?\d0s")
 # Upper-case letter-digit shapes that are names of things, not references.
 _NOT_CODE = re.compile(
     r"^(?:COVID\d+|FY\d{2,4}|Q[1-4]\d{2,4}|MP[34]|H264|H265|X86|ARM64|\d{3,4}P|\d+K)$"
@@ -506,6 +509,8 @@ class Extractor:
                     # the prefix before the first "-" or "_", as _ID_SEP.split gives it
                     if key.partition("-")[0].partition("_")[0] in _NOT_ID_PREFIXES:
                         continue
+                    if key[0] in "melp" and _DECADE_ID.fullmatch(key):
+                        continue
                     refs.append(make("id", token, start, end, key))
                 elif group == "code":
                     # Every _NOT_CODE shape starts with C, F, Q, M, H, X or A, or ends with P
@@ -593,7 +598,7 @@ def _builtin_key(group: str, text: str) -> tuple[str, str, str] | None:
         key = text[1:-1].lower()
     elif kind == "id":
         prefix = _ID_SEP.split(text, maxsplit=1)[0].lower()
-        if prefix in _NOT_ID_PREFIXES:
+        if prefix in _NOT_ID_PREFIXES or _DECADE_ID.fullmatch(text.lower()):
             return None
         key = text.lower()
     else:  # code

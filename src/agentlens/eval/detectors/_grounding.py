@@ -15,6 +15,7 @@ from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
 from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
 from agentlens.eval._index import EvidenceIndex, Match
+from agentlens.eval._quantities import MONEY, NUMBER, RATE, claim_kind, operand_kinds
 from agentlens.eval._references import Extractor, Reference, get_extractor
 from agentlens.eval._scorer import Bound, ScorerFn, scorer
 from agentlens.model import FailureMode, Finding, ScoreResult, Trace
@@ -160,7 +161,7 @@ def _result(
 # --------------------------------------------------------------------------- no_fabricated_refs
 
 
-@scorer(name="no_fabricated_refs", version="2", register=False)
+@scorer(name="no_fabricated_refs", version="4", register=False)
 def no_fabricated_refs(
     *, patterns: Patterns | str | None = None, kinds: Sequence[str] | str | None = None
 ) -> ScorerFn:
@@ -188,13 +189,16 @@ def _no_fabricated_refs(evidence: Evidence, extractor: Extractor) -> ScoreResult
     findings: list[Finding] = []
     grounded: list[Finding] = []
     for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
-        amounts: list[float] = []  # amounts this turn already grounded: operands for the next
+        # amounts this turn already grounded, with their kinds: operands for the next
+        amounts: list[tuple[float, str]] = []
         for ref in refs:
             match = index.find(ref, turn.index, amounts)
             if match is not None:
                 grounded.append(_grounded(ref.text, ref.start, ref.end, turn, match, ref.kind))
                 if ref.kind in ("money", "percent"):
-                    amounts.append(float(ref.key))
+                    quantity = MONEY if ref.kind == "money" else RATE
+                    value = float(ref.key)
+                    amounts += [(value, k) for k in operand_kinds(quantity, turn.text, ref.end)]
                 continue
             findings.append(_fabricated(ref, turn, index))
     return _result(findings, grounded, "ungrounded", "reference")
@@ -227,7 +231,7 @@ def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
 # --------------------------------------------------------------------------- parametric_leakage
 
 
-@scorer(name="parametric_leakage", version="2", register=False)
+@scorer(name="parametric_leakage", version="4", register=False)
 def parametric_leakage(
     *,
     patterns: Patterns | str | None = None,
@@ -240,17 +244,18 @@ def parametric_leakage(
 ) -> Bound:
     """Every specific fact in an answer (number, date, year, name) is in the evidence.
 
-    Fails when an answer states a specific fact (a number, amount, percentage, date, year, time
-    of day, or a person's, organisation's or place's name) that the evidence before it does not
-    contain, even if the fact is true. Rounding and simple arithmetic on evidence numbers are
-    accepted as derived (see ``docs/grounding.md``).
+    Fails when an answer states a specific fact (a number, amount, percentage, date, year,
+    decade, the last digits of a number, time of day, or a person's, organisation's or place's
+    name) that the evidence before it does not contain, even if the fact is true. Rounding and
+    plausible arithmetic on evidence numbers (money with money, a product only with a count or
+    a rate of the evidence) are accepted as derived (see ``docs/grounding.md``).
 
     Args:
         patterns: the same extra reference shapes as ``no_fabricated_refs``: their matches
             belong to that scorer and are not checked again here.
         kinds: the built-in reference kinds, as for ``no_fabricated_refs``.
         facts: the fact kinds to check (default all): ``number``, ``money``, ``percent``,
-            ``year``, ``date``, ``time``, ``name``.
+            ``year``, ``decade``, ``last_digits``, ``date``, ``time``, ``name``.
         allow: names that are always accepted (the company's own name, its products): a name
             whose words are all among these is not checked.
         judge: also run the judged half with this judge backend (``offline``, ``openai``,
@@ -303,17 +308,20 @@ def _parametric_leakage(
     findings: list[Finding] = []
     grounded: list[Finding] = []
     for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
-        numbers: list[float] = []  # numbers this turn already grounded: operands for the next
+        # numbers this turn already grounded, with their kinds: operands for the next
+        numbers: list[tuple[float, str]] = []
         for fact in extract_facts(turn.text, refs):
             if wanted is not None and fact.kind not in wanted:
                 continue
             if fact.kind == "name" and allowed and set(fact.key.split()) <= allowed:
                 continue
-            match = _find_fact(fact, turn.index, index, numbers)
+            quantity = _quantity(fact, turn.text)
+            match = _find_fact(fact, turn.index, index, numbers, quantity)
             if match is not None:
                 grounded.append(_grounded(fact.text, fact.start, fact.end, turn, match, fact.kind))
                 if fact.value is not None:
-                    numbers.append(abs(fact.value))
+                    value = abs(fact.value)
+                    numbers += [(value, k) for k in operand_kinds(quantity, turn.text, fact.end)]
                 continue
             unverifiable = index.truncated_before(turn.index)
             findings.append(
@@ -365,8 +373,24 @@ def _judged_half(
     return new
 
 
+def _quantity(fact: Fact, text: str) -> str:
+    """What a numeric fact is, for plausible arithmetic: an amount is money, a percentage a
+    rate, a bare number what the words after it say ("3 bags": a count)."""
+    if fact.kind == "money":
+        return MONEY
+    if fact.kind == "percent":
+        return RATE
+    if fact.kind == "number":
+        return claim_kind(text, fact.start, fact.end)
+    return NUMBER
+
+
 def _find_fact(
-    fact: Fact, index_pos: int, index: EvidenceIndex, numbers: Sequence[float]
+    fact: Fact,
+    index_pos: int,
+    index: EvidenceIndex,
+    numbers: Sequence[tuple[float, str]],
+    quantity: str,
 ) -> Match | None:
     kind = fact.kind
     if kind in ("number", "money", "percent"):
@@ -378,11 +402,16 @@ def _find_fact(
             tolerance=fact.tolerance,
             extra=numbers,
             strict=kind != "number",  # a bare number may be part of an id ("certificate 7504069")
+            quantity=quantity,
         )
     if kind == "year":
         return index.find_value(float(fact.key), index_pos, arithmetic=False, strict=False)
     if kind == "date":
         return index.find_date(fact.key, index_pos)
+    if kind == "decade":
+        return index.find_decade(fact.key, index_pos)
+    if kind == "last_digits":
+        return index.find_last_digits(fact.key, index_pos)
     if kind == "time":
         return index.find_time(fact.key, index_pos)
     return index.find_words(fact.key.split(), index_pos, fact.text)
