@@ -17,7 +17,8 @@ The evidence is the user's question (the run's input), prose and a JSON record.
 - ``baseline``: the plain content-word-coverage check, for scale.
 
 The judge runs in ``--mode`` (default: the judge's default, ``balanced``). The best of
-``--repeat`` runs is reported. The machine is shared, so figures are noisy.
+``--repeat`` runs is reported, by the wall clock and by the process's CPU time. The machine is
+shared, so wall-clock figures are noisy; the CPU figure is what one core does.
 """
 
 from __future__ import annotations
@@ -88,13 +89,16 @@ def evidence_2kb() -> list[EvidenceItem]:
     return items
 
 
-def best_of(repeat: int, fn: object) -> float:
-    best = float("inf")
+def best_of(repeat: int, fn: object) -> tuple[float, float]:
+    """The best wall-clock and the best CPU seconds of ``repeat`` runs (on a shared machine
+    the CPU time is what one core spends, whatever else runs)."""
+    best, best_cpu = float("inf"), float("inf")
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         fn()  # type: ignore[operator]
         best = min(best, time.perf_counter() - started)
-    return best
+        best_cpu = min(best_cpu, time.process_time() - started_cpu)
+    return best, best_cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         ("judge, warm, one call per claim", warm),
         ("baseline (coverage)", baseline),
     ):
-        seconds = best_of(args.repeat, fn)
+        seconds, cpu = best_of(args.repeat, fn)
         print(
-            f"{name:34} {len(claims) / seconds:10.0f} claims/s   ({1e3 * seconds / len(claims):.3f} ms/claim)"
+            f"{name:34} {len(claims) / seconds:10.0f} claims/s wall {len(claims) / cpu:10.0f} "
+            f"claims/s CPU   ({1e3 * cpu / len(claims):.3f} CPU ms/claim)"
         )
     return 0
 

@@ -7,14 +7,16 @@ Part 1, same data, same run, both backends (``--runs``, default 4,000 runs of 6 
   run, store the scores: the store side of what the review pipeline does);
 - *rate*: ``hallucination_rate`` over the last 7 days (median of ``--repeat``).
 
-Part 2, PostgreSQL only (``--big``, default 1,000,000; 0 skips it): that many runs started in the
+Part 2 (``--big``, default 1,000,000; 0 skips it): that many runs started in the
 last 7 days (about 6,000 an hour), three agent roles, four releases, each scored by one scorer
 (3 % flagged, 1 % unverifiable, 0.2 % errors), generated inside the server with
 ``generate_series`` (no Python objects: building a million traces would take minutes) with the
 rate triggers disabled, then the rollups are filled by the store's own refresh function
 (:meth:`PostgresStore.rebuild_rate_rollup`, the code the triggers run) and compacted. Timed: the
 bulk load, the rollup rebuild, and ``hallucination_rate`` over the last 7 days (the target: under
-200 ms) and ``rate_breakdown("day")``, each the median of ``--repeat`` calls.
+200 ms) and ``rate_breakdown("day")``, each the median of ``--repeat`` calls. The same runs and
+scores are then loaded into a SQLite file (SQL inside SQLite, the rollup's triggers dropped for
+the load and the rollup rebuilt by the store's own function) and the same two rates timed there.
 
 The PostgreSQL server: ``--pg`` (default ``postgresql://postgres@127.0.0.1:5432/test``); each
 run uses a new schema, dropped at the end (``--keep`` keeps it). Figures from a shared, loaded
@@ -176,36 +178,106 @@ def part2(pg: str, n: int, now: datetime, repeat: int) -> dict[str, float]:
         with psycopg.connect(pg, autocommit=True, options=f"-c search_path={schema}") as conn:
             # what autovacuum does after a bulk load (index-only scans need the visibility map)
             conn.execute("VACUUM ANALYZE rate_runs, rate_rollup, run_rollup, runs")
-        settings = Settings()
-
-        def rate() -> Any:
-            return hallucination_rate(
-                store=store, settings=settings, since_hours=168, scorers=SCORERS[:1], now=now
-            )
-
-        rate_ms = median_ms(rate, repeat)
-        by_day_ms = median_ms(
-            lambda: rate_breakdown(
-                "day",
-                store=store,
-                settings=settings,
-                since_hours=168,
-                scorers=SCORERS[:1],
-                now=now,
-            ),
-            repeat,
-        )
-        report = rate()
         return {
-            "runs": report.runs,
-            "flagged": report.flagged,
             "bulk_load_s": round(load, 1),
             "rollup_rebuild_s": round(rebuild, 1),
-            "rate_7d_ms": round(rate_ms, 1),
-            "rate_by_day_7d_ms": round(by_day_ms, 1),
+            **_big_rates(store, now, repeat),
         }
     finally:
         store.close()
+
+
+_SQLITE_BULK = (
+    """
+    WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < :n - 1)
+    INSERT INTO runs (id, project, agent, name, status, started_at, ended_at, sort_at, has_output,
+        step_count, release, doc, steps)
+    SELECT printf('big-%08d', x), 'default',
+        CASE x % 3 WHEN 0 THEN 'support' WHEN 1 THEN 'billing' ELSE 'triage' END, NULL, 'ok',
+        :t0 + x * :step, :t0 + x * :step + 4000000, :t0 + x * :step, 1, 1, 'v' || (x % 4),
+        json_object('schema_version', 1, 'id', printf('big-%08d', x), 'project', 'default',
+            'status', 'ok', 'metadata', json_object('release', 'v' || (x % 4))), '[]'
+    FROM g
+    """,
+    """
+    WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < :n - 1)
+    INSERT INTO scores (run_id, scorer, version, verdict, passed, value, detail, error,
+        finding_count, scored_at, run_project, run_agent, run_release, run_started_at, doc)
+    SELECT printf('big-%08d', x), 'no_fabricated_refs', :version, v, v = 'passed', NULL, '', NULL,
+        v = 'flagged', :t0, 'default',
+        CASE x % 3 WHEN 0 THEN 'support' WHEN 1 THEN 'billing' ELSE 'triage' END,
+        'v' || (x % 4), :t0 + x * :step, '{}'
+    FROM (SELECT x, CASE WHEN x % 1000 < 30 THEN 'flagged' WHEN x % 1000 < 40 THEN 'unverifiable'
+        WHEN x % 1000 < 42 THEN 'error' ELSE 'passed' END AS v FROM g)
+    """,
+    "INSERT INTO score_modes (run_id, scorer, version, mode, findings)"
+    " SELECT run_id, scorer, version, 'fabricated_grounding', 1 FROM scores"
+    " WHERE verdict = 'flagged'",
+)
+"""The same million runs and scores as :data:`_BULK`, in SQLite's tables."""
+
+
+def part2_sqlite(path: Path, n: int, now: datetime, repeat: int) -> dict[str, float]:
+    """:func:`part2`'s runs in a SQLite file: loaded with the rollup's triggers dropped, the
+    rollup then rebuilt by the store's own function, and the same two rates timed."""
+    import sqlite3
+
+    from agentlens.store._sqlite_rates import rebuild_rate_rollup
+
+    open_store(f"sqlite:///{path}").close()  # created and migrated
+    version = get_scorer("no_fabricated_refs").version  # as in part2: what the rate counts
+    t0 = to_us(now - timedelta(days=7) + timedelta(minutes=1)) or 0
+    step = (7 * 86400 * 1_000_000 - 120_000_000) // n
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        saved = triggers.fetchall()
+
+        def load() -> None:
+            conn.execute("BEGIN")
+            for name, _ in saved:
+                conn.execute(f'DROP TRIGGER "{name}"')
+            for statement in _SQLITE_BULK:
+                conn.execute(statement, {"n": n, "t0": t0, "step": step, "version": version})
+            rebuild_rate_rollup(conn)
+            for _, sql in saved:
+                conn.execute(sql)
+            conn.execute("COMMIT")
+            conn.execute("ANALYZE")
+
+        load_s, _ = timed(load)
+    finally:
+        conn.close()
+    store: Any = open_store(f"sqlite:///{path}")
+    try:
+        return {"bulk_load_and_rollup_s": round(load_s, 1), **_big_rates(store, now, repeat)}
+    finally:
+        store.close()
+
+
+def _big_rates(store: Any, now: datetime, repeat: int) -> dict[str, Any]:
+    """The rate over the last 7 days and its breakdown by day, each the median of ``repeat``."""
+    settings = Settings()
+
+    def rate() -> Any:
+        return hallucination_rate(
+            store=store, settings=settings, since_hours=168, scorers=SCORERS[:1], now=now
+        )
+
+    rate_ms = median_ms(rate, repeat)
+    by_day_ms = median_ms(
+        lambda: rate_breakdown(
+            "day", store=store, settings=settings, since_hours=168, scorers=SCORERS[:1], now=now
+        ),
+        repeat,
+    )
+    report = rate()
+    return {
+        "runs": report.runs,
+        "flagged": report.flagged,
+        "rate_7d_ms": round(rate_ms, 1),
+        "rate_by_day_7d_ms": round(by_day_ms, 1),
+    }
 
 
 _schemas: list[str] = []
@@ -238,6 +310,10 @@ def main() -> None:
         results["postgres"] = part1(_schema_url(args.pg), traces, now, args.repeat)
         if args.big:
             results["postgres_big"] = part2(args.pg, args.big, now, args.repeat)
+            with tempfile.TemporaryDirectory() as tmp:
+                results["sqlite_big"] = part2_sqlite(
+                    Path(tmp) / "big.db", args.big, now, args.repeat
+                )
     finally:
         if not args.keep:
             with psycopg.connect(args.pg, autocommit=True) as conn:

@@ -18,12 +18,14 @@ from pathlib import Path
 # What each unit may import at run time, besides itself. There is no list of exceptions.
 _BASE = {"_ids", "errors", "config"}
 ALLOWED: dict[str, set[str]] = {
-    "__init__": set(),  # the top level loads everything lazily, by name
+    # the top level loads everything lazily, by name; it registers the implicit exporter
+    "__init__": {"_implicit"},
     "_ids": set(),
+    "_implicit": set(),  # a leaf: the hook capture's implicit configuration reads
     "errors": set(),
     "config": {"_ids", "errors"},
     "model": {"_ids", "errors"},
-    "capture": _BASE | {"model", "store"},
+    "capture": _BASE | {"_implicit", "model", "store"},
     # agentlens.integrations only re-exports agentlens.capture.integrations under a short name
     "integrations": _BASE | {"capture"},
     "ingest": _BASE | {"model"},

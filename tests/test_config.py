@@ -114,6 +114,16 @@ def test_every_setting_is_one_documented_row() -> None:
             assert f"`{row.key}`" in doc, f"file key {row.key} is not in docs/configuration.md"
 
 
+def test_the_settings_table_in_the_docs_is_the_code_s() -> None:
+    """docs/configuration.md holds :func:`settings_table` verbatim: every row's argument,
+    variable, key, type, default and meaning as :data:`SETTINGS` says (paste it when a row
+    changes)."""
+    from agentlens.config import settings_table
+
+    doc = (Path(__file__).parents[1] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert settings_table() in doc
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [("0", False), ("1", True), ("false", False), ("TRUE", True), ("off", False), ("yes", True)],

@@ -20,6 +20,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentlens import _implicit
+
 __version__ = "0.1.0"
 
 # name -> module that defines it; resolved on first attribute access.
@@ -103,6 +105,15 @@ if TYPE_CHECKING:  # pragma: no cover
         Verdict,
     )
     from agentlens.store import get_trace, open_store, query_traces
+
+
+def _implicit_exporter(url: str) -> Any:
+    """Capture's exporter when only ``AGENTLENS_DB`` is set: it stores runs and reviews them in
+    the background, as :func:`configure` would (:func:`agentlens._oncomplete.implicit_exporter`)."""
+    return importlib.import_module("agentlens._oncomplete").implicit_exporter(url)
+
+
+_implicit.set_store_exporter(_implicit_exporter)
 
 
 def __getattr__(name: str) -> Any:

@@ -19,12 +19,18 @@ What runs where:
 A slow scorer or a hanging webhook delays only the reviewer's thread. At shutdown (or when
 capture is configured again) the reviewer gets up to :data:`SHUTDOWN_REVIEW_S` seconds to
 finish what is pending; what is left stays pending in the store, for the next process that
-reviews it (``agentlens review run``, the server). With only ``AGENTLENS_DB`` set and no
-``configure()`` call, runs are stored pending review in the same way.
+reviews it (``agentlens review run``, the server).
+
+With only ``AGENTLENS_DB`` set and no ``configure()`` call, capture's implicit configuration
+uses :func:`implicit_exporter` (registered through :mod:`agentlens._implicit`): the same
+reviewer, started by capture's export thread at the first write, so the agent's thread loads
+nothing of review. Bad review settings there are logged (the runs stay pending), never raised.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,7 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.review import Reviewer
     from agentlens.store import TraceStore
 
-__all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "configure"]
+__all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "configure", "implicit_exporter"]
+
+logger = logging.getLogger("agentlens")
 
 SHUTDOWN_REVIEW_S = 2.0
 """Seconds the reviewer may use at shutdown to finish the runs already written."""
@@ -47,29 +55,85 @@ class ReviewingExporter(StoreExporter):
 
     Args:
         store: a store URL or an open store.
-        reviewer: the :class:`~agentlens.review.Reviewer` of that store.
+        reviewer: the :class:`~agentlens.review.Reviewer` of that store; ``None`` starts one
+            at the first write that succeeds, in the exporting thread, from the settings (what
+            capture's implicit configuration uses: the agent's thread never loads review). When
+            it cannot be started (review off, bad review settings), that is logged once and the
+            runs stay pending review in the store.
     """
 
-    def __init__(self, store: str | TraceStore, reviewer: Reviewer, **kwargs: Any) -> None:
+    def __init__(
+        self, store: str | TraceStore, reviewer: Reviewer | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(store, **kwargs)
-        self.reviewer = reviewer
+        self._store_ref = store
+        self._reviewer = reviewer
+        self._lazy = reviewer is None
+        self._lock = threading.Lock()
+
+    @property
+    def reviewer(self) -> Reviewer | None:
+        """The reviewer (``None`` until a lazy one is started, or when it could not be)."""
+        return self._reviewer
 
     def export(self, traces: Sequence[Trace]) -> ExportResult:
         """Store the runs, then wake the reviewer (never blocks on review)."""
         result = super().export(traces)
         if result.ok:
-            self.reviewer.notify()
+            reviewer = self._reviewer if not self._lazy else self._start_reviewer()
+            if reviewer is not None:
+                reviewer.notify()
         return result
+
+    def _start_reviewer(self) -> Reviewer | None:
+        with self._lock:
+            if self._lazy:
+                self._lazy = False
+                try:
+                    self._reviewer = _reviewer(self._store_ref, None)
+                except Exception as exc:  # never raise into capture: the runs stay pending
+                    logger.warning(
+                        "agentlens: review on capture is off: %s: %s", type(exc).__name__, exc
+                    )
+            return self._reviewer
 
     def shutdown(self, timeout: float | None = None) -> bool:
         """Give the reviewer a bounded moment to finish, stop it, let go of the store."""
-        budget = SHUTDOWN_REVIEW_S if timeout is None else min(SHUTDOWN_REVIEW_S, timeout)
-        deadline = time.monotonic() + budget
-        try:
-            self.reviewer.flush(budget)
-        finally:  # what is left of the budget (a daemon thread: it never holds the exit)
-            self.reviewer.shutdown(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            self._lazy = False  # no reviewer starts after this
+            reviewer = self._reviewer
+        if reviewer is not None:
+            budget = SHUTDOWN_REVIEW_S if timeout is None else min(SHUTDOWN_REVIEW_S, timeout)
+            deadline = time.monotonic() + budget
+            try:
+                reviewer.flush(budget)
+            finally:  # what is left of the budget (a daemon thread: it never holds the exit)
+                reviewer.shutdown(max(0.0, deadline - time.monotonic()))
         return super().shutdown(timeout)
+
+
+def implicit_exporter(url: str) -> ReviewingExporter:
+    """The exporter of capture's implicit configuration (only ``AGENTLENS_DB`` set): runs are
+    stored, and reviewed in the background as :func:`configure` would review them (unless
+    ``[review] on_capture`` is off); the reviewer starts in capture's export thread."""
+    return ReviewingExporter(url)
+
+
+def _reviewer(store: str | TraceStore, review: bool | None) -> Reviewer | None:
+    """A started reviewer of ``store`` with its settings, or ``None`` when review on capture is
+    off (``review`` is :func:`configure`'s argument).
+
+    Raises:
+        ConfigError: bad settings (naming the file and the key).
+    """
+    from agentlens.config import load_settings
+    from agentlens.review import Reviewer, review_settings
+
+    settings = load_settings(db=store) if isinstance(store, str) else load_settings()
+    checked = review_settings(settings)
+    if review is None and not checked.on_capture:
+        return None
+    return Reviewer(store, settings=settings, review=checked).start()
 
 
 def configure(
@@ -106,21 +170,12 @@ def configure(
         return
 
     from agentlens.capture._state import _resolve_url
-    from agentlens.config import load_settings
-    from agentlens.review import Reviewer, review_settings
     from agentlens.store import set_default_url
 
-    store: str | TraceStore
-    if db is None or isinstance(db, str):
-        store = _resolve_url(db)
-        settings = load_settings(db=store)
-    else:
-        store = db
-        settings = load_settings()
-    checked = review_settings(settings)
-    if review is None and not checked.on_capture:
+    store = _resolve_url(db) if db is None or isinstance(db, str) else db
+    reviewer = _reviewer(store, review)
+    if reviewer is None:
         capture.configure(db, **kwargs)
         return
-    reviewer = Reviewer(store, settings=settings, review=checked).start()
     capture.configure(exporter=ReviewingExporter(store, reviewer), **kwargs)
     set_default_url(store)  # the reading API (get_trace, query_traces) reads there too

@@ -41,12 +41,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentlens.errors import ConfigError
 
 __all__ = [
     "DEFAULT_DB_URL",
     "DEFAULT_EVIDENCE",
+    "DEFAULT_REVIEW_SCORERS",
     "DEFAULT_SCORERS",
     "SETTINGS",
     "STORE_SCHEMES",
@@ -59,6 +61,7 @@ __all__ = [
     "load_settings",
     "parse_bool",
     "parse_store_url",
+    "settings_table",
 ]
 
 DEFAULT_DB_URL = "sqlite:///agentlens.db"
@@ -79,6 +82,9 @@ DEFAULT_SCORERS: tuple[str, ...] = (
     "no_progress",
 )
 """The scorers ``agentlens score`` runs when none is named."""
+
+DEFAULT_REVIEW_SCORERS: tuple[str, ...] = DEFAULT_SCORERS
+"""The scorers review runs when ``[review] scorers`` is not set: the same deterministic set."""
 
 # --------------------------------------------------------------------------- value parsers
 
@@ -116,6 +122,20 @@ def env_flag(name: str) -> bool:
 def _str(value: Any, where: str) -> str:
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def _http_url(value: Any, where: str) -> str:
+    text = value.strip() if isinstance(value, str) else None
+    parts = urlsplit(text) if text else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{where} must be an http(s) URL, got {value!r}")
+    return str(text)
+
+
+def _secret(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where} must be a non-empty string")
     return value
 
 
@@ -287,9 +307,9 @@ def _judge(name: str, kind: str, parse: Callable[[Any, str], Any], doc: str, **k
 
 def _review(name: str, kind: str, parse: Callable[[Any, str], Any], doc: str, **kw: Any) -> Setting:
     env = kw.pop("env", f"AGENTLENS_REVIEW_{name.upper()}")
-    return Setting(
-        f"review.{name}", kind, None, doc, env=env, key=f"review.{name}", parse=parse, **kw
-    )
+    key = kw.pop("key", f"review.{name}")
+    default = kw.pop("default", None)
+    return Setting(f"review.{name}", kind, default, doc, env=env, key=key, parse=parse, **kw)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -439,8 +459,9 @@ SETTINGS: tuple[Setting, ...] = (
         "scorers",
         "list of scorer names",
         _names,
-        "The scorers review runs on a completed run (default: the deterministic set); per role "
-        "under [agents.ROLE.review]. See docs/review.md.",
+        "The scorers review runs on a completed run; per role under [agents.ROLE.review] "
+        "([review.md](review.md)).",
+        default=DEFAULT_REVIEW_SCORERS,
     ),
     _review(
         "judge",
@@ -449,42 +470,65 @@ SETTINGS: tuple[Setting, ...] = (
         "The judge review may use; without it review runs deterministic scorers only.",
         env=None,
     ),
-    _review("webhook", "http(s) URL", _str, "The URL flagged runs are POSTed to, signed."),
+    _review(
+        "webhook",
+        "http(s) URL",
+        _http_url,
+        "The URL flagged runs are POSTed to, signed. Set in a file while the secret comes from "
+        "elsewhere, only with AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK=1.",
+    ),
     _review(
         "webhook_secret",
         "str",
-        _str,
+        _secret,
         "The HMAC-SHA256 key of the webhook's X-Agentlens-Signature-256 header.",
+    ),
+    _review(
+        "allow_file_webhook",
+        "bool",
+        parse_bool,
+        "Let a webhook URL from the configuration file be sent payloads signed with a secret "
+        "from the environment or an argument (an explicit opt-in, as for a judge's base_url).",
+        key=None,
+        default=False,
     ),
     _review(
         "base_url",
         "http(s) URL",
-        _str,
+        _http_url,
         "The dashboard's base URL: callbacks and webhooks link to {base_url}/runs/{id}.",
     ),
     _review(
         "on_capture",
         "bool",
         parse_bool,
-        "Review captured runs in the background as agentlens.configure() writes them (default on).",
+        "Review captured runs in the background as agentlens.configure() writes them.",
         argument="configure(review=...)",
+        default=True,
     ),
     _review(
-        "webhook_attempts", "int", _number(int), "Attempts per delivery (default 6).", env=None
+        "webhook_attempts",
+        "int",
+        _number(int),
+        "Attempts per delivery before it is kept as failed.",
+        env=None,
+        default=6,
     ),
     _review(
         "webhook_backoff",
         "float",
         _number(float),
-        "Seconds before a delivery's first retry, doubled after each (default 2).",
+        "Seconds before a delivery's first retry, doubled after each.",
         env=None,
+        default=2.0,
     ),
     _review(
         "webhook_timeout",
         "float",
         _number(float),
-        "Seconds per delivery attempt (default 10).",
+        "Seconds per delivery attempt.",
         env=None,
+        default=10.0,
     ),
 )
 """Every setting: argument, environment variable, file key, type and default in one place."""
@@ -496,6 +540,46 @@ JUDGE_KEYS: tuple[str, ...] = tuple(
     s.name.removeprefix("judge.") for s in SETTINGS if s.name.startswith("judge.")
 )
 """The keys of a judge's configuration (the ``[judge]`` table and ``AGENTLENS_JUDGE_*``)."""
+
+
+def _defaults(prefix: str) -> dict[str, Any]:
+    """The defaults of the rows named ``prefix...``, by name without the prefix."""
+    return {
+        s.name.removeprefix(prefix): s.default
+        for s in SETTINGS
+        if s.name.startswith(prefix) and s.default is not None
+    }
+
+
+def settings_table() -> str:
+    """:data:`SETTINGS` as the Markdown table of docs/configuration.md (a test keeps the page
+    in sync: paste this when a row changes)."""
+
+    def shown(value: Any) -> str:
+        if value is None:
+            return "unset"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, tuple | list):
+            return ", ".join(value)
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    def code(text: str | None) -> str:
+        return f"`{text}`" if text else "-"
+
+    head = [
+        "| setting | argument | environment variable | file key | type | default | meaning |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows = [
+        f"| `{s.name}` | {s.argument or '-'} | {code(s.env)} | {code(s.key)} | {s.type} | "
+        f"{shown(s.default)} | {s.doc} |"
+        for s in SETTINGS
+    ]
+    return "\n".join([*head, *rows]) + "\n"
+
 
 _REFUSED_IN_FILE = {
     "judge.api_key": "a configuration file cannot hold a judge's key; set the backend's "
@@ -544,7 +628,7 @@ class Settings:
     agents: Mapping[str, AgentSettings] = field(default_factory=dict)
     judge: Mapping[str, Any] = field(default_factory=dict)
     """The judge configuration that was set (environment over ``[judge]``), without defaults."""
-    review: Mapping[str, Any] = field(default_factory=dict)
+    review: Mapping[str, Any] = field(default_factory=lambda: _defaults("review."))
     """The ``review.*`` settings that were set (argument, ``AGENTLENS_REVIEW_*``, ``[review]``),
     by key without the prefix; checked further by :func:`agentlens.review.review_settings`."""
     source: Path | None = None
@@ -575,10 +659,14 @@ class Settings:
         """Where setting ``name`` came from (``default`` when nothing set it)."""
         return self.origins.get(name, "default")
 
+    def from_file(self, name: str) -> bool:
+        """True when setting ``name`` came from the configuration file."""
+        origin = self.origins.get(name, "")
+        return self.source is not None and origin.startswith(f"{self.source}:")
+
     def judge_from_file(self, key: str) -> bool:
         """True when the judge setting ``key`` came from the configuration file."""
-        origin = self.origins.get(f"judge.{key}", "")
-        return self.source is not None and origin.startswith(f"{self.source}:")
+        return self.from_file(f"judge.{key}")
 
 
 def find_config_file(start: Path | None = None) -> Path | None:

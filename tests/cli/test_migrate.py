@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from store_factories_cli import scored_runs
 
+from agentlens.analytics import hallucination_rate
 from agentlens.cli._migrate import checkpoint_path, copy_store
+from agentlens.config import Settings
+from agentlens.errors import StoreError
+from agentlens.model import Finding, Score, ScoreResult, Trace
 from agentlens.store import open_store
+from agentlens.store._copy import COPY_TABLES
+from agentlens.store._protocol import Delivery
+from agentlens.store._server import StagedSpan
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def snapshot(store: Any) -> tuple[list[str], list[str], int]:
@@ -23,28 +34,72 @@ def snapshot(store: Any) -> tuple[list[str], list[str], int]:
     return runs, scores, store.count_runs()
 
 
-def test_sqlite_to_postgres_and_back_is_lossless(
+def every_table(store: Any) -> dict[str, Any]:
+    """Runs and scores, every other table row for row (sorted: PostgreSQL orders an id holding
+    NUL by its escaped text), and the rate they give."""
+    tables: dict[str, Any] = {
+        t.name: sorted(store.table_rows(t.name, limit=10**6), key=repr) for t in COPY_TABLES
+    }
+    tables["runs and scores"] = snapshot(store)
+    rate = hallucination_rate(store=store, settings=Settings(), since_hours=24 * 400, now=NOW)
+    tables["rate"] = rate.to_json()
+    return tables
+
+
+def fill(store: Any) -> None:
+    """Runs and scores, and something in every other table: runs reviewed and pending, a
+    verdict, content flags, webhook deliveries (pending and delivered), keys (one revoked),
+    staged spans of a built trace and of one still waiting."""
+    traces, scores = scored_runs(450)
+    linked = Trace(id="linked", started_at=NOW, output="see C-9", links={"blog_post": "123"})
+    flagged = ScoreResult(passed=False, value=1.0,
+                          findings=[Finding(failure_mode="fabricated_grounding", text="C-9")])  # fmt: skip
+    store.put_traces([*traces, linked])
+    store.put_scores(
+        [*scores, Score.of(flagged, run_id="linked", scorer="no_fabricated_refs", version="2")]
+    )
+    store.mark_reviewed(store.pending_review(limit=200), at=NOW)
+    store.put_verdict("run-00010", "false_positive", finding=1, note="in the CRM", at=NOW)
+    store.add_deliveries(
+        [Delivery(id=f"d{i}", run_id="linked", url="https://hooks.example/x", body="{}",
+                  created_at=NOW) for i in range(3)]
+    )  # fmt: skip
+    store.record_delivery("d1", ok=True, at=NOW)
+    store.record_delivery("d2", ok=False, error="HTTP 500", at=NOW)
+    store.create_api_key("k1", "alpha", b"\x00salt", b"\xffhash", 10, "ci")
+    store.create_api_key("k2", "beta", b"salt2", b"hash2", 20)
+    store.revoke_api_key("k1", 30)
+    store.stage_spans([StagedSpan("alpha", "t1", "a", True, '{"span_id": "a"}'),
+                       StagedSpan("alpha", "t2", "b", False, '{"span_id": "b"}')], 100)  # fmt: skip
+    _, upto = store.staged_spans("alpha", "t1")
+    store.commit_built_runs([("alpha", "t1", Trace(id="t1", project="alpha"), upto)], 200)
+
+
+def test_sqlite_to_postgres_and_back_copies_every_table(
     cli, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
     first = f"sqlite:///{tmp_path / 'first.db'}"
     back = f"sqlite:///{tmp_path / 'back.db'}"
     store = open_store(first)
-    traces, scores = scored_runs(450)
-    store.put_traces(traces)
-    store.put_scores(scores)
-    expected = snapshot(store)
+    fill(store)
+    expected = every_table(store)
     store.close()
+    assert all(expected[t.name] for t in COPY_TABLES)  # something in every table
 
     there = cli("migrate", "--from", first, "--to", pg_url)
     assert there.exit_code == 0, there.output
-    assert "copied 450 runs and 300 scores" in there.output
+    assert "copied 452 runs and 301 scores" in there.output
     again = cli("migrate", "--from", pg_url, "--to", back)
     assert again.exit_code == 0, again.output
     for url in (pg_url, back):
-        copy = open_store(url)
+        copy: Any = open_store(url)
         try:
-            assert snapshot(copy) == expected
+            assert every_table(copy) == expected
+            # the copy goes on working: a new span is numbered after the copied ones
+            copy.stage_spans([StagedSpan("alpha", "t2", "c", True, '{"span_id": "c"}')], 300)
+            docs, upto = copy.staged_spans("alpha", "t2")
+            assert len(docs) == 2 and upto > max(r[0] for r in expected["otlp_spans"])
         finally:
             copy.close()
     assert not list(tmp_path.glob(".agentlens-migrate-*"))
@@ -62,7 +117,7 @@ def test_an_interrupted_copy_resumes(
     target = open_store(pg_url)
     checkpoint = checkpoint_path(source_url, pg_url)
     try:
-        runs, _ = copy_store(source, target, checkpoint=checkpoint, batch_size=100, stop_after=200)
+        runs, *_ = copy_store(source, target, checkpoint=checkpoint, batch_size=100, stop_after=200)
         assert runs == 200 and target.count_runs() == 200
         assert checkpoint.exists()
         # another run arrives meanwhile, the newest
@@ -73,12 +128,42 @@ def test_an_interrupted_copy_resumes(
     seen: list[tuple[int, int]] = []
     source, target = open_store(source_url), open_store(pg_url)
     try:
-        runs, _ = copy_store(
+        runs, *_ = copy_store(
             source, target, checkpoint=checkpoint, progress=lambda d, t: seen.append((d, t))
         )
         assert runs == 301  # only what was not copied yet
         assert seen[0] == (200, 501) and seen[-1] == (501, 501)
         assert snapshot(target) == snapshot(source)
+        assert not checkpoint.exists()
+    finally:
+        target.close()
+        source.close()
+
+
+def test_an_interrupted_table_copy_resumes_at_its_table(tmp_path: Path) -> None:
+    a, b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    checkpoint = checkpoint_path(a, b, tmp_path)
+    source, target = open_store(a), open_store(b)
+    try:
+        fill(source)
+        real = target.put_table_rows
+
+        def failing(table: str, rows: Any) -> int:
+            if table == "review_verdicts":
+                raise StoreError("the disk is full")
+            return real(table, rows)
+
+        target.put_table_rows = failing  # type: ignore[attr-defined]
+        with pytest.raises(StoreError):
+            copy_store(source, target, checkpoint=checkpoint, batch_size=100)
+        assert json.loads(checkpoint.read_text())["table"] == "review_verdicts"
+        del target.put_table_rows
+        runs, scores, rows = copy_store(source, target, checkpoint=checkpoint, batch_size=100)
+        names = [t.name for t in COPY_TABLES]
+        rest = names[names.index("review_verdicts") :]
+        assert (runs, scores) == (0, 0)  # the runs were copied before the interruption
+        assert rows == sum(len(source.table_rows(n, limit=10**6)) for n in rest)
+        assert every_table(target) == every_table(source)
         assert not checkpoint.exists()
     finally:
         target.close()

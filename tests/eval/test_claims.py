@@ -84,6 +84,18 @@ def test_non_claims_are_skipped() -> None:
     assert texts("Feel free to reach out.") == []
 
 
+def test_a_trailing_one_letter_fragment_is_no_claim_of_its_own() -> None:
+    answer = "The office is at 5th Ave. N."
+    assert [c.text for c in extract_claims(answer)] == [answer]
+    # near misses: a one-letter word inside a sentence, a two-letter sentence, and a letter on
+    # a line of its own (a list item)
+    assert [c.text for c in extract_claims("The winner was Team B. It won twice.")] == [
+        "The winner was Team B. It won twice."
+    ]
+    assert [c.text for c in extract_claims("It is at 5th Ave. NW.")] == ["It is at 5th Ave.", "NW."]
+    assert [c.text for c in extract_claims("Pick one:\n- It is plan A.\n- B")][-1] == "B"
+
+
 def test_sentence_indices_group_clauses() -> None:
     claims = extract_claims("A was approved; B was denied. C shipped.")
     assert [c.sentence for c in claims] == [0, 0, 1]

@@ -54,7 +54,7 @@ def receiver() -> Iterator[Receiver]:
             rec = box[0]
             length = int(self.headers.get("Content-Length", "0"))
             body = self.rfile.read(length)
-            entry = {"headers": dict(self.headers.items()), "body": body}
+            entry = {"path": self.path, "headers": dict(self.headers.items()), "body": body}
             if rec.hang_s:
                 threading.Event().wait(rec.hang_s)
             with rec.lock:

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from review_factories import Receiver
@@ -169,3 +170,86 @@ webhook_timeout = 5
         assert _wait(lambda: store.count_runs(RunFilter(flagged=True)) == 20, timeout=60)
     finally:
         store.close()
+
+
+_IMPLICIT_AGENT = """
+import json, sys, threading, time
+import agentlens
+from agentlens.store import open_store
+
+@agentlens.tool
+def get_order(order_id):
+    return {"order": order_id, "ships": "2026-03-04"}
+
+started = time.monotonic()
+with agentlens.run(agent="support", input="where is ORD-1234?", links={"blog_post": "123"}) as run:
+    order = get_order("ORD-1234")
+    run.output = "Your order ORD-9999 ships on " + order["ships"] + "."
+exit_s = time.monotonic() - started
+store = open_store(sys.argv[1])
+flags = None
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:  # poll: the review happens in the background
+    if store.count_runs() and not store.pending_review():
+        flags = store.get_flags(run.id)
+        break
+    time.sleep(0.05)
+agentlens.flush(10)
+from agentlens.review import content_flags
+post = content_flags("blog_post", "123", db=store)
+print(json.dumps({
+    "exit_s": exit_s,
+    "stored": store.count_runs(),
+    "pending": len(store.pending_review()),
+    "flagged": flags is not None and flags.hallucination_detected,
+    "reason": flags.reason if flags is not None else None,
+    "post_flagged": post.hallucination_suspected,
+    "threads": sorted(t.name for t in threading.enumerate()),
+}))
+"""
+
+
+def _implicit_run(tmp_path: Path, config: str, wait_s: float) -> tuple[dict[str, Any], str]:
+    """Run the agent above in a new interpreter with only AGENTLENS_DB (and an explicit, possibly
+    empty, configuration file) set; return what it printed and its stderr."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "agentlens.toml").write_text(config, encoding="utf-8")
+    url = f"sqlite:///{tmp_path / 'implicit.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLENS_")}
+    env |= {
+        "AGENTLENS_DB": url,
+        "AGENTLENS_CONFIG": str(tmp_path / "agentlens.toml"),
+        "PYTHONPATH": str(Path(agentlens.__file__).parents[1]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", _IMPLICIT_AGENT, url, str(wait_s)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=wait_s + 120,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+def test_with_only_agentlens_db_set_runs_are_reviewed_in_the_background(tmp_path: Path) -> None:
+    got, _ = _implicit_run(tmp_path, "", wait_s=60.0)
+    assert got["stored"] == 1 and got["pending"] == 0
+    assert got["flagged"] is True
+    assert got["reason"] == "fabricated_grounding: ORD-9999 is not in the evidence"
+    assert got["post_flagged"] is True
+    assert "agentlens-reviewer" in got["threads"]  # reviewed off the agent's thread
+    assert got["exit_s"] < 2.0  # generous: the block's exit only queues the run
+
+
+def test_with_only_agentlens_db_bad_review_settings_never_reach_the_agent(
+    tmp_path: Path,
+) -> None:
+    got, stderr = _implicit_run(tmp_path, '[review]\nscorers = ["nope"]\n', wait_s=3.0)
+    assert got["stored"] == 1 and got["pending"] == 1  # stored, left pending for later
+    assert got["flagged"] is False and "agentlens-reviewer" not in got["threads"]
+    assert "review on capture is off" in stderr and "review.scorers" in stderr

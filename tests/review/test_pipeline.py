@@ -186,3 +186,70 @@ def test_an_unreadable_run_does_not_block_the_queue(
     flags = store.get_flags("r2")
     assert flags is not None and flags.hallucination_detected
     assert "unreadable" in caplog.text
+
+
+def test_reviewer_flush_says_whether_the_review_succeeded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from agentlens.review import Reviewer
+    from agentlens.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'flush.db'}"
+    closed = open_store(url)
+    closed.put_traces([fabricated("r1")])
+    closed.close()  # every read of it now fails: the review round fails
+    failing = Reviewer(closed, settings=Settings(), interval=60.0)
+    try:
+        assert failing.flush(20.0) is False
+    finally:
+        failing.shutdown(5.0)
+    assert "review failed" in caplog.text
+    live = open_store(url)
+    working = Reviewer(live, settings=Settings(), interval=60.0)
+    try:
+        assert working.flush(30.0) is True
+        assert live.pending_review() == []
+    finally:
+        working.shutdown(5.0)
+        live.close()
+    assert working.flush(1.0) is False  # shut down
+
+
+def test_a_file_cannot_send_an_environment_secret_to_its_own_webhook(
+    settings_from: Callable[[str], Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = '[review]\nwebhook = "https://hooks.example/from-file"\n'
+    assert review_settings(settings_from(hook)).webhook == "https://hooks.example/from-file"
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK_SECRET", "users-secret")
+    with pytest.raises(ConfigError, match=r"agentlens\.toml: review\.webhook: a webhook set in a"):
+        review_settings(settings_from(hook))
+    monkeypatch.setenv("AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK", "1")  # the explicit opt-in
+    assert review_settings(settings_from(hook)).webhook_secret == "users-secret"
+    monkeypatch.delenv("AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK")
+    monkeypatch.setenv("AGENTLENS_REVIEW_WEBHOOK", "https://hooks.example/mine")
+    review = review_settings(settings_from(hook))  # the environment's URL and secret together
+    assert (review.webhook, review.webhook_secret) == ("https://hooks.example/mine", "users-secret")
+    monkeypatch.delenv("AGENTLENS_REVIEW_WEBHOOK")
+    monkeypatch.delenv("AGENTLENS_REVIEW_WEBHOOK_SECRET")
+    own = review_settings(settings_from(hook + 'webhook_secret = "the-files-own"\n'))
+    assert own.webhook_secret == "the-files-own"  # the file's secret with the file's URL
+
+
+def test_review_rows_are_checked_when_the_settings_load(
+    settings_from: Callable[[str], Settings],
+) -> None:
+    with pytest.raises(ConfigError, match=r"agentlens\.toml: review\.webhook must be an http"):
+        settings_from('[review]\nwebhook = "ftp://x"\n')
+    with pytest.raises(ConfigError, match=r"review\.webhook_secret must be a non-empty string"):
+        settings_from('[review]\nwebhook_secret = ""\n')
+    with pytest.raises(ConfigError, match=r"review: unknown key 'allow_file_webhook'"):
+        settings_from("[review]\nallow_file_webhook = true\n")  # a file cannot opt itself in
+    defaults = settings_from("").review  # every review row with its default, in one place
+    assert defaults["on_capture"] is True and defaults["webhook_attempts"] == 6
+    assert review_settings(settings_from("")).scorers == (
+        "no_fabricated_refs",
+        "parametric_leakage",
+        "repeated_tool_calls",
+        "excessive_steps",
+        "no_progress",
+    )

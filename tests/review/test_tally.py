@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from review_factories import fabricated
 
 from agentlens.analytics import Outcome, worst_outcome
 from agentlens.config import Settings
-from agentlens.model import Verdict, worst_verdict
+from agentlens.model import Trace, Verdict, worst_verdict
 from agentlens.review import score_finished
 from agentlens.store import TraceStore
 
@@ -95,3 +97,57 @@ def test_every_roll_up_of_verdicts_follows_the_one_order(monkeypatch: pytest.Mon
     outcome, _ = classify_run([ScoreFacts(str(s.verdict), frozenset()) for s in scores])
     assert outcome is Outcome.ERROR
     assert verdict_summary(scores)[0] is Verdict.ERROR
+
+
+def test_missing_only_scores_what_the_store_has_no_result_of(store: TraceStore) -> None:
+    store.put_traces([fabricated("r1"), fabricated("r2", agent="writer")])
+    first = score_finished(
+        [fabricated("r1")], scorers=["no_fabricated_refs"], settings=SETTINGS, store=store
+    )
+    assert [s.scorer for s in first.runs[0].scores] == ["no_fabricated_refs"]
+
+    def per_role(agent: str | None) -> list[str]:
+        return ["no_fabricated_refs", "excessive_steps"] if agent == "support" else ["no_progress"]
+
+    again = score_finished(
+        [fabricated("r1"), fabricated("r2", agent="writer")],
+        scorers=per_role,
+        settings=SETTINGS,
+        store=store,
+        missing_only=True,
+    )
+    assert [[s.scorer for s in r.scores] for r in again.runs] == [
+        ["excessive_steps"],  # no_fabricated_refs is stored at its version already
+        ["no_progress"],  # the writer role's own scorers
+    ]
+    stored = sorted((s.run_id, s.scorer) for r in ("r1", "r2") for s in store.get_scores(r))
+    assert stored == [
+        ("r1", "excessive_steps"),
+        ("r1", "no_fabricated_refs"),
+        ("r2", "no_progress"),
+    ]
+    nothing = score_finished(
+        [fabricated("r1")], scorers=per_role, settings=SETTINGS, store=store, missing_only=True
+    )
+    assert nothing.runs[0].scores == [] and nothing.runs[0].outcome is Outcome.UNSCORED
+
+
+def test_review_scores_through_score_finished(
+    store: TraceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The review pipeline has no scoring loop of its own: it is score_finished's."""
+    from agentlens.review import _pipeline, review_pending
+
+    calls: list[list[str]] = []
+
+    def spy(traces: list[Trace], **kwargs: Any) -> Any:
+        calls.append([t.id for t in traces])
+        assert kwargs["missing_only"] is True and kwargs["store"] is store
+        return score_finished(traces, **kwargs)
+
+    monkeypatch.setattr(_pipeline, "score_finished", spy)
+    store.put_traces([fabricated("r1"), fabricated("r2", order="ORD-1234")])
+    assert review_pending(store, settings=SETTINGS) == 2
+    assert calls == [["r1", "r2"]]
+    flags = store.get_flags("r1")
+    assert flags is not None and flags.hallucination_detected

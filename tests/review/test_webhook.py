@@ -115,3 +115,19 @@ def test_an_unreachable_receiver_is_retried_not_raised(
     assert review_pending(store, settings=settings) == 1
     (pending,) = store.list_deliveries()
     assert pending.status == "pending" and pending.attempts == 1 and pending.last_error
+
+
+def test_the_secret_signs_only_deliveries_to_its_own_webhook(
+    store: TraceStore, receiver: Receiver, settings_from: Callable[[str], Settings]
+) -> None:
+    """A delivery stored for another URL (an earlier configuration) is sent unsigned."""
+    earlier = receiver.url + "-earlier"  # the same loopback receiver, another path
+    store.put_traces([fabricated("r1")])
+    review_pending(store, settings=settings_from(_config(earlier)), deliver=False)
+    store.put_traces([fabricated("r2")])
+    review_pending(store, settings=settings_from(_config(receiver.url)))
+    by_path = {r["path"]: r["headers"] for r in receiver.accepted}
+    assert set(by_path) == {"/hook-earlier", "/hook"}
+    assert SIGNATURE_HEADER not in by_path["/hook-earlier"]
+    (signed,) = [r for r in receiver.accepted if r["path"] == "/hook"]
+    assert verify_signature(signed["body"], SECRET, signed["headers"][SIGNATURE_HEADER])

@@ -1,4 +1,5 @@
-"""Fixtures for the server tests: an app over a SQLite file, called in-process through httpx."""
+"""Fixtures for the server tests: an app over a SQLite file and over PostgreSQL, called in-process
+through httpx."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from _server_api import Api
 from agentlens.server import create_app
 
 
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'server.db'}"
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The server's store: a SQLite file, and a PostgreSQL schema of the test's own
+    (``pg_url``: skipped, or failed under ``AGENTLENS_TEST_POSTGRES=1``, without a server)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'server.db'}"
+    return str(request.getfixturevalue("pg_url"))
 
 
 @pytest.fixture

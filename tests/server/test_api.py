@@ -194,3 +194,18 @@ def test_every_error_has_the_one_shape(api: Api) -> None:
 @pytest.mark.parametrize("since", ["7d", "36h", "2026-11-01T00:00:00Z", "all"])
 def test_rate_windows(api: Api, since: str) -> None:
     assert api.get("/api/rate", params={"since": since}).status_code == 200
+
+
+@pytest.mark.parametrize("since", ["3000000d", "0d", "7 parsecs"])
+def test_a_window_parameter_is_read_as_the_cli_reads_since(api: Api, since: str) -> None:
+    """``since``/``until`` go through the one parser of the CLI's ``--since``: the same
+    values are refused, with the same reason."""
+    from agentlens.errors import ConfigError
+    from agentlens.model._time import parse_since
+
+    with pytest.raises(ConfigError) as refused:
+        parse_since(since, "since", datetime.now(UTC))
+    r = api.get("/api/runs", params={"since": since})
+    assert r.status_code == 400
+    assert str(refused.value) in r.text
+    assert api.get("/api/runs", params={"since": "1h30m", "until": "2 m"}).status_code == 200

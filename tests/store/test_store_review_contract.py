@@ -246,6 +246,9 @@ def test_verdicts_survive_rescoring_while_the_finding_is_there(store: TraceStore
     assert store.verdict_counts() == [
         store.verdict_counts()[0].__class__("no_fabricated_refs", "fabricated_grounding", 0, 1)
     ]
+    run_project = store.get_trace("r00001").project
+    assert store.verdict_counts(project=run_project) == store.verdict_counts()
+    assert store.verdict_counts(project=run_project + "-other") == []
     # a new scorer version reports the same finding: the verdict still holds
     store.put_scores([scored("r00001", version="2", at=t + timedelta(hours=1))])
     assert store.get_verdicts("r00001")[0].live

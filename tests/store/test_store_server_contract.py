@@ -5,18 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from agentlens.model import Trace
 from agentlens.store._server import StagedSpan
-
-
-@pytest.fixture(autouse=True)
-def _not_on_postgres_yet(backend: str) -> None:
-    # The server's tables (api_keys, otlp_spans, otlp_traces) are not mirrored in the PostgreSQL
-    # store yet (docs/postgres.md, "Not built").
-    if backend == "postgres":
-        pytest.skip("server tables are not mirrored in PostgreSQL yet")
 
 
 def span(trace: str, span_id: str, *, root_ended: bool = False, project: str = "p") -> StagedSpan:

@@ -2,7 +2,9 @@
 
 Resolution follows the house rule: an argument to :func:`configure`, then the environment
 (``AGENTLENS_DB``, ``AGENTLENS_DISABLED``), then nothing: with no ``configure()`` call and no
-``AGENTLENS_DB``, capture is a no-op (like OpenTelemetry's no-op tracer provider).
+``AGENTLENS_DB``, capture is a no-op (like OpenTelemetry's no-op tracer provider). With only
+``AGENTLENS_DB``, runs go to the exporter the top level registered in :mod:`agentlens._implicit`
+(it stores them and reviews them in the background, as ``agentlens.configure()`` does).
 
 The resolved configuration is one immutable :class:`Pipeline`; a :class:`~agentlens.capture.Run`
 keeps the one that was current when it was created, so its clock, ids and processor do not
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentlens import _implicit
 from agentlens._ids import new_id
 from agentlens.capture._export import Exporter, StoreExporter
 from agentlens.capture._processor import (
@@ -85,13 +88,28 @@ def _resolve_default() -> Pipeline:
                 pipeline = Pipeline(enabled=False)
             else:
                 store_url = parse_store_url(url, "AGENTLENS_DB")
-                pipeline = Pipeline(enabled=True, processor=_batch(StoreExporter(store_url)))
+                pipeline = Pipeline(enabled=True, processor=_batch(_implicit_exporter(store_url)))
                 _register_atexit()
         except Exception as exc:  # never raise into the agent
             logger.warning("agentlens: capture disabled, bad environment: %s", exc)
             pipeline = Pipeline(enabled=False)
         _pipeline = pipeline
         return pipeline
+
+
+def _implicit_exporter(url: str) -> Exporter:
+    """The exporter of the implicit configuration: the one the top level registered (it reviews
+    what it stores, see :mod:`agentlens._implicit`), or a plain :class:`StoreExporter`."""
+    factory = _implicit.store_exporter()
+    if factory is not None:
+        try:
+            exporter = factory(url)
+            if isinstance(exporter, Exporter):
+                return exporter
+            logger.warning("agentlens: the implicit exporter is not an Exporter; storing only")
+        except Exception as exc:  # never raise into the agent: store the runs, unreviewed
+            logger.warning("agentlens: review on capture is off: %s: %s", type(exc).__name__, exc)
+    return StoreExporter(url)
 
 
 def _batch(

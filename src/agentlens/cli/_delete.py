@@ -6,14 +6,22 @@ from typing import Annotated
 
 import typer
 
-from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import AgentOpt, FromOpt, SinceOpt, ToOpt, time_window, user_errors
+from agentlens.cli._app import app, err_console, fail, out_console
+from agentlens.cli._util import (
+    AgentOpt,
+    FromOpt,
+    SinceOpt,
+    ToOpt,
+    command,
+    command_store,
+    time_window,
+)
 from agentlens.store import RunFilter
 
 __all__ = ["delete"]
 
 
-@app.command()
+@command(app)
 def delete(
     run_ids: Annotated[
         list[str] | None,
@@ -44,30 +52,24 @@ def delete(
             "name the runs to delete: agentlens delete RUN_ID..., or select them with "
             "--agent, --since, --from or --to"
         )
-    with user_errors():
-        lower, upper = time_window(since, start, end)
-        store = state.open_store()
-        try:
-            if run_ids:
-                wanted = list(dict.fromkeys(run_ids))
-                found = {r.id for r in store.list_runs(RunFilter(run_ids=wanted))}
-                missing = [r for r in wanted if r not in found]
-                deleted = store.delete_runs([r for r in wanted if r in found])
-            else:
-                where = RunFilter(start=lower, end=upper, agent=agent)
-                ids = [r.id for r in store.list_runs(where, newest_first=False)]
-                missing = []
-                if not ids:
-                    out_console.print("no runs match; nothing deleted", markup=False)
-                    return
-                if not yes and not _confirm(len(ids), agent, since, start, end):
-                    err_console.print(
-                        "\nnothing deleted (--yes deletes without asking)", markup=False
-                    )
-                    raise typer.Exit(1)
-                deleted = store.delete_runs(ids)
-        finally:
-            store.close()
+    window = time_window(since, start, end)
+    with command_store() as store:
+        if run_ids:
+            wanted = list(dict.fromkeys(run_ids))
+            found = {r.id for r in store.list_runs(RunFilter(run_ids=wanted))}
+            missing = [r for r in wanted if r not in found]
+            deleted = store.delete_runs([r for r in wanted if r in found])
+        else:
+            where = RunFilter(start=window.start, end=window.end, agent=agent)
+            ids = [r.id for r in store.list_runs(where, newest_first=False)]
+            missing = []
+            if not ids:
+                out_console.print("no runs match; nothing deleted", markup=False)
+                return
+            if not yes and not _confirm(len(ids), agent, since, start, end):
+                err_console.print("\nnothing deleted (--yes deletes without asking)", markup=False)
+                raise typer.Exit(1)
+            deleted = store.delete_runs(ids)
     out_console.print(
         f"deleted {deleted:,} run{'' if deleted == 1 else 's'} and {'its' if deleted == 1 else 'their'} scores",
         markup=False,

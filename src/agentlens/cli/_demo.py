@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import user_errors
+from agentlens.cli._util import command, command_store
 
 __all__ = ["DEMO_AGENT", "demo"]
 
@@ -220,16 +220,19 @@ def _tools() -> dict[str, Callable[..., Any]]:
     }
 
 
-@app.command()
+@command(app)
 def demo() -> None:
     """Record a few realistic agent runs, check them against their evidence, show the rate."""
+    settings = state.settings()
+    url = settings.store_url
+    with command_store() as store:  # opened first: a bad --db fails early, with a clear message
+        _record_and_report(store, url, settings)
+
+
+def _record_and_report(store: Any, url: str, settings: Any) -> None:
     import agentlens
     from agentlens.capture import configure, flush, stats
 
-    with user_errors():
-        settings = state.settings()
-        url = settings.store_url
-        store = state.open_store()  # fail early, with a clear message, on a bad --db
     before = stats()
     configure(db=url, enabled=True)  # the demo records even with AGENTLENS_DISABLED set
     tools = _tools()
@@ -255,14 +258,8 @@ def demo() -> None:
     flushed = flush(timeout=30)
     after = stats()
     if not flushed or after.failed > before.failed or after.dropped > before.dropped:
-        store.close()
         raise fail(f"the demo runs could not be written to {url} (see the log for why)")
-
-    try:
-        with user_errors():
-            _score_and_report(store, run_ids, settings)
-    finally:
-        store.close()
+    _score_and_report(store, run_ids, settings)
 
 
 def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
@@ -333,12 +330,12 @@ def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
     db_flag = f"--db {state.db} " if state.db else ""
     out_console.print()
     out_console.print(Text("next:", style="bold"))
-    for command, what in (
+    for example, what in (
         (f"agentlens {db_flag}runs", "list the stored runs and their verdicts"),
         (f"agentlens {db_flag}show {run_ids[1]}", "one run: steps, answer, findings in place"),
         (f"agentlens {db_flag}score --since 1d", "score runs again (e.g. after changing config)"),
         (f"agentlens {db_flag}rate --since 1d", "the hallucination rate with error bars"),
     ):
-        line = Text(f"  {command}", style="cyan")
+        line = Text(f"  {example}", style="cyan")
         line.append(f"   # {what}", style="dim")
         out_console.print(line)

@@ -28,9 +28,10 @@ from agentlens.cli._util import (
     FromOpt,
     SinceOpt,
     ToOpt,
+    command,
+    command_store,
     report_unreadable,
     time_window,
-    user_errors,
 )
 from agentlens.errors import FormatError, UnreadableRunError
 from agentlens.model import Trace
@@ -60,7 +61,7 @@ class _Tally:
     """The format the file was read as (None when it could not be told)."""
 
 
-@app.command("import")
+@command(app, "import")
 def import_(
     files: Annotated[
         list[str],
@@ -114,58 +115,53 @@ def import_(
     Without --format, each file's format is told from its content and named in the output;
     a file that fits no format is refused. The import ends with a summary per format.
     """
-    with user_errors():
-        from agentlens.ingest import get_reader
+    from agentlens.ingest import get_reader
 
-        if format is not None and format != "trace":
-            get_reader(format)  # an unknown format fails before anything is opened
-        review = None if no_review else _review_config()
-        store = state.open_store()
-        tallies: list[tuple[str, _Tally]] = []
-        try:
-            for name in files:
-                tally = _Tally()
-                tallies.append((name, tally))
-                try:
-                    fmt = _format_of(name, format)
-                    tally.format = fmt
-                    if per_prompt and fmt != "claude-code":
-                        raise FormatError(
-                            f"--per-prompt applies to claude-code sessions; this file is {fmt}",
-                            source=name,
-                        )
-                    reader = None if fmt == "trace" else get_reader(fmt)
-                    if per_prompt and reader is not None:
-                        reader = functools.partial(reader, per_prompt=True)  # type: ignore[call-arg]
-                    records = (
-                        _trace_records(name, tally, skip_invalid)
-                        if reader is None
-                        else _foreign_records(reader, name, tally)
+    if format is not None and format != "trace":
+        get_reader(format)  # an unknown format fails before anything is opened
+    review = None if no_review else _review_config()
+    tallies: list[tuple[str, _Tally]] = []
+    with command_store() as store:
+        for name in files:
+            tally = _Tally()
+            tallies.append((name, tally))
+            try:
+                fmt = _format_of(name, format)
+                tally.format = fmt
+                if per_prompt and fmt != "claude-code":
+                    raise FormatError(
+                        f"--per-prompt applies to claude-code sessions; this file is {fmt}",
+                        source=name,
                     )
-                    with _fewer_gc_pauses():
-                        store.put_traces(_counted(records, tally))
-                except FormatError as exc:
-                    if not skip_invalid:
-                        raise fail(f"{exc}; nothing was imported from this file") from None
-                    # a converter failed, or the format could not be told: the file is skipped
-                    tallies[-1] = (name, _Tally(rejected=exc, format=tally.format))
-                    tally = tallies[-1][1]
-                _report(name, tally, detected=format is None)
-            if review is not None and any(t.runs for _, t in tallies):
-                _review_imported(store, *review)
-        finally:
-            store.close()
-        _print_summary(tallies)
+                reader = None if fmt == "trace" else get_reader(fmt)
+                if per_prompt and reader is not None:
+                    reader = functools.partial(reader, per_prompt=True)  # type: ignore[call-arg]
+                records = (
+                    _trace_records(name, tally, skip_invalid)
+                    if reader is None
+                    else _foreign_records(reader, name, tally)
+                )
+                with _fewer_gc_pauses():
+                    store.put_traces(_counted(records, tally))
+            except FormatError as exc:
+                if not skip_invalid:
+                    raise fail(f"{exc}; nothing was imported from this file") from None
+                # a converter failed, or the format could not be told: the file is skipped
+                tallies[-1] = (name, _Tally(rejected=exc, format=tally.format))
+                tally = tallies[-1][1]
+            _report(name, tally, detected=format is None)
+        if review is not None and any(t.runs for _, t in tallies):
+            _review_imported(store, *review)
+    _print_summary(tallies)
     if any(t.skipped or t.stopped or t.rejected for _, t in tallies):
         raise typer.Exit(1)
 
 
 def _review_config() -> tuple[Any, Any]:
     """The settings review needs, checked before anything is imported."""
-    from agentlens.config import load_settings
     from agentlens.review import review_settings
 
-    settings = load_settings(db=state.db)
+    settings = state.settings()
     return settings, review_settings(settings)
 
 
@@ -355,7 +351,7 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
-@app.command()
+@command(app)
 def export(
     out: Annotated[
         Path | None,
@@ -378,28 +374,24 @@ def export(
     from agentlens.ingest.trace_file import write, write_file
     from agentlens.store import RunFilter
 
-    with user_errors():
-        lower, upper = time_window(since, start, end)
-        where = RunFilter(start=lower, end=upper, agent=agent)
-        store = state.open_store(read_only=True)
-        try:
-            if limit is not None:
-                # The N most recent runs, still written oldest first.
-                ids = [r.id for r in store.list_runs(where, limit=limit, newest_first=True)]
-                where = RunFilter(run_ids=ids)
-            unreadable: list[UnreadableRunError] = []
-            traces: Iterator[Trace] = (
-                iter(())
-                if where.run_ids is not None and not where.run_ids
-                else store.query_traces(where, newest_first=False, on_unreadable=unreadable.append)
-            )
-            if out is None:
-                count = write(traces, sys.stdout)
-                sys.stdout.flush()
-            else:
-                count = write_file(traces, out)
-        finally:
-            store.close()
+    window = time_window(since, start, end)
+    where = RunFilter(start=window.start, end=window.end, agent=agent)
+    with command_store(read_only=True) as store:
+        if limit is not None:
+            # The N most recent runs, still written oldest first.
+            ids = [r.id for r in store.list_runs(where, limit=limit, newest_first=True)]
+            where = RunFilter(run_ids=ids)
+        unreadable: list[UnreadableRunError] = []
+        traces: Iterator[Trace] = (
+            iter(())
+            if where.run_ids is not None and not where.run_ids
+            else store.query_traces(where, newest_first=False, on_unreadable=unreadable.append)
+        )
+        if out is None:
+            count = write(traces, sys.stdout)
+            sys.stdout.flush()
+        else:
+            count = write_file(traces, out)
     target = "stdout" if out is None else str(out)
     err_console.print(f"exported {_plural(count, 'run')} to {target}", markup=False)
     if unreadable:

@@ -1,13 +1,18 @@
 """``agentlens migrate --from URL --to URL``: copy a store into another, losslessly and resumably.
 
 What is copied: every run (its stored JSON, so it reads back equal) and every score of it (all
-scorers, all versions); the destination's rollups, flags and indexes follow from its own write
-paths. Runs go oldest first in batches, each batch one transaction of the destination (runs, then
-their scores). After each batch the position (the last run copied, in the store order) is written
-to a checkpoint file beside the working directory (``.agentlens-migrate-<hash>.json``, one per
-pair of URLs); run the same command again after an interruption and it goes on from there. The
-checkpoint is removed once the copy is complete. Copying again over a complete copy changes
-nothing: a run identical to the stored one is left as it is, with its scores.
+scorers, all versions); then, row for row, every other table
+(:data:`agentlens.store._copy.COPY_TABLES`): the review state of each run (reviewed or pending,
+its flags), the runs' failure modes, content flags, human verdicts, webhook deliveries, API keys,
+and the server's staged OTLP spans. The destination's rate rollups and indexes follow from its
+own write paths. Runs go oldest first in batches, each batch one transaction of the destination
+(runs, then their scores); the other tables go in key order, a batch per transaction, as upserts.
+After each batch the position (the last run copied, in the store order; then the table and the
+last key copied) is written to a checkpoint file in the working directory
+(``.agentlens-migrate-<hash>.json``, one per pair of URLs); run the same command again after an
+interruption and it goes on from there. The checkpoint is removed once the copy is complete.
+Copying again over a complete copy changes nothing: a run identical to the stored one is left as
+it is, with its scores, and a row copied again replaces itself.
 """
 
 from __future__ import annotations
@@ -16,14 +21,14 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from agentlens.cli._app import app, err_console, out_console
-from agentlens.cli._util import user_errors
+from agentlens.cli._util import command
 
 __all__ = ["copy_store", "migrate"]
 
@@ -44,26 +49,58 @@ def copy_store(
     progress: Any = None,
     batch_size: int = _BATCH,
     stop_after: int | None = None,
-) -> tuple[int, int]:
-    """Copy every run and score of ``source`` into ``target``; return ``(runs, scores)`` copied.
+) -> tuple[int, int, int]:
+    """Copy every run, score and other table of ``source`` into ``target``; return ``(runs,
+    scores, rows)`` copied (``rows``: of the other tables).
 
     ``checkpoint``: where the position is kept, and resumed from when it exists: the number of
-    runs already copied in the source's order (oldest first) and the id of the last one; when
-    the source no longer has that run at that place, the copy starts over (safe: copying a run
-    again changes nothing). ``progress``: called with ``(done, total)`` after each batch.
-    ``stop_after``: stop after about that many runs (to test resuming).
+    runs already copied in the source's order (oldest first) and the id of the last one, then
+    the table being copied and its last key; when the source no longer has that run at that
+    place, the copy starts over (safe: copying a run again changes nothing). ``progress``:
+    called with ``(done, total)`` runs after each batch of runs. ``stop_after``: stop after
+    about that many runs (to test resuming).
     """
+    saved = _load(checkpoint)
+    skip, last_id = int(saved.get("done", 0)), saved.get("last")
+    if saved.get("table") is None and skip and not _still_at(source, skip, last_id):
+        saved, skip, last_id = {}, 0, None
+
+    def save(**position: Any) -> None:
+        saved.update(position)
+        if checkpoint is not None:
+            tmp = checkpoint.with_suffix(".tmp")
+            tmp.write_text(json.dumps(saved))
+            os.replace(tmp, checkpoint)
+
+    runs = scores = 0
+    if saved.get("table") is None:
+        runs, scores = _copy_runs(source, target, skip, save, progress, batch_size, stop_after)
+        if stop_after is not None and runs >= stop_after:
+            return runs, scores, 0
+    rows = _copy_tables(source, target, saved, save, batch_size)
+    if checkpoint is not None and checkpoint.exists():
+        checkpoint.unlink()
+    return runs, scores, rows
+
+
+def _load(checkpoint: Path | None) -> dict[str, Any]:
+    if checkpoint is None or not checkpoint.exists():
+        return {}
+    try:
+        saved = json.loads(checkpoint.read_text())
+        int(saved["done"])
+        return saved if isinstance(saved, dict) else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def _copy_runs(
+    source: Any, target: Any, skip: int, save: Any, progress: Any, batch_size: int,
+    stop_after: int | None = None,
+) -> tuple[int, int]:  # fmt: skip
+    """The runs after the first ``skip`` (oldest first), with their scores."""
     from agentlens.store import RunFilter
 
-    skip, last_id = 0, None
-    if checkpoint is not None and checkpoint.exists():
-        try:
-            saved = json.loads(checkpoint.read_text())
-            skip, last_id = int(saved["done"]), str(saved["last"])
-        except (ValueError, KeyError, TypeError):
-            skip, last_id = 0, None
-    if skip and not _still_at(source, skip, last_id):
-        skip, last_id = 0, None
     total = source.count_runs()
     done, runs, scores = skip, 0, 0
     batch: list[str] = []
@@ -78,10 +115,7 @@ def copy_store(
         runs += len(traces)
         scores += len(found)
         done += len(batch)
-        if checkpoint is not None:
-            tmp = checkpoint.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"done": done, "last": batch[-1]}))
-            os.replace(tmp, checkpoint)
+        save(done=done, last=batch[-1])
         batch = []
         if progress is not None:
             progress(done, total)
@@ -100,9 +134,31 @@ def copy_store(
                 return runs, scores
     if batch:
         flush()
-    if checkpoint is not None and checkpoint.exists():
-        checkpoint.unlink()
     return runs, scores
+
+
+def _copy_tables(
+    source: Any, target: Any, saved: dict[str, Any], save: Any, batch_size: int
+) -> int:
+    """Every table of :data:`COPY_TABLES`, from the one (and the key) ``saved`` names on."""
+    from agentlens.store._copy import COPY_TABLES
+
+    names = [t.name for t in COPY_TABLES]
+    start = names.index(saved["table"]) if saved.get("table") in names else 0
+    after = saved.get("after") if saved.get("table") in names else None
+    copied = 0
+    for spec in COPY_TABLES[start:]:
+        save(table=spec.name, after=after)
+        while True:
+            rows = source.table_rows(spec.name, after=after, limit=batch_size)
+            if not rows:
+                break
+            target.put_table_rows(spec.name, rows)
+            copied += len(rows)
+            after = [rows[-1][spec.columns.index(k)] for k in spec.key]
+            save(table=spec.name, after=after)
+        after = None
+    return copied
 
 
 def _still_at(source: Any, position: int, run_id: str | None) -> bool:
@@ -143,7 +199,7 @@ def _bar(enabled: bool) -> Iterator[Any]:
         yield update
 
 
-@app.command()
+@command(app)
 def migrate(
     source: Annotated[
         str,
@@ -159,7 +215,8 @@ def migrate(
     ],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Copy every run and score from one store into another (SQLite to PostgreSQL and back).
+    """Copy a store into another (SQLite to PostgreSQL and back): runs, scores, review state,
+    verdicts, webhook deliveries, content flags, API keys, staged spans.
 
     Lossless: each run reads back equal from the copy. Resumable: run the same command again
     after an interruption and it goes on after the last batch copied. Copying into a store that
@@ -168,29 +225,25 @@ def migrate(
     from agentlens.errors import ConfigError
     from agentlens.store import normalize_url, open_store
 
-    with user_errors():
-        src, dst = normalize_url(source), normalize_url(target)
-        if src == dst:
-            raise ConfigError("--from and --to name the same store")
-        checkpoint = checkpoint_path(src, dst)
-        resumed = checkpoint.exists()
-        from_store = open_store(src)
-        try:
-            to_store = open_store(dst)
-            try:
-                with _bar(not quiet) as progress:
-                    runs, scores = copy_store(
-                        from_store, to_store, checkpoint=checkpoint, progress=progress
-                    )
-            finally:
-                to_store.close()
-        finally:
-            from_store.close()
-        how = " (resumed)" if resumed else ""
-        out_console.print(
-            f"copied {runs} runs and {scores} scores{how} from {_label(src)} to {_label(dst)}",
-            markup=False,
+    src, dst = normalize_url(source), normalize_url(target)
+    if src == dst:
+        raise ConfigError("--from and --to name the same store")
+    checkpoint = checkpoint_path(src, dst)
+    resumed = checkpoint.exists()
+    with (
+        closing(open_store(src)) as from_store,
+        closing(open_store(dst)) as to_store,
+        _bar(not quiet) as progress,
+    ):
+        runs, scores, rows = copy_store(
+            from_store, to_store, checkpoint=checkpoint, progress=progress
         )
+    how = " (resumed)" if resumed else ""
+    out_console.print(
+        f"copied {runs} runs and {scores} scores{how} from {_label(src)} to {_label(dst)},"
+        f" and {rows} rows of review state, verdicts, deliveries, keys and staged spans",
+        markup=False,
+    )
 
 
 def _label(url: str) -> str:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -17,7 +16,16 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import AgentOpt, FromOpt, ToOpt, parse_duration, time_window, user_errors
+from agentlens.cli._util import (
+    AgentOpt,
+    FromOpt,
+    ToOpt,
+    command,
+    command_store,
+    json_line,
+    parse_duration,
+    time_window,
+)
 from agentlens.errors import ConfigError
 from agentlens.model._time import Window
 
@@ -74,9 +82,9 @@ def _window(since: str | None, start: str | None, end: str | None) -> Window:
         return Window(None, None)
     if since is None and start is None:
         since = _DEFAULT_SINCE
-    lower, upper = time_window(since, start, end)
-    assert lower is not None
-    return Window(lower, upper)
+    window = time_window(since, start, end)
+    assert window.start is not None
+    return window
 
 
 def _window_label(start: datetime | None, end: datetime | None) -> str:
@@ -150,7 +158,7 @@ def forest_bar(
 # ---------------------------------------------------------------- rate
 
 
-@app.command()
+@command(app)
 def rate(
     since: _SinceOpt = None,
     start: FromOpt = None,
@@ -174,29 +182,25 @@ def rate(
     """
     from agentlens.analytics import hallucination_rate, rate_breakdown
 
-    with user_errors():
-        lower, upper = _window(since, start, end)
-        settings = state.settings()
-        store = state.open_store(read_only=True)
-        try:
-            common: dict[str, Any] = {
-                "start": lower,
-                "end": upper,
-                "agent": agent,
-                "modes": mode or None,
-                "scorers": scorer or None,
-                "store": store,
-                "settings": settings,
-            }
-            if by is not None:
-                breakdown = rate_breakdown(str(by), **common)
-            else:
-                report = hallucination_rate(**common)
-        finally:
-            store.close()
+    lower, upper = _window(since, start, end)
+    settings = state.settings()
+    with command_store(read_only=True) as store:
+        common: dict[str, Any] = {
+            "start": lower,
+            "end": upper,
+            "agent": agent,
+            "modes": mode or None,
+            "scorers": scorer or None,
+            "store": store,
+            "settings": settings,
+        }
+        if by is not None:
+            breakdown = rate_breakdown(str(by), **common)
+        else:
+            report = hallucination_rate(**common)
     if as_json:
         data = breakdown.to_json() if by is not None else report.to_json()
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line(data) + "\n")
         return
     if by is not None:
         _print_breakdown(breakdown)
@@ -328,7 +332,7 @@ def _is_step_summary(path: Path) -> bool:
     return Path(summary).resolve() == path.resolve()
 
 
-@app.command()
+@command(app)
 def gate(
     max_rate: Annotated[
         str,
@@ -393,71 +397,65 @@ def gate(
     """
     from agentlens.analytics import evaluate_gate, hallucination_rate
 
-    with user_errors():
-        limit = parse_fraction(max_rate, "--max-rate")
-        increase = None if max_increase is None else parse_fraction(max_increase, "--max-increase")
-        if increase is not None and baseline_since is None:
-            raise ConfigError("--max-increase needs --baseline-since (the window to compare with)")
-        if significant_only and increase is None:
-            raise ConfigError("--significant-only applies to --max-increase")
-        window = _window(since, start, end)
-        base_window: Window | None = None
-        if baseline_since is not None:
-            length = parse_duration(baseline_since)
-            if window.start is None:
-                raise ConfigError("--baseline-since needs a window with a start; not --since all")
-            base_window = window.preceding(length, f"bad --baseline-since {baseline_since!r}")
-        settings = state.settings()
-        store = state.open_store(read_only=True)
+    limit = parse_fraction(max_rate, "--max-rate")
+    increase = None if max_increase is None else parse_fraction(max_increase, "--max-increase")
+    if increase is not None and baseline_since is None:
+        raise ConfigError("--max-increase needs --baseline-since (the window to compare with)")
+    if significant_only and increase is None:
+        raise ConfigError("--significant-only applies to --max-increase")
+    window = _window(since, start, end)
+    base_window: Window | None = None
+    if baseline_since is not None:
+        length = parse_duration(baseline_since)
+        if window.start is None:
+            raise ConfigError("--baseline-since needs a window with a start; not --since all")
+        base_window = window.preceding(length, f"bad --baseline-since {baseline_since!r}")
+    settings = state.settings()
+    with command_store(read_only=True) as store:
+        common: dict[str, Any] = {
+            "agent": agent,
+            "modes": mode or None,
+            "scorers": scorer or None,
+            "store": store,
+            "settings": settings,
+        }
+        current = hallucination_rate(start=window.start, end=window.end, **common)
+        baseline = None
+        base_label = ""
+        if base_window is not None:
+            baseline = hallucination_rate(start=base_window.start, end=base_window.end, **common)
+            base_label = base_window.label()
+        label = window.label()
+        error: str | None = None
+        result = None
         try:
-            common: dict[str, Any] = {
-                "agent": agent,
-                "modes": mode or None,
-                "scorers": scorer or None,
-                "store": store,
-                "settings": settings,
-            }
-            current = hallucination_rate(start=window.start, end=window.end, **common)
-            baseline = None
-            base_label = ""
-            if base_window is not None:
-                baseline = hallucination_rate(
-                    start=base_window.start, end=base_window.end, **common
-                )
-                base_label = base_window.label()
-            label = window.label()
-            error: str | None = None
-            result = None
-            try:
-                result = evaluate_gate(
-                    current,
-                    max_rate=limit,
-                    baseline=baseline,
-                    max_increase=increase,
-                    significant_only=significant_only,
-                )
-            except ValueError as exc:
-                error = str(exc)
-            listed = current.flagged_run_ids[:max_listed] if result is not None else []
-            runs = _flagged_runs(store, current, listed) if listed else []
-        finally:
-            store.close()
-        omitted = current.flagged - len(runs) if result is not None else 0
-        markdown_path: Path | None = None
-        if markdown is not None and markdown.strip():
-            markdown_path = Path(markdown)
-        elif markdown is not None:
-            err_console.print(
-                "--markdown is empty ($GITHUB_STEP_SUMMARY is not set outside GitHub Actions): "
-                "no Markdown summary written",
-                markup=False,
+            result = evaluate_gate(
+                current,
+                max_rate=limit,
+                baseline=baseline,
+                max_increase=increase,
+                significant_only=significant_only,
             )
-        _write_reports(junit, markdown_path, result, runs, error, omitted, label, base_label)
+        except ValueError as exc:
+            error = str(exc)
+        listed = current.flagged_run_ids[:max_listed] if result is not None else []
+        runs = _flagged_runs(store, current, listed) if listed else []
+    omitted = current.flagged - len(runs) if result is not None else 0
+    markdown_path: Path | None = None
+    if markdown is not None and markdown.strip():
+        markdown_path = Path(markdown)
+    elif markdown is not None:
+        err_console.print(
+            "--markdown is empty ($GITHUB_STEP_SUMMARY is not set outside GitHub Actions): "
+            "no Markdown summary written",
+            markup=False,
+        )
+    _write_reports(junit, markdown_path, result, runs, error, omitted, label, base_label)
     if error is not None:
         raise fail(error)
     assert result is not None
     if as_json:
-        sys.stdout.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_line(result.to_json()) + "\n")
     else:
         out_console.print(
             Text(

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -16,11 +12,13 @@ from rich.text import Text
 from agentlens.cli._app import app, fail, out_console, state
 from agentlens.cli._util import (
     AgentOpt,
+    command,
+    command_store,
     format_time,
-    parse_duration,
-    parse_time,
+    iso,
     preview,
-    user_errors,
+    time_window,
+    write_json_lines,
 )
 from agentlens.store import RunSummary
 
@@ -37,10 +35,6 @@ app.add_typer(review_app, name="review")
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines, one object per row.")]
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def summary_json(summary: RunSummary) -> dict[str, Any]:
     """The review fields of a run summary, as ``agentlens runs --json`` carries them."""
     return {
@@ -49,7 +43,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
         "failure_modes": list(summary.failure_modes),
         "flag_state": summary.flag_state,
         "review_pending": summary.review_pending,
-        "reviewed_at": _iso(summary.reviewed_at),
+        "reviewed_at": iso(summary.reviewed_at),
     }
 
 
@@ -60,25 +54,10 @@ def _print(table: Table) -> None:
         Console(file=out_console.file, width=240, highlight=False).print(table)
 
 
-def _lines(rows: Iterable[dict[str, Any]]) -> None:
-    for row in rows:
-        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
-
-
-def _since(text: str | None) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return datetime.now(UTC) - parse_duration(text)
-    except Exception:
-        return parse_time(text, "--since")
-
-
 # ----------------------------------------------------------------------------- queue
 
 
-@review_app.command("queue")
+@command(review_app, "queue")
 def queue(
     agent: AgentOpt = None,
     limit: Annotated[
@@ -87,19 +66,15 @@ def queue(
     as_json: JsonOpt = False,
 ) -> None:
     """Flagged runs with a finding no human has judged yet, oldest first."""
-    with user_errors():
-        store = state.open_store()
-        try:
-            rows = store.review_queue(agent=agent, limit=limit or None)
-        finally:
-            store.close()
+    with command_store() as store:
+        rows = store.review_queue(agent=agent, limit=limit or None)
     if as_json:
-        _lines(
+        write_json_lines(
             {
                 "id": r.id,
                 "agent": r.agent,
                 "name": r.name,
-                "started_at": _iso(r.started_at),
+                "started_at": iso(r.started_at),
                 **summary_json(r),
             }
             for r in rows
@@ -125,7 +100,7 @@ def queue(
 # ----------------------------------------------------------------------------- verdict
 
 
-@review_app.command("verdict")
+@command(review_app, "verdict")
 def verdict(
     run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The flagged run.")],
     value: Annotated[str, typer.Argument(metavar="confirmed|false_positive", help="Your verdict.")],
@@ -150,13 +125,9 @@ def verdict(
 
     if value not in ("confirmed", "false_positive"):
         raise fail(f"the verdict must be confirmed or false_positive, got {value!r}")
-    with user_errors():
-        store = state.open_store()
-        try:
-            records = set_verdict(run_id, value, finding=finding, note=note, by=by, db=store)
-            flags = store.get_flags(run_id)
-        finally:
-            store.close()
+    with command_store() as store:
+        records = set_verdict(run_id, value, finding=finding, note=note, by=by, db=store)
+        flags = store.get_flags(run_id)
     what = f"finding {finding}" if finding is not None else f"{len(records)} finding(s)"
     out_console.print(f"{value} on {what} of run {run_id}", markup=False)
     if flags is not None and value == "false_positive":
@@ -166,7 +137,7 @@ def verdict(
 # ----------------------------------------------------------------------------- precision
 
 
-@review_app.command("precision")
+@command(review_app, "precision")
 def precision(
     since: Annotated[
         str | None,
@@ -181,15 +152,11 @@ def precision(
     """Each detector's measured precision: confirmed / (confirmed + false positive)."""
     from agentlens.review import precision as measure
 
-    with user_errors():
-        lower = _since(since)
-        store = state.open_store()
-        try:
-            rows = measure(since=lower, db=store)
-        finally:
-            store.close()
+    lower = time_window(since, None, None).start
+    with command_store() as store:
+        rows = measure(since=lower, db=store)
     if as_json:
-        _lines(r.to_json() for r in rows)
+        write_json_lines(r.to_json() for r in rows)
         return
     if not rows:
         out_console.print("no verdicts yet (`agentlens review verdict RUN_ID ...`)", markup=False)
@@ -215,7 +182,7 @@ def precision(
 # ----------------------------------------------------------------------------- deliveries
 
 
-@review_app.command("deliveries")
+@command(review_app, "deliveries")
 def deliveries(
     status: Annotated[
         str | None,
@@ -233,14 +200,10 @@ def deliveries(
     """Webhook deliveries, newest first: failed ones are kept here, never dropped."""
     if status is not None and status not in ("pending", "delivered", "failed"):
         raise fail(f"--status must be pending, delivered or failed, got {status!r}")
-    with user_errors():
-        store = state.open_store()
-        try:
-            rows = store.list_deliveries(status=status, limit=limit or None)
-        finally:
-            store.close()
+    with command_store() as store:
+        rows = store.list_deliveries(status=status, limit=limit or None)
     if as_json:
-        _lines(
+        write_json_lines(
             {
                 "id": d.id,
                 "run_id": d.run_id,
@@ -248,9 +211,9 @@ def deliveries(
                 "status": d.status,
                 "attempts": d.attempts,
                 "last_error": d.last_error,
-                "created_at": _iso(d.created_at),
-                "next_attempt_at": _iso(d.next_attempt_at),
-                "delivered_at": _iso(d.delivered_at),
+                "created_at": iso(d.created_at),
+                "next_attempt_at": iso(d.next_attempt_at),
+                "delivered_at": iso(d.delivered_at),
             }
             for d in rows
         )
@@ -277,24 +240,19 @@ def deliveries(
 # ----------------------------------------------------------------------------- run
 
 
-@review_app.command("run")
+@command(review_app, "run")
 def run_review(
     limit: Annotated[
         int, typer.Option("--limit", "-n", min=0, metavar="N", help="At most N runs; 0 for all.")
     ] = 0,
 ) -> None:
     """Review the runs waiting for review now (and attempt the webhook deliveries due)."""
-    from agentlens.config import load_settings
     from agentlens.review import review_pending_result
 
-    with user_errors():
-        settings = load_settings(db=state.db)
-        store = state.open_store()
-        try:
-            result = review_pending_result(store, limit=limit or None, settings=settings)
-            lag = store.review_lag()
-        finally:
-            store.close()
+    settings = state.settings()
+    with command_store() as store:
+        result = review_pending_result(store, limit=limit or None, settings=settings)
+        lag = store.review_lag()
     out_console.print(
         f"reviewed {result.reviewed} run(s): {result.flagged} flagged;"
         f" {result.delivered} webhook delivery(ies) sent; {lag.pending} still pending",
@@ -305,7 +263,7 @@ def run_review(
 # ----------------------------------------------------------------------------- content
 
 
-@app.command()
+@command(app)
 def content(
     kind: Annotated[
         str | None, typer.Argument(metavar="KIND", help="The content kind (a key of links).")
@@ -323,18 +281,12 @@ def content(
         raise fail("give KIND ID, or --flagged")
     if kind is not None and item_id is None:
         raise fail("give the content item's ID after its KIND")
-    with user_errors():
-        store = state.open_store()
-        try:
-            items = (
-                store.flagged_content()
-                if flagged
-                else [store.content_flags(kind or "", item_id or "")]
-            )
-        finally:
-            store.close()
+    with command_store() as store:
+        items = (
+            store.flagged_content() if flagged else [store.content_flags(kind or "", item_id or "")]
+        )
     if as_json:
-        _lines(
+        write_json_lines(
             {
                 "kind": c.kind,
                 "id": c.item_id,
@@ -344,7 +296,7 @@ def content(
                     {
                         "run_id": r.run_id,
                         "reason": r.reason,
-                        "flagged_at": _iso(r.flagged_at),
+                        "flagged_at": iso(r.flagged_at),
                         "dismissed": r.dismissed,
                     }
                     for r in c.runs

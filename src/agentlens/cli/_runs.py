@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import json
-import re
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -15,21 +12,25 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agentlens.cli._app import app, out_console, state
+from agentlens.cli._app import app, out_console
 from agentlens.cli._review import summary_json
 from agentlens.cli._util import (
     AgentOpt,
     FromOpt,
     SinceOpt,
     ToOpt,
+    command,
+    command_store,
     format_time,
+    iso,
+    json_line,
     preview,
     time_window,
-    user_errors,
     visible,
+    write_json_lines,
 )
 from agentlens.errors import ConfigError
-from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, utc, worst_verdict
+from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, worst_verdict
 from agentlens.store import RunFilter, RunSummary, TraceStore
 from agentlens.store._flags import RunFlags
 from agentlens.store._protocol import VerdictRecord
@@ -60,8 +61,6 @@ _STYLE = {
 _HIGHLIGHT = "bold red reverse"
 ANSWER_SHOWN = 20_000
 """Characters of the answer ``show`` prints unless ``--full``."""
-_C1 = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-"""What ``json.dumps(ensure_ascii=False)`` leaves raw that a terminal may act on."""
 
 
 def latest_scores(scores: Iterable[Score]) -> list[Score]:
@@ -87,7 +86,7 @@ def verdict_summary(scores: Sequence[Score]) -> tuple[Verdict | None, str]:
     return verdict, f"{verdict}: {', '.join(s.scorer for s in scores if s.verdict is verdict)}"
 
 
-@app.command()
+@command(app)
 def runs(
     agent: AgentOpt = None,
     since: SinceOpt = None,
@@ -122,30 +121,26 @@ def runs(
     ] = False,
 ) -> None:
     """List stored runs, newest first, with their verdicts when they have been scored."""
-    with user_errors():
-        lower, upper = time_window(since, start, end)
-        if mode is not None and mode not in {m.value for m in FailureMode}:
-            known = ", ".join(m.value for m in FailureMode)
-            raise ConfigError(f"unknown --mode {mode!r}; failure modes: {known}")
-        where = RunFilter(
-            start=lower,
-            end=upper,
-            agent=agent,
-            flagged=True if flagged else None,
-            failure_mode=mode,
-        )
-        store = state.open_store(read_only=True)
-        try:
-            rows = store.list_runs(where, limit=limit or None, newest_first=True)
-            if as_json:
-                for summary in rows:
-                    scores = latest_scores(store.get_scores(summary.id))
-                    sys.stdout.write(json.dumps(_summary_json(summary, scores)) + "\n")
-                sys.stdout.flush()
-                return
-            _print_table(store, rows)
-        finally:
-            store.close()
+    window = time_window(since, start, end)
+    if mode is not None and mode not in {m.value for m in FailureMode}:
+        known = ", ".join(m.value for m in FailureMode)
+        raise ConfigError(f"unknown --mode {mode!r}; failure modes: {known}")
+    where = RunFilter(
+        start=window.start,
+        end=window.end,
+        agent=agent,
+        flagged=True if flagged else None,
+        failure_mode=mode,
+    )
+    with command_store(read_only=True) as store:
+        rows = store.list_runs(where, limit=limit or None, newest_first=True)
+        if as_json:
+            write_json_lines(
+                (_summary_json(r, latest_scores(store.get_scores(r.id))) for r in rows),
+                ensure_ascii=True,
+            )
+            return
+        _print_table(store, rows)
 
 
 def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any]:
@@ -156,8 +151,8 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
         "agent": summary.agent,
         "name": summary.name,
         "status": summary.status,
-        "started_at": _iso(summary.started_at),
-        "ended_at": _iso(summary.ended_at),
+        "started_at": iso(summary.started_at),
+        "ended_at": iso(summary.ended_at),
         "step_count": summary.step_count,
         "has_output": summary.has_output,
         "metadata": summary.metadata,
@@ -165,11 +160,6 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
         "scores": {s.scorer: str(s.verdict) for s in scores},
         **summary_json(summary),
     }
-
-
-def _iso(value: datetime | None) -> str | None:
-    """A time as the trace format writes it: ISO 8601 in UTC with a ``Z``."""
-    return None if value is None else utc(value).isoformat().replace("+00:00", "Z")
 
 
 def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
@@ -208,7 +198,7 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
         Console(file=out_console.file, width=240, highlight=False).print(table)
 
 
-@app.command()
+@command(app)
 def show(
     run_id: Annotated[
         str, typer.Argument(help="The run id (see `agentlens runs`).", metavar="RUN_ID")
@@ -229,16 +219,12 @@ def show(
     Control characters from the trace (terminal escape sequences, carriage returns...) are
     printed as visible escapes (``\\x1b``), never sent to the terminal.
     """
-    with user_errors():
-        store = state.open_store(read_only=True)
-        try:
-            trace = store.get_trace(run_id)
-            scores = store.get_scores(run_id)
-            flags = store.get_flags(run_id)
-            verdicts = store.get_verdicts(run_id)
-            summary = next(iter(store.list_runs(RunFilter(run_ids=[run_id]))), None)
-        finally:
-            store.close()
+    with command_store(read_only=True) as store:
+        trace = store.get_trace(run_id)
+        scores = store.get_scores(run_id)
+        flags = store.get_flags(run_id)
+        verdicts = store.get_verdicts(run_id)
+        summary = next(iter(store.list_runs(RunFilter(run_ids=[run_id]))), None)
     if as_json:
         doc = trace.to_dict()
         review = summary_json(summary) if summary is not None else {}
@@ -246,8 +232,7 @@ def show(
         review["verdicts"] = [_verdict_json(v) for v in verdicts]
         doc["review"] = review
         doc["scores"] = [s.to_json_line() for s in scores]
-        text = json.dumps(doc, indent=2, ensure_ascii=False)
-        sys.stdout.write(_C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+        sys.stdout.write(json_line(doc, indent=2) + "\n")
         sys.stdout.flush()
         return
     render_run(trace, latest_scores(scores), flags=flags, verdicts=verdicts, full=full)
@@ -264,7 +249,7 @@ def _verdict_json(v: VerdictRecord) -> dict[str, Any]:
         "by": v.author,
         "scope": v.scope,
         "live": v.live,
-        "created_at": _iso(v.created_at),
+        "created_at": iso(v.created_at),
     }
 
 

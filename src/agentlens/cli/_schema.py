@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 from agentlens.cli._app import app, out_console
+from agentlens.cli._util import command
 
 
-@app.command()
+@command(app)
 def schema() -> None:
     """Print the JSON Schema of the trace format (schema version 1)."""
     from agentlens.model import Trace

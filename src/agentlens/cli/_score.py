@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,16 @@ from rich.table import Table
 from rich.text import Text
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
-from agentlens.cli._util import AgentOpt, FromOpt, SinceOpt, ToOpt, time_window, user_errors
+from agentlens.cli._util import (
+    AgentOpt,
+    FromOpt,
+    SinceOpt,
+    ToOpt,
+    command,
+    command_store,
+    json_line,
+    time_window,
+)
 from agentlens.model import Score, Verdict
 
 __all__ = ["score"]
@@ -32,7 +40,7 @@ _STYLE = {
 }
 
 
-@app.command()
+@command(app)
 def score(
     scorer: Annotated[
         list[str] | None,
@@ -84,59 +92,55 @@ def score(
     from agentlens.eval._runner import ScoringInterrupted, score_runs
     from agentlens.store import RunFilter
 
-    with user_errors():
-        lower, upper = time_window(since, start, end)
-        settings = state.settings()
-        names = list(dict.fromkeys(scorer or settings.default_scorers))
-        check_settings(settings, names)  # every configured option, before any run is scored
-        bases = [get_scorer(name) for name in names]
-        if judge is not None or model is not None:
-            bases = _with_judge(bases, judge, model, settings)
-        where = RunFilter(start=lower, end=upper, agent=agent)
-        store = state.open_store()
-        shown: list[Score] = []
-        try:
-            closed: list[bool] = []
+    lower, upper = time_window(since, start, end)
+    settings = state.settings()
+    names = list(dict.fromkeys(scorer or settings.default_scorers))
+    check_settings(settings, names)  # every configured option, before any run is scored
+    bases = [get_scorer(name) for name in names]
+    if judge is not None or model is not None:
+        bases = _with_judge(bases, judge, model, settings)
+    where = RunFilter(start=lower, end=upper, agent=agent)
+    shown: list[Score] = []
+    with command_store() as store:
+        closed: list[bool] = []
 
-            def emit(batch: list[Score]) -> None:
-                if as_json:
-                    if closed:
-                        return
-                    lines = (json.dumps(s.to_json_line(), ensure_ascii=False) for s in batch)
-                    try:
-                        sys.stdout.write("".join(line + "\n" for line in lines))
-                        sys.stdout.flush()
-                    except BrokenPipeError:
-                        # The reader went away (``| head``): keep scoring, stop printing.
-                        closed.append(True)
-                        _silence_stdout()
-                else:
-                    shown.extend(batch)
-                    _trim(shown)
-
-            with _progress(enabled=not as_json) as progress:
+        def emit(batch: list[Score]) -> None:
+            if as_json:
+                if closed:
+                    return
+                lines = (json_line(s.to_json_line()) for s in batch)
                 try:
-                    summary = score_runs(
-                        store,
-                        bases,
-                        where,
-                        rescore=rescore,
-                        workers=workers,
-                        settings=settings,
-                        progress=progress,
-                        on_scores=emit,
-                    )
-                except ScoringInterrupted as stop:
-                    done = stop.summary
-                    err_console.print(
-                        f"interrupted after {done.examined} of {done.selected} runs; "
-                        f"{done.scores_written} scores are stored. Run the same command again "
-                        "to continue where it stopped.",
-                        markup=False,
-                    )
-                    raise typer.Exit(130) from None
-        finally:
-            store.close()
+                    sys.stdout.write("".join(line + "\n" for line in lines))
+                    sys.stdout.flush()
+                except BrokenPipeError:
+                    # The reader went away (``| head``): keep scoring, stop printing.
+                    closed.append(True)
+                    _silence_stdout()
+            else:
+                shown.extend(batch)
+                _trim(shown)
+
+        with _progress(enabled=not as_json) as progress:
+            try:
+                summary = score_runs(
+                    store,
+                    bases,
+                    where,
+                    rescore=rescore,
+                    workers=workers,
+                    settings=settings,
+                    progress=progress,
+                    on_scores=emit,
+                )
+            except ScoringInterrupted as stop:
+                done = stop.summary
+                err_console.print(
+                    f"interrupted after {done.examined} of {done.selected} runs; "
+                    f"{done.scores_written} scores are stored. Run the same command again "
+                    "to continue where it stopped.",
+                    markup=False,
+                )
+                raise typer.Exit(130) from None
     if summary.unreadable:
         from agentlens.cli._util import report_unreadable
         from agentlens.errors import UnreadableRunError

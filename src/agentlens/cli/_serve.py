@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
 from agentlens.cli._app import app, fail, out_console, state
-from agentlens.cli._util import user_errors
+from agentlens.cli._util import command, command_store, json_line
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.store import ServerStore
 
 __all__ = ["keys_app", "serve"]
 
@@ -19,7 +21,7 @@ keys_app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 
 
-@app.command()
+@command(app)
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 6660,
@@ -41,34 +43,29 @@ def serve(
     ] = False,
 ) -> None:  # fmt: skip
     """Receive traces over OTLP/HTTP and the JSON API; review every run that completes."""
-    with user_errors():
-        from agentlens.config import load_settings
-        from agentlens.server import serve as run_server
+    from agentlens.config import load_settings
+    from agentlens.server import serve as run_server
 
-        url = load_settings(db=db or state.db).db
-        if port < 0 or port > 65535:
-            raise fail(f"--port {port}: not a port number")
-        out_console.print(f"agentlens serving on http://{host}:{port} (store {url})", markup=False)
-        run_server(
-            host=host, port=port, db=url, max_body_bytes=max_body, idle_timeout_s=idle_timeout,
-            review=not no_review,
-        )  # fmt: skip
+    url = load_settings(db=db).db if db is not None else state.settings().db
+    if port < 0 or port > 65535:
+        raise fail(f"--port {port}: not a port number")
+    out_console.print(f"agentlens serving on http://{host}:{port} (store {url})", markup=False)
+    run_server(
+        host=host, port=port, db=url, max_body_bytes=max_body, idle_timeout_s=idle_timeout,
+        review=not no_review,
+    )  # fmt: skip
 
 
-@keys_app.command("create")
+@command(keys_app, "create")
 def keys_create(
     project: Annotated[str, typer.Option("--project", help="The project the key reads and writes.")],
     name: Annotated[str | None, typer.Option("--name", help="A note to recognise the key.")] = None,
 ) -> None:  # fmt: skip
     """Create a key; it is printed once, alone on the last line, and never shown again."""
-    with user_errors():
-        from agentlens.server._keys import create_key
+    from agentlens.server._keys import create_key
 
-        store = state.open_store()
-        try:
-            created = create_key(store, project, name)
-        finally:
-            store.close()
+    with command_store() as store:
+        created = create_key(store, project, name)
     out_console.print(
         f"created key {created.id} for project {created.project}; "
         "store it now, it is not shown again:",
@@ -78,19 +75,15 @@ def keys_create(
     sys.stdout.write(created.key + "\n")
 
 
-@keys_app.command("list")
+@command(keys_app, "list")
 def keys_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
 ) -> None:
     """List keys (ids and projects; never the keys themselves)."""
-    with user_errors():
-        from agentlens.server._keys import format_us
+    from agentlens.server._keys import format_us
 
-        store = state.open_store()
-        try:
-            records = store.list_api_keys()
-        finally:
-            store.close()
+    with command_store() as store:
+        records = cast("ServerStore", store).list_api_keys()
     for r in records:
         row = {
             "id": r.id,
@@ -100,7 +93,7 @@ def keys_list(
             "revoked_at": format_us(r.revoked_at),
         }
         if as_json:
-            sys.stdout.write(json.dumps(row) + "\n")
+            sys.stdout.write(json_line(row, ensure_ascii=True) + "\n")
         else:
             status = "revoked " + str(row["revoked_at"]) if r.revoked_at else "active"
             out_console.print(
@@ -112,17 +105,13 @@ def keys_list(
         out_console.print("no keys", markup=False)
 
 
-@keys_app.command("revoke")
+@command(keys_app, "revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key's id (or the key).")]) -> None:
     """Revoke a key: requests with it are refused (within a few seconds on a running server)."""
-    with user_errors():
-        from agentlens.server._keys import revoke_key
+    from agentlens.server._keys import revoke_key
 
-        store = state.open_store()
-        try:
-            done = revoke_key(store, key_id)
-        finally:
-            store.close()
+    with command_store() as store:
+        done = revoke_key(store, key_id)
     if not done:
         raise fail(f"no active key with id {key_id!r}")
     out_console.print(f"revoked {key_id}", markup=False)

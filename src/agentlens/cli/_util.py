@@ -1,29 +1,40 @@
-"""Helpers shared by the CLI commands: time windows, one-line previews, user errors."""
+"""What every CLI command shares, written once: registration with one-line user errors
+(:func:`command`), the command's store opened and closed (:func:`command_store`), the window
+options as one :class:`~agentlens.analytics.Window` (:func:`time_window`), JSON output
+(:func:`json_line`, :func:`write_json_lines`), times, previews and terminal-safe text."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from agentlens.cli._app import err_console, fail
+from agentlens.cli._app import err_console, fail, state
 from agentlens.errors import AgentlensError, ConfigError, UnreadableRunError
 from agentlens.model import utc
-from agentlens.model._time import TimeRangeError as _OutOfRange
-from agentlens.model._time import parse_time
+from agentlens.model._time import Window, parse_duration, parse_since, parse_time
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.store import TraceStore
 
 __all__ = [
     "AgentOpt",
     "FromOpt",
     "SinceOpt",
     "ToOpt",
+    "command",
+    "command_store",
     "format_time",
+    "iso",
+    "json_line",
     "parse_duration",
     "parse_time",
     "preview",
@@ -31,7 +42,10 @@ __all__ = [
     "time_window",
     "user_errors",
     "visible",
+    "write_json_lines",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # The options that select runs, shared by every command that takes them.
 AgentOpt = Annotated[
@@ -51,38 +65,6 @@ ToOpt = Annotated[
     str | None, typer.Option("--to", help="Runs started before this ISO time.", metavar="TIME")
 ]
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_MAX_SECONDS = 9999 * 366 * 86400.0
-"""No window is longer than the years 1 to 9999 (and no :class:`timedelta` longer than that
-overflows)."""
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse a duration such as ``7d``, ``36h``, ``90m``, ``2w`` or ``1h30m``.
-
-    Units: ``s`` seconds, ``m`` minutes, ``h`` hours, ``d`` days, ``w`` weeks.
-
-    Raises:
-        ConfigError: the text is not a duration.
-    """
-    cleaned = text.strip()
-    pos = 0
-    seconds = 0.0
-    for match in _DURATION.finditer(cleaned):
-        if match.start() != pos and cleaned[pos : match.start()].strip():
-            break
-        seconds += float(match.group(1)) * _UNITS[match.group(2).lower()]
-        pos = match.end()
-    if not cleaned or pos != len(cleaned) or seconds <= 0:
-        raise ConfigError(
-            f"bad duration {text!r}: use a number and a unit, e.g. 30m, 36h, 7d, 2w or 1h30m"
-        )
-    if seconds >= _MAX_SECONDS:
-        reason = "longer than the 9,999 years a window can span"
-        raise _OutOfRange(f"bad duration {text!r}: {reason}", reason)
-    return timedelta(seconds=seconds)
-
 
 def time_window(
     since: str | None,
@@ -90,8 +72,9 @@ def time_window(
     end: str | None,
     *,
     now: datetime | None = None,
-) -> tuple[datetime | None, datetime | None]:
-    """The ``[start, end)`` window of ``--since`` or ``--from``/``--to`` (UTC).
+) -> Window:
+    """The ``[start, end)`` window of ``--since`` or ``--from``/``--to`` (UTC); ``lower, upper =
+    time_window(...)`` unpacks it.
 
     ``--since`` takes a duration back from now (``7d``) or an ISO date or time.
 
@@ -103,38 +86,19 @@ def time_window(
     lower: datetime | None = None
     upper: datetime | None = None
     if since is not None:
-        lower = _since(since, now or datetime.now(UTC))
+        lower = parse_since(since, "--since", now or datetime.now(UTC))
     if start is not None:
         lower = parse_time(start, "--from")
     if end is not None:
         upper = parse_time(end, "--to")
     if lower is not None and upper is not None and upper <= lower:
         raise ConfigError(f"empty time window: --to {end!r} is not after the start")
-    return lower, upper
+    return Window(lower, upper)
 
 
-def _since(since: str, now: datetime) -> datetime:
-    """The start of ``--since``: a duration back from ``now``, or an ISO date or time."""
-    try:
-        length = parse_duration(since)
-    except _OutOfRange as exc:
-        raise ConfigError(f"bad --since {since!r}: {exc.reason}") from None
-    except ConfigError:
-        try:
-            return parse_time(since, "--since")
-        except _OutOfRange:
-            raise
-        except ConfigError:
-            raise ConfigError(
-                f"bad --since {since!r}: use a duration (30m, 36h, 7d, 2w) "
-                "or an ISO date or time (2026-11-29, 2026-11-29T10:00:00Z)"
-            ) from None
-    try:
-        return now - length
-    except OverflowError:
-        raise ConfigError(
-            f"bad --since {since!r}: it reaches back before the year 1; use a shorter duration"
-        ) from None
+def iso(value: datetime | None) -> str | None:
+    """A time as the trace format and every ``--json`` write it: ISO 8601 in UTC with a ``Z``."""
+    return None if value is None else utc(value).isoformat().replace("+00:00", "Z")
 
 
 def format_time(value: datetime | None) -> str:
@@ -186,6 +150,53 @@ def visible(text: str, *, lines: bool = True) -> str:
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_C1 = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw that a terminal may act on."""
+
+
+def json_line(value: Any, *, ensure_ascii: bool = False, indent: int | None = None) -> str:
+    """``value`` as the JSON a command prints: UTF-8 text as it is, but the characters a
+    terminal may act on (C1 controls, line separators, bidirectional overrides) escaped as
+    ``\\uXXXX``, which JSON reads back the same."""
+    text = json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def write_json_lines(rows: Iterable[Any], *, ensure_ascii: bool = False) -> None:
+    """One :func:`json_line` per row on stdout (JSON Lines), flushed at the end."""
+    for row in rows:
+        sys.stdout.write(json_line(row, ensure_ascii=ensure_ascii) + "\n")
+    sys.stdout.flush()
+
+
+def command(group: typer.Typer, name: str | None = None) -> Callable[[_F], _F]:
+    """Register a command of ``group`` (``@command(app)``) whose whole body runs under
+    :func:`user_errors`: what a user can cause prints one ``error: ...`` line, exit code 2."""
+
+    def register(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with user_errors():
+                return fn(*args, **kwargs)
+
+        group.command(name)(run)
+        return run  # type: ignore[return-value]
+
+    return register
+
+
+@contextmanager
+def command_store(*, read_only: bool = False) -> Iterator[TraceStore]:
+    """The command's store (``--db``, ``AGENTLENS_DB``, the file, the default), closed at the
+    end. Commands that only read pass ``read_only=True`` (see :meth:`State.open_store
+    <agentlens.cli._app.State.open_store>`)."""
+    store = state.open_store(read_only=read_only)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from agentlens.cli._app import app, err_console, state
-from agentlens.cli._util import user_errors
+from agentlens.cli._util import command, command_store
 
 __all__ = ["run_worker", "worker"]
 
@@ -83,7 +83,7 @@ def run_worker(
     return totals
 
 
-@app.command()
+@command(app)
 def worker(
     name: Annotated[
         str | None,
@@ -121,18 +121,15 @@ def worker(
     runs for --lease seconds, so no run is reviewed twice and the runs of a worker that died are
     reviewed by another after the lease.
     """
-    from agentlens.config import load_settings
+    settings = state.settings()
+    stop = threading.Event()
 
-    with user_errors():
-        settings = load_settings(db=state.db)
-        store = state.open_store()
-        stop = threading.Event()
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
 
-        def on_signal(signum: int, frame: object) -> None:
-            stop.set()
-
+    who = name or f"{socket.gethostname()}:{os.getpid()}"
+    with command_store() as store:
         previous = signal.signal(signal.SIGTERM, on_signal)
-        who = name or f"{socket.gethostname()}:{os.getpid()}"
         try:
             totals = run_worker(
                 store,
@@ -150,10 +147,9 @@ def worker(
             totals = None
         finally:
             signal.signal(signal.SIGTERM, previous)
-            store.close()
-        if totals is not None:
-            err_console.print(
-                f"{who}: stopped after reviewing {totals['reviewed']} runs"
-                f" ({totals['flagged']} flagged) and scoring {totals['scored']}",
-                markup=False,
-            )
+    if totals is not None:
+        err_console.print(
+            f"{who}: stopped after reviewing {totals['reviewed']} runs"
+            f" ({totals['flagged']} flagged) and scoring {totals['scored']}",
+            markup=False,
+        )

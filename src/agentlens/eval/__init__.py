@@ -11,7 +11,7 @@ from agentlens.eval._registry import (
 )
 from agentlens.eval._runner import ScoreSummary, ScoringInterrupted, score_runs
 from agentlens.eval._scorer import Bound, Scorer, ScorerFactory, ScorerFn, define_scorer, scorer
-from agentlens.eval._single import Report, arun_scorers, run_scorers
+from agentlens.eval._single import Report, arun_scorers, run_scorers, score_trace
 from agentlens.eval.detectors import (
     excessive_steps,
     faithful_synthesis,
@@ -53,6 +53,7 @@ __all__ = [
     "resolve_scorer",
     "run_scorers",
     "score_runs",
+    "score_trace",
     "scorer",
     "text_of",
 ]

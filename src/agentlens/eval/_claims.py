@@ -136,6 +136,8 @@ _TABLE_RULE = re.compile(r"[ \t]*\|?[ \t:]*-{3,}")
 # put another mark or closer before the space): "[.!?…]+" tried from every mark of a long run of
 # them, each time reading to the run's end, was quadratic ("." repeated). The same matches.
 _END = re.compile(r"(?<![.!?…])[.!?…]++[\"'”’)\]]*+(?=\s)")
+_FRAGMENT = re.compile(r"[A-Za-z]\.?")
+"""A sentence of one letter: the end of the sentence before it, cut at an abbreviation."""
 _EDGE_MARKUP = "*_`>\"'“”‘’ \t"
 
 _NON_CLAIM_START = re.compile(
@@ -322,10 +324,14 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             spans.append((seg_start, m.end()))
             seg_start = m.end()
         spans.append((seg_start, block_end))
-    out = []
+    out: list[tuple[int, int]] = []
     for s, e in spans:
         trimmed = _trim(text, s, e)
-        if trimmed is not None:
+        if trimmed is None:
+            continue
+        if out and _FRAGMENT.fullmatch(text, *trimmed) and "\n" not in text[out[-1][1] : s]:
+            out[-1] = (out[-1][0], trimmed[1])  # "5th Ave. N.": a trailing letter, no sentence
+        else:
             out.append(trimmed)
     return out
 

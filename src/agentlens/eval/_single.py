@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from agentlens.eval._registry import resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
 
-__all__ = ["Report", "arun_scorers", "run_scorers"]
+__all__ = ["Report", "arun_scorers", "run_scorers", "score_trace"]
 
 
 @dataclass
@@ -79,10 +79,22 @@ def run_scorers(
 ) -> Report:
     """Synchronous :func:`arun_scorers`: sync scorers run in this thread, without an event loop."""
     trace, store, evidence, resolved = _prepare(scorers, run_id, trace, store, settings)
-    results = [s.score(trace, evidence) for s in resolved]
-    return _finish(
-        trace.id, resolved, results, store, save if save is not None else run_id is not None
-    )
+    report = _score(trace, evidence, resolved)
+    if store is not None and (save if save is not None else run_id is not None):
+        store.put_scores(report.results.values())
+    return report
+
+
+def score_trace(trace: Trace, scorers: Sequence[Scorer], settings: Settings) -> Report:
+    """Score one run with scorers whose options are already bound for its agent role (what
+    :func:`~agentlens.eval.resolve_scorer` returns), against the role's evidence, in this
+    thread; nothing is stored. What scores many runs of one role binds the scorers once and
+    calls this per run."""
+    return _score(trace, Evidence(trace, settings.for_agent(trace.agent).evidence), scorers)
+
+
+def _score(trace: Trace, evidence: Evidence, scorers: Sequence[Scorer]) -> Report:
+    return _report(trace.id, list(scorers), [s.score(trace, evidence) for s in scorers])
 
 
 def _prepare(

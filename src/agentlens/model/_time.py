@@ -1,9 +1,12 @@
-"""Times and windows a user gives: one parser (:func:`parse_time`), one :class:`Window` with its
+"""Times and windows a user gives: one parser of times (:func:`parse_time`), of durations
+(:func:`parse_duration`) and of "since" values (:func:`parse_since`), one :class:`Window` with its
 label and baseline arithmetic, one :func:`resolve_window` for the window options, used by the
-CLI, the gate and the rate functions (``agentlens.analytics.Window`` is this class)."""
+CLI, the gate, the server's query parameters and the rate functions
+(``agentlens.analytics.Window`` is this class)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -11,7 +14,14 @@ from datetime import UTC, datetime, timedelta
 from agentlens.errors import ConfigError
 from agentlens.model._trace import utc
 
-__all__ = ["TimeRangeError", "Window", "parse_time", "resolve_window"]
+__all__ = [
+    "TimeRangeError",
+    "Window",
+    "parse_duration",
+    "parse_since",
+    "parse_time",
+    "resolve_window",
+]
 
 
 class TimeRangeError(ConfigError):
@@ -21,6 +31,39 @@ class TimeRangeError(ConfigError):
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_MAX_SECONDS = 9999 * 366 * 86400.0
+"""No window is longer than the years 1 to 9999 (and no :class:`timedelta` longer than that
+overflows)."""
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse a duration such as ``7d``, ``36h``, ``90m``, ``2w`` or ``1h30m``.
+
+    Units: ``s`` seconds, ``m`` minutes, ``h`` hours, ``d`` days, ``w`` weeks.
+
+    Raises:
+        ConfigError: the text is not a duration.
+    """
+    cleaned = text.strip()
+    pos = 0
+    seconds = 0.0
+    for match in _DURATION.finditer(cleaned):
+        if match.start() != pos and cleaned[pos : match.start()].strip():
+            break
+        seconds += float(match.group(1)) * _UNITS[match.group(2).lower()]
+        pos = match.end()
+    if not cleaned or pos != len(cleaned) or seconds <= 0:
+        raise ConfigError(
+            f"bad duration {text!r}: use a number and a unit, e.g. 30m, 36h, 7d, 2w or 1h30m"
+        )
+    if seconds >= _MAX_SECONDS:
+        reason = "longer than the 9,999 years a window can span"
+        raise TimeRangeError(f"bad duration {text!r}: {reason}", reason)
+    return timedelta(seconds=seconds)
 
 
 def parse_time(text: str, option: str = "time") -> datetime:
@@ -94,6 +137,35 @@ class Window:
     def __iter__(self) -> Iterator[datetime | None]:
         """``start, end = window``."""
         return iter((self.start, self.end))
+
+
+def parse_since(since: str, option: str, now: datetime) -> datetime:
+    """A start time given as a duration back from ``now`` (``7d``, ``1h30m``) or an ISO date or
+    time: the CLI's ``--since`` and the server's ``since``; messages name ``option``.
+
+    Raises:
+        ConfigError: neither, or out of range (:class:`TimeRangeError`).
+    """
+    try:
+        length = parse_duration(since)
+    except TimeRangeError as exc:
+        raise ConfigError(f"bad {option} {since!r}: {exc.reason}") from None
+    except ConfigError:
+        try:
+            return parse_time(since, option)
+        except TimeRangeError:
+            raise
+        except ConfigError:
+            raise ConfigError(
+                f"bad {option} {since!r}: use a duration (30m, 36h, 7d, 2w) "
+                "or an ISO date or time (2026-11-29, 2026-11-29T10:00:00Z)"
+            ) from None
+    try:
+        return now - length
+    except OverflowError:
+        raise ConfigError(
+            f"bad {option} {since!r}: it reaches back before the year 1; use a shorter duration"
+        ) from None
 
 
 def resolve_window(

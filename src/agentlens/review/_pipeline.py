@@ -4,7 +4,8 @@ The store is the queue (:meth:`~agentlens.store.TraceStore.pending_review`): eve
 ``put_traces`` writes (new, or replacing a different stored run) waits there until
 :func:`review_pending` has
 
-1. scored it with its role's review scorers (only the ones without a result at their current
+1. scored it with its role's review scorers through :func:`~agentlens.review.score_finished`
+   (the one path that scores finished runs; only the scorers without a result at their current
    version: a run ``agentlens score`` already scored is not scored again),
 2. derived its flags (the store does it as the scores are written; content flags follow),
 3. for a flagged run: called the :func:`~agentlens.review.on_flagged` callbacks and stored a
@@ -20,15 +21,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentlens.config import Settings
 from agentlens.errors import ConfigError
-from agentlens.eval import Evidence, Scorer, get_scorer, resolve_scorer
-from agentlens.model import Score, Trace
+from agentlens.eval import Scorer, get_scorer, resolve_scorer
+from agentlens.model import Trace
 from agentlens.review._hooks import STATS, FlaggedRun, fire
 from agentlens.review._settings import ReviewSettings, review_settings
+from agentlens.review._tally import score_finished
 from agentlens.review._webhook import deliver_due, new_delivery
 from agentlens.store import RunFilter, RunSummary, TraceStore
 from agentlens.store._protocol import PendingRun
@@ -96,36 +97,6 @@ def _flagged_run(
     )
 
 
-def _score(traces: Sequence[Trace], store: TraceStore, scorers: _Scorers) -> list[Score]:
-    """The scores the runs still need from their review scorers."""
-    by_agent: dict[str | None, list[Trace]] = {}
-    for trace in traces:
-        by_agent.setdefault(trace.agent, []).append(trace)
-    out: list[Score] = []
-    for agent, group in by_agent.items():
-        evidence_kinds = scorers.settings.for_agent(agent).evidence
-        ids = [t.id for t in group]
-        needs: dict[str, list[Scorer]] = {}
-        for scorer in scorers.for_agent(agent):
-            for run_id in store.unscored_run_ids(
-                scorer.name, scorer.stored_version, RunFilter(run_ids=ids)
-            ):
-                needs.setdefault(run_id, []).append(scorer)
-        for trace in group:
-            todo = needs.get(trace.id)
-            if not todo:
-                continue
-            evidence = Evidence(trace, evidence_kinds)
-            for scorer in todo:
-                result = scorer.score(trace, evidence)
-                out.append(
-                    Score.of(
-                        result, run_id=trace.id, scorer=scorer.name, version=scorer.stored_version
-                    )
-                )
-    return out
-
-
 def _review_batch(
     store: TraceStore,
     batch: list[PendingRun],
@@ -141,11 +112,15 @@ def _review_batch(
     found = store.query_traces(RunFilter(run_ids=ids), newest_first=False, on_unreadable=unreadable)
     traces = {t.id: t for t in found}
     present = [traces[i] for i in ids if i in traces]
-    scores = _score(present, store, scorers)
-    if scores:
-        store.put_scores(scores)
-        result.scores_written += len(scores)
-    unscored = sorted({t.id for t in present} - {s.run_id for s in scores})
+    scored = score_finished(
+        present,
+        scorers=scorers.for_agent,
+        settings=scorers.settings,
+        store=store,
+        missing_only=True,
+    )
+    result.scores_written += sum(len(r.scores) for r in scored.runs)
+    unscored = sorted(r.trace.id for r in scored.runs if not r.scores)
     if unscored:
         store.refresh_flags(unscored)
     flagged = list(store.list_runs(RunFilter(run_ids=ids, flagged=True), newest_first=False))

@@ -36,6 +36,10 @@ class Reviewer:
         review: the review settings (default: from ``settings``).
         interval: seconds between two looks at the store when nobody notifies.
         batch_size: runs per review round.
+        worker: claim the runs under this name (with a lease of ``lease_s`` seconds), so that
+            several processes reviewing one store never review a run twice, and the runs of one
+            that died are reviewed by another once the lease runs out
+            (:meth:`~agentlens.store.TraceStore.claim_review`). ``None``: read the queue.
 
     Raises:
         ConfigError: bad review settings (checked here, not in the thread).
@@ -49,6 +53,8 @@ class Reviewer:
         review: ReviewSettings | None = None,
         interval: float = 5.0,
         batch_size: int = DEFAULT_BATCH,
+        worker: str | None = None,
+        lease_s: float = 300.0,
     ) -> None:
         if settings is None:
             from agentlens.config import load_settings
@@ -60,11 +66,14 @@ class Reviewer:
         self._store: TraceStore | None = None if isinstance(store, str) else store
         self._interval = interval
         self._batch_size = batch_size
+        self._worker = worker
+        self._lease_s = lease_s
         self._wake = threading.Event()
         self._idle = threading.Condition()
         self._busy = False
         self._generation = 0  # notifications seen
         self._done_generation = 0  # notifications fully handled
+        self._ok_generation = 0  # notifications handled by a round that succeeded
         self._stop = False
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -95,8 +104,13 @@ class Reviewer:
             pass
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything pending when called is reviewed (and due deliveries tried);
-        True when that happened within ``timeout`` seconds (False once shut down)."""
+        """Wait until everything pending when called is reviewed (and due deliveries tried).
+
+        Returns:
+            True when a review round that started after this call succeeded within ``timeout``
+            seconds; False when it failed (the runs stay pending: see the ``agentlens`` log),
+            the time ran out, or the reviewer is shut down.
+        """
         if self._stop:
             return False
         self.start()
@@ -111,7 +125,7 @@ class Reviewer:
                 if remaining is not None and remaining <= 0:
                     return False
                 self._idle.wait(remaining)
-        return True
+            return self._ok_generation >= target
 
     def shutdown(self, timeout: float | None = 30.0) -> bool:
         """Finish the round in progress and stop the thread; True when it stopped in time."""
@@ -164,6 +178,8 @@ class Reviewer:
                     settings=self._settings,
                     review=self._review,
                     batch_size=self._batch_size,
+                    worker=self._worker,
+                    lease_s=self._lease_s,
                 )
                 wait = self._next_wait(store)
                 failures = 0
@@ -175,6 +191,8 @@ class Reviewer:
                 )
             with self._idle:
                 self._done_generation = max(self._done_generation, target)
+                if failures == 0:
+                    self._ok_generation = max(self._ok_generation, target)
                 self._idle.notify_all()
             if wait < self._interval and not self._wake.is_set() and failures == 0:
                 self._wake.wait(wait)

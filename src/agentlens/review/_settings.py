@@ -24,9 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
-from agentlens.config import Settings
+from agentlens.config import DEFAULT_REVIEW_SCORERS, SETTINGS, Settings
 from agentlens.errors import ConfigError, ScorerError
 
 __all__ = [
@@ -36,29 +35,11 @@ __all__ = [
     "review_settings",
 ]
 
-DEFAULT_REVIEW_SCORERS: tuple[str, ...] = (
-    "no_fabricated_refs",
-    "parametric_leakage",
-    "repeated_tool_calls",
-    "excessive_steps",
-    "no_progress",
-)
-"""The deterministic scorers review runs when ``[review] scorers`` is not set."""
 
 JUDGED_SCORERS = frozenset({"faithful_synthesis"})
 """Scorers that need a judge: review runs them only when ``[review] judge`` is set."""
 
-_KEYS = {
-    "scorers",
-    "judge",
-    "webhook",
-    "webhook_secret",
-    "base_url",
-    "on_capture",
-    "webhook_attempts",
-    "webhook_backoff",
-    "webhook_timeout",
-}
+_KEYS = {s.name.removeprefix("review.") for s in SETTINGS if s.name.startswith("review.")}
 _ROLE_KEYS = {"scorers", "judge"}
 
 
@@ -66,8 +47,16 @@ _ROLE_KEYS = {"scorers", "judge"}
 class ReviewSettings:
     """The checked review settings."""
 
-    scorers: tuple[str, ...] = DEFAULT_REVIEW_SCORERS
+    scorers: tuple[str, ...]
     """The review scorers of roles without their own list."""
+    on_capture: bool
+    """Review captured runs in the background as they are written."""
+    webhook_attempts: int
+    """Attempts per delivery before it is marked failed (kept and listed)."""
+    webhook_backoff: float
+    """Seconds before the first retry; doubled after each failure (capped at 10 minutes)."""
+    webhook_timeout: float
+    """Seconds allowed per delivery attempt."""
     roles: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Review scorers per agent role that has ``[agents.NAME.review] scorers``."""
     judge: str | None = None
@@ -76,17 +65,10 @@ class ReviewSettings:
     webhook: str | None = None
     """The URL flagged runs are POSTed to."""
     webhook_secret: str | None = None
-    """The HMAC-SHA256 key of the signature header."""
+    """The HMAC-SHA256 key of the signature header (sent with deliveries to :attr:`webhook`
+    only)."""
     base_url: str | None = None
     """The dashboard's base URL: payloads link to ``{base_url}/runs/{id}``."""
-    on_capture: bool = True
-    """Review captured runs in the background as they are written."""
-    webhook_attempts: int = 6
-    """Attempts per delivery before it is marked failed (kept and listed)."""
-    webhook_backoff: float = 2.0
-    """Seconds before the first retry; doubled after each failure (capped at 10 minutes)."""
-    webhook_timeout: float = 10.0
-    """Seconds allowed per delivery attempt."""
 
     def scorers_for(self, agent: str | None) -> tuple[str, ...]:
         """The review scorer names of an agent role."""
@@ -144,15 +126,6 @@ def _check_judged(names: tuple[str, ...], judge: str | None, where: str, key: st
             )
 
 
-def _url(value: Any, where: str, key: str) -> str:
-    if not isinstance(value, str):
-        raise ConfigError(f"{_at(where, key)} must be an http(s) URL, got {value!r}")
-    parts = urlsplit(value.strip())
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ConfigError(f"{_at(where, key)} must be an http(s) URL, got {value!r}")
-    return value.strip()
-
-
 def _number(value: Any, where: str, key: str, kind: type, low: float) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{_at(where, key)} must be a number, got {value!r}")
@@ -175,7 +148,8 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
 
         settings = load_settings()
     where = _where(settings)
-    table: Mapping[str, Any] = getattr(settings, "review", {}) or {}
+    # the rows' values (their defaults included), over the defaults for settings built by hand
+    table: Mapping[str, Any] = {**Settings().review, **settings.review}
     origins: Mapping[str, str] = getattr(settings, "origins", {}) or {}
 
     def at(key: str) -> str:  # where a review setting came from: FILE: review.KEY, or a variable
@@ -185,10 +159,8 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
     if unknown:
         raise ConfigError(f"{where}: review: unknown key {unknown[0]!r}")
     judge = _judge(table.get("judge"), at("judge"), "review.judge")
-    scorers = DEFAULT_REVIEW_SCORERS
-    if "scorers" in table:
-        scorers = _names(table["scorers"], at("scorers"), "review.scorers")
-        _check_judged(scorers, judge, at("scorers"), "review.scorers")
+    scorers = _names(table["scorers"], at("scorers"), "review.scorers")
+    _check_judged(scorers, judge, at("scorers"), "review.scorers")
     roles: dict[str, tuple[str, ...]] = {}
     role_judges: dict[str, str] = {}
     for role, agent in getattr(settings, "agents", {}).items():
@@ -204,20 +176,20 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
             names = _names(section["scorers"], where, f"{label}.scorers")
             _check_judged(names, role_judge or judge, where, f"{label}.scorers")
             roles[role] = names
-    webhook = None
-    if table.get("webhook") is not None:
-        webhook = _url(table["webhook"], at("webhook"), "review.webhook")
-    secret = table.get("webhook_secret")
-    if secret is not None and (not isinstance(secret, str) or not secret):
+    webhook, secret = table.get("webhook"), table.get("webhook_secret")
+    if (
+        webhook is not None
+        and secret is not None
+        and settings.from_file("review.webhook")
+        and not settings.from_file("review.webhook_secret")
+        and not table.get("allow_file_webhook")
+    ):
         raise ConfigError(
-            f"{_at(at('webhook_secret'), 'review.webhook_secret')} must be a non-empty string"
+            f"{at('webhook')}: a webhook set in a configuration file is not sent payloads signed "
+            f"with the secret from {settings.origin('review.webhook_secret')}; set "
+            "AGENTLENS_REVIEW_WEBHOOK instead, or opt in with AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK=1"
         )
-    base_url = None
-    if table.get("base_url") is not None:
-        base_url = _url(table["base_url"], at("base_url"), "review.base_url").rstrip("/")
-    on_capture = table.get("on_capture", True)
-    if not isinstance(on_capture, bool):
-        raise ConfigError(f"{_at(at('on_capture'), 'review.on_capture')} must be true or false")
+    base_url = table.get("base_url")
     return ReviewSettings(
         scorers=scorers,
         roles=roles,
@@ -225,24 +197,16 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
         role_judges=role_judges,
         webhook=webhook,
         webhook_secret=secret,
-        base_url=base_url,
-        on_capture=on_capture,
+        base_url=base_url.rstrip("/") if base_url is not None else None,
+        on_capture=table["on_capture"],
         webhook_attempts=_number(
-            table.get("webhook_attempts", 6),
-            at("webhook_attempts"),
-            "review.webhook_attempts",
-            int,
-            1,
+            table["webhook_attempts"], at("webhook_attempts"), "review.webhook_attempts", int, 1
         ),
         webhook_backoff=_number(
-            table.get("webhook_backoff", 2.0),
-            at("webhook_backoff"),
-            "review.webhook_backoff",
-            float,
-            0,
+            table["webhook_backoff"], at("webhook_backoff"), "review.webhook_backoff", float, 0
         ),
         webhook_timeout=_number(
-            table.get("webhook_timeout", 10.0),
+            table["webhook_timeout"],
             at("webhook_timeout"),
             "review.webhook_timeout",
             float,

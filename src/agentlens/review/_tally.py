@@ -11,7 +11,7 @@ scorers, then count the outcomes under the rate's rules (:func:`agentlens.analyt
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.model import FailureMode, Score, Trace
     from agentlens.store import RateCounts, TraceStore
 
-__all__ = ["ScoredRun", "Tally", "score_finished"]
+__all__ = ["ScoredRun", "ScorersFor", "Tally", "score_finished"]
 
 
 @dataclass
@@ -62,39 +62,83 @@ class Tally:
         return worst_outcome(r.outcome for r in self.runs if r.trace.id in wanted)
 
 
+ScorersFor = Callable[[str | None], Sequence["str | Scorer"]]
+"""The scorers of an agent role (``None``: runs without a role)."""
+
+
 def score_finished(
     traces: Iterable[Trace],
     *,
-    scorers: Sequence[str | Scorer] | None = None,
+    scorers: Sequence[str | Scorer] | ScorersFor | None = None,
     settings: Settings | None = None,
     store: TraceStore | None = None,
     modes: Iterable[str | FailureMode] | None = None,
+    missing_only: bool = False,
 ) -> Tally:
     """Score each run with ``scorers``, then count the outcomes.
 
     Args:
         traces: the finished runs.
-        scorers: scorer names or objects; default: the settings' ``default_scorers``.
+        scorers: scorer names or objects, or a function giving them per agent role (the review
+            pipeline's per-role review scorers); default: the settings' ``default_scorers``.
+            Each is bound once per role, with that role's options.
         settings: scorer options per agent role (default: :func:`~agentlens.config.load_settings`).
-        store: where to write the scores (one ``put_scores`` per run; the runs must already be
-            stored); ``None`` keeps them in memory only.
+        store: where to write the scores (one ``put_scores`` for all of them; the runs must
+            already be stored); ``None`` keeps them in memory only.
         modes: count only flags in these failure modes.
+        missing_only: with a store, run a scorer on a run only when the store has no result of
+            it at its current version (a run ``agentlens score`` already scored is not scored
+            again); a run's ``scores`` and outcome are then those of this call's scores alone.
 
     A scorer that fails gives an ``error`` score, as everywhere: the batch goes on.
     """
     from agentlens.config import load_settings
-    from agentlens.eval import run_scorers
 
     cfg = settings if settings is not None else load_settings()
-    names: Sequence[str | Scorer] = scorers if scorers is not None else cfg.default_scorers
+    given = scorers if scorers is not None else cfg.default_scorers
     mode_list = None if modes is None else [str(m) for m in modes]
-    runs: list[ScoredRun] = []
+    runs = list(traces)
+    scored: dict[int, list[Score]] = {}
+    by_agent: dict[str | None, list[int]] = {}
+    for index, trace in enumerate(runs):
+        by_agent.setdefault(trace.agent, []).append(index)
+    for agent, indexes in by_agent.items():
+        group = [runs[i] for i in indexes]
+        found = _score_group(group, agent, given, cfg, store, missing_only)
+        scored.update(zip(indexes, found, strict=True))
+    written = [score for i in range(len(runs)) for score in scored[i]]
+    if store is not None and written:
+        store.put_scores(written)
+    done: list[ScoredRun] = []
     rows = []
-    for trace in traces:
-        report = run_scorers(names, trace=trace, settings=cfg, store=store, save=store is not None)
-        scores = list(report.results.values())
-        facts = [facts_of(s) for s in scores]
+    for i, trace in enumerate(runs):
+        facts = [facts_of(s) for s in scored[i]]
         outcome, _ = classify_run(facts, mode_list)
-        runs.append(ScoredRun(trace=trace, scores=scores, outcome=outcome))
+        done.append(ScoredRun(trace=trace, scores=scored[i], outcome=outcome))
         rows.append((trace.id, facts))
-    return Tally(runs=runs, counts=tally(rows, mode_list), modes=mode_list)
+    return Tally(runs=done, counts=tally(rows, mode_list), modes=mode_list)
+
+
+def _score_group(
+    group: list[Trace],
+    agent: str | None,
+    given: Sequence[str | Scorer] | ScorersFor,
+    settings: Settings,
+    store: TraceStore | None,
+    missing_only: bool,
+) -> list[list[Score]]:
+    """The scores of one agent role's runs, in their order: the role's scorers bound once."""
+    from agentlens.eval import resolve_scorer, score_trace
+    from agentlens.store import RunFilter
+
+    names = given(agent) if callable(given) else given
+    bound = [resolve_scorer(s, agent, settings) for s in names]
+    needs: dict[str, set[str]] | None = None
+    if missing_only and store is not None:
+        ids = RunFilter(run_ids=[t.id for t in group])
+        needs = {s.name: set(store.unscored_run_ids(s.name, s.stored_version, ids)) for s in bound}
+    out = []
+    for trace in group:
+        todo = bound if needs is None else [s for s in bound if trace.id in needs[s.name]]
+        out.append(list(score_trace(trace, todo, settings).results.values()) if todo else [])
+    return out

@@ -8,7 +8,8 @@ is marked reviewed, so a crash never loses one. A delivery is POSTed with::
     X-Agentlens-Event: run.flagged
     X-Agentlens-Delivery: <delivery id>       (the same on every attempt: drop duplicates by it)
     X-Agentlens-Signature-256: sha256=<hex>   (HMAC-SHA256 of the exact body with the secret;
-                                               sent only when a secret is configured)
+                                               sent only when a secret is configured, and
+                                               only to the configured webhook URL)
 
 Verify it as GitHub's ``X-Hub-Signature-256``: compute the HMAC of the raw body with the shared
 secret and compare with :func:`hmac.compare_digest` (:func:`verify_signature` does this).
@@ -90,7 +91,9 @@ def _post(delivery: Delivery, settings: ReviewSettings) -> str | None:
         EVENT_HEADER: "run.flagged",
         DELIVERY_HEADER: delivery.id,
     }
-    if settings.webhook_secret:
+    if settings.webhook_secret and delivery.url == settings.webhook:
+        # the secret signs only what goes to the webhook it was configured with: a delivery
+        # stored for another URL (an earlier configuration) goes unsigned
         headers[SIGNATURE_HEADER] = sign(body, settings.webhook_secret)
     request = urllib.request.Request(delivery.url, data=body, headers=headers, method="POST")
     try:

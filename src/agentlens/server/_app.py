@@ -18,7 +18,7 @@ import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
@@ -30,6 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
 from agentlens.ingest.otlp import span_records_from_protobuf, spans_from_json
 from agentlens.model import Trace
+from agentlens.model._time import parse_since
 from agentlens.server._ingest import Ingestor, Metrics, Overloaded, WriteFailed
 from agentlens.server._keys import KeyChecker
 from agentlens.store import RunFilter, open_store
@@ -187,30 +188,15 @@ def _is_loopback(host: str | None) -> bool:
         return False
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])", re.IGNORECASE)
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
 def _parse_time(value: str | None, name: str, now: datetime) -> datetime | None:
-    """A query parameter that is a duration back from now (``7d``, ``36h``) or an ISO time."""
+    """A query parameter that is a duration back from now (``7d``, ``36h``) or an ISO time,
+    read by the CLI's parser (:func:`agentlens.model._time.parse_since`)."""
     if value is None or value == "":
         return None
-    text = value.strip()
-    if _DURATION.fullmatch(text.replace(" ", "")) or re.fullmatch(
-        r"(?:\d+(?:\.\d+)?[smhdw])+", text, re.IGNORECASE
-    ):
-        seconds = sum(float(n) * _UNITS[u.lower()] for n, u in _DURATION.findall(text))
-        try:
-            return now - timedelta(seconds=seconds)
-        except OverflowError:
-            raise ApiError(400, "invalid_request", f"{name}: duration too large") from None
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ApiError(
-            400, "invalid_request", f"{name}: expected a duration (7d, 36h) or an ISO time"
-        ) from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        return parse_since(value, name, now)
+    except ConfigError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
 
 
 def _encode_cursor(cursor: tuple[int, str] | None) -> str | None:
@@ -415,10 +401,17 @@ class _State:
 
 
 def _start_reviewer(store: Any) -> Any:
-    """The review pipeline's background reviewer over ``store``, started."""
+    """The review pipeline's background reviewer over ``store``, started. It claims the runs it
+    reviews (under this process's name), so several servers (and ``agentlens worker``
+    processes) on one store share the queue: no run is reviewed twice, and the runs of a
+    process that died are reviewed by another after the lease."""
+    import os
+    import socket
+
     from agentlens.review import Reviewer
 
-    return Reviewer(store, interval=1.0).start()
+    worker = f"serve:{socket.gethostname()}:{os.getpid()}"
+    return Reviewer(store, interval=1.0, worker=worker).start()
 
 
 def create_app(

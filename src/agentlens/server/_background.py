@@ -97,9 +97,9 @@ def _child(options: _Options, wake: Any, stop: Any, counts: Any, parent: int) ->
     store: Any = open_store(options.url)
     reviewer: Any = None
     if options.review:
-        from agentlens.review import Reviewer
+        from agentlens.server._app import _start_reviewer  # claims, as the server's own
 
-        reviewer = Reviewer(store, interval=1.0).start()
+        reviewer = _start_reviewer(store)
     metrics = Metrics()
     ingestor = Ingestor(
         store,

@@ -26,15 +26,9 @@ def project_view(store: Any, project: str | None) -> Any:
     else a :class:`ProjectView`."""
     if project is None:
         return store
-    read = getattr(store, "read", None)
-    if read is not None:
-        other = read(
-            lambda c: c.execute(
-                "SELECT 1 FROM runs WHERE project < ? OR project > ? LIMIT 1", (project, project)
-            ).fetchone()
-        )
-        if other is None:
-            return store
+    has_other_projects = getattr(store, "has_other_projects", None)
+    if has_other_projects is not None and not has_other_projects(project):
+        return store
     return ProjectView(store, project)
 
 
@@ -130,21 +124,8 @@ class ProjectView:
 
     def verdict_counts(self, *, since: Any = None) -> list[Any]:
         """Live verdicts per (scorer, failure mode) on this project's runs."""
-        from agentlens.store._protocol import VerdictCount
-        from agentlens.store._sqlite import to_us
-
-        sql = (
-            "SELECT v.scorer, v.failure_mode, sum(v.verdict = 'confirmed'),"
-            " sum(v.verdict = 'false_positive') FROM review_verdicts v"
-            " JOIN runs r ON r.id = v.run_id WHERE v.live = 1 AND r.project = ?"
-        )
-        params: list[Any] = [self.project]
-        if since is not None:
-            sql += " AND v.created_at >= ?"
-            params.append(to_us(since))
-        sql += " GROUP BY v.scorer, v.failure_mode ORDER BY v.scorer, ifnull(v.failure_mode, '')"
-        rows = self._store.read(lambda c: c.execute(sql, params).fetchall())
-        return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
+        result: list[Any] = self._store.verdict_counts(since=since, project=self.project)
+        return result
 
     def put_traces(self, traces: Iterable[Trace]) -> int:
         raise StoreError("a project view is read-only")

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentlens.errors import SchemaVersionError
+from agentlens.store._pg_server import SERVER_TABLES
 
 __all__ = [
     "HOUR_US",
@@ -422,7 +423,11 @@ _REVIEW = PgMigration(
     ),
 )
 
-PG_MIGRATIONS: tuple[PgMigration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW)
+# -- migration 4: the server's tables (SQLite's migration 4; see agentlens.store._pg_server) ----
+
+_SERVER_TABLES = PgMigration(4, "server: api_keys, otlp_spans, otlp_traces", SERVER_TABLES)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES)
 """Every PostgreSQL migration, oldest first. Versions are 1..N without gaps."""
 
 

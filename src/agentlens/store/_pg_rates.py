@@ -20,22 +20,19 @@ from __future__ import annotations
 from typing import Any
 
 from agentlens.store._pg_migrations import HOUR_US, NO_HOUR
+from agentlens.store._pg_review import pg_conn
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._rates import (
-    _ALL_MODES,
-    _ERROR,
-    _FLAGGED,
     _NO_DAY,
-    _UNVERIFIABLE,
     RateCounts,
     RateQuery,
     _Acc,
-    _Classifier,
     _group_key,
     _Scored,
+    _Tally,
     check_breakdown,
 )
-from agentlens.store._sqlite_rates import _decode
+from agentlens.store._sqlite_rates import _decode, stored_scorers, stored_versions
 
 __all__ = ["pg_rate_counts", "pg_stored_scorers", "pg_stored_versions"]
 
@@ -84,58 +81,56 @@ def _keys(by: str | None, time_sql: str | None) -> tuple[str, str]:
     return day, release
 
 
-def _window_rows(conn: Any, q: RateQuery, by: str | None) -> list[tuple[int, Any, Any, Any, int]]:
-    """``(day, agent, release, sig, runs)`` of the scored runs of the window (``day`` and
-    ``release`` only when the breakdown needs them)."""
+def _count_rows(
+    conn: Any, q: RateQuery, by: str | None
+) -> tuple[list[tuple[int, Any, Any, Any, int]], list[tuple[int, Any, Any, int]]]:
+    """In one statement: ``(day, agent, release, sig, runs)`` of the scored runs of the window,
+    and ``(day, agent, release, runs)`` of every run of it, scored or not (``day``, ``release``
+    and, for every run, ``agent`` only when the breakdown needs them). Whole hours come from
+    the rollups, the partial hours at the window's edges from ``rate_runs`` and ``runs``."""
     agent_sql, agent_args = _agent(q)
     whole, partial = _edges(q)
-    rows: list[tuple[int, Any, Any, Any, int]] = []
-    day, release = _keys(by, None)
-    for cond, args in whole:
-        rows.extend(
-            conn.execute(
-                f"SELECT {day}, agent, {release}, sig::text, sum(n)::bigint FROM rate_rollup"
-                f" WHERE {cond}{agent_sql} GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0",
-                [*args, *agent_args],
-            ).fetchall()
-        )
-    day, release = _keys(by, "started_at")
-    for lo, hi in partial:
-        rows.extend(
-            conn.execute(
-                f"SELECT {day}, agent, {release}, sig::text, count(*) FROM rate_runs"
-                f" WHERE started_at >= %s AND started_at < %s{agent_sql} GROUP BY 1, 2, 3, 4",
-                [lo, hi, *agent_args],
-            ).fetchall()
-        )
-    return rows
-
-
-def _run_rows(conn: Any, q: RateQuery, by: str | None) -> list[tuple[int, Any, Any, int]]:
-    """``(day, agent, release, runs)`` of every run of the window (scored or not)."""
-    agent_sql, agent_args = _agent(q)
-    whole, partial = _edges(q)
-    rows: list[tuple[int, Any, Any, int]] = []
+    parts: list[str] = []
+    params: list[Any] = []
     day, release = _keys(by, None)
     agent = "agent" if by == "agent" else "NULL::text"
     for cond, args in whole:
-        rows.extend(
-            conn.execute(
-                f"SELECT {day}, {agent}, {release}, sum(n)::bigint FROM run_rollup"
-                f" WHERE {cond}{agent_sql} GROUP BY 1, 2, 3 HAVING sum(n) <> 0",
-                [*args, *agent_args],
-            ).fetchall()
+        parts.append(
+            f"SELECT 's', {day}, agent, {release}, sig, sum(n)::bigint FROM rate_rollup"
+            f" WHERE {cond}{agent_sql} GROUP BY 2, 3, 4, 5 HAVING sum(n) <> 0"
         )
-    day, release = _keys(by, "sort_at")
+        parts.append(
+            f"SELECT 'r', {day}, {agent}, {release}, NULL::uuid, sum(n)::bigint FROM run_rollup"
+            f" WHERE {cond}{agent_sql} GROUP BY 2, 3, 4 HAVING sum(n) <> 0"
+        )
+        params += [*args, *agent_args, *args, *agent_args]
     for lo, hi in partial:
-        rows.extend(
-            conn.execute(
-                f"SELECT {day}, {agent}, {release}, count(*) FROM runs"
-                f" WHERE sort_at >= %s AND sort_at < %s{agent_sql} GROUP BY 1, 2, 3",
-                [lo, hi, *agent_args],
-            ).fetchall()
+        day, release = _keys(by, "started_at")
+        parts.append(
+            f"SELECT 's', {day}, agent, {release}, sig, count(*) FROM rate_runs"
+            f" WHERE started_at >= %s AND started_at < %s{agent_sql} GROUP BY 2, 3, 4, 5"
         )
-    return rows
+        day, release = _keys(by, "sort_at")
+        parts.append(
+            f"SELECT 'r', {day}, {agent}, {release}, NULL::uuid, count(*) FROM runs"
+            f" WHERE sort_at >= %s AND sort_at < %s{agent_sql} GROUP BY 2, 3, 4"
+        )
+        params += [lo, hi, *agent_args, lo, hi, *agent_args]
+    scored: list[tuple[int, Any, Any, Any, int]] = []
+    runs: list[tuple[int, Any, Any, int]] = []
+    if not parts:
+        return scored, runs
+    sql = (
+        "SELECT k, d, a, r, s::text, n FROM ("
+        + " UNION ALL ".join(f"({part})" for part in parts)
+        + ") AS u(k, d, a, r, s, n)"
+    )
+    for kind, d, a, r, sig, n in conn.execute(sql, params).fetchall():
+        if kind == "s":
+            scored.append((d, a, r, sig, n))
+        else:
+            runs.append((d, a, r, n))
+    return scored, runs
 
 
 def _load_sigs(conn: Any, wanted: set[Any], into: dict[Any, tuple[_Scored, ...]]) -> None:
@@ -160,142 +155,66 @@ def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[
     """:func:`agentlens.store._sqlite_rates.rate_counts` for a :class:`PostgresStore` (same
     arguments, same results)."""
     check_breakdown(by)
-    mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
-    classify = _Classifier(query, by, mode_list)
-    by_part = by in ("mode", "scorer_version")
+    tally = _Tally(query, by)
 
     def work(conn: Any) -> list[RateCounts]:
-        rows = _window_rows(conn, query, by)
-        _load_sigs(conn, {row[3] for row in rows}, classify.sigs)
-        accs: dict[str | None, _Acc] = {}
-        flagging: set[Any] = set()
+        rows, run_rows = _count_rows(conn, query, by)
+        _load_sigs(conn, {row[3] for row in rows}, tally.classify.sigs)
         for day, agent, release, sig, n in rows:
-            agent = dec(agent)
-            parts = classify.parts(sig, agent)
-            if not parts:
-                continue
-            row_key = None if by_part else _group_key(by, day, agent, dec(release))
-            for sub, rank, hit in parts:
-                key = sub if by_part else row_key
-                acc = accs.get(key)
-                if acc is None:
-                    acc = accs[key] = _Acc()
-                acc.scored_any += n
-                if rank == _FLAGGED:
-                    acc.flagged += n
-                    flagging.add(sig)
-                    for m in hit:
-                        acc.by_mode[m] = acc.by_mode.get(m, 0) + n
-                elif rank == _ERROR:
-                    acc.errors += n
-                elif rank == _UNVERIFIABLE:
-                    acc.unverifiable += n
-        if flagging and query.flagged_ids:
-            agent_sql, agent_args = _agent(query)
-            clauses, args = [], []
-            if query.start_us is not None:
-                clauses.append("started_at >= %s")
-                args.append(query.start_us)
-            if query.end_us is not None:
-                clauses.append("started_at < %s")
-                args.append(query.end_us)
-            if query.undated:
-                clauses.append("started_at IS NULL")
-            extra = "".join(f" AND {c}" for c in clauses)
-            # the flagged runs grouped in the server by what the breakdown tells apart: a row
-            # per (signature, agent, day or release) with its run ids, not a row per run
-            day_col = (
-                f"floor(started_at / {24 * HOUR_US}.0)::bigint"
-                if by in ("day", "week")
-                else "NULL::bigint"
-            )
-            r_col = "release" if by == "release" else "NULL::text"
-            for sig, agent, day, release, run_ids in conn.execute(
-                f"SELECT sig::text, agent, {day_col}, {r_col}, array_agg(run_id) FROM rate_runs"
-                f" WHERE sig = ANY(%s::uuid[]){extra}{agent_sql} GROUP BY 1, 2, 3, 4",
-                [sorted(flagging), *args, *agent_args],
-            ).fetchall():
-                agent = dec(agent)
-                day = _NO_DAY if day is None else day
-                key = None if by_part else _group_key(by, day, agent, dec(release))
-                plain: list[str] = [(dec(i) or "") if i[:1] == "\x01" else i for i in run_ids]
-                for sub, rank, _ in classify.parts(sig, agent):
-                    if rank == _FLAGGED:
-                        accs[sub if by_part else key].ids.extend(plain)
-        return _assemble(conn, query, by, accs, mode_list)
+            tally.add(day, dec(agent), dec(release), sig, n)
+        if tally.flagging and query.flagged_ids:
+            _add_flagged_ids(conn, query, by, tally)
+        runs_by_key: dict[str | None, int] = {}
+        for day, agent, release, n in run_rows:
+            key = _group_key(by, day, dec(agent), dec(release))
+            runs_by_key[key] = runs_by_key.get(key, 0) + n
+        if by in ("day", "week"):
+            labels = {k for k, n in runs_by_key.items() if n} | set(tally.accs)
+            ordered = sorted(labels, key=lambda k: (k is None, k or ""))
+            return [
+                tally.accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), tally.mode_list)
+                for k in ordered
+            ]
+        return tally.grouped(runs_by_key)
 
     return store.read(work)
 
 
-def _assemble(
-    conn: Any, query: RateQuery, by: str | None, accs: dict[str | None, _Acc], mode_list: list[str]
-) -> list[RateCounts]:
-    runs_by_key: dict[str | None, int] = {}
-    for day, agent, release, n in _run_rows(conn, query, by):
-        key = _group_key(by, day, dec(agent), dec(release))
-        runs_by_key[key] = runs_by_key.get(key, 0) + n
-    total = sum(runs_by_key.values())
-    if by in ("day", "week"):
-        labels = {k for k, n in runs_by_key.items() if n} | set(accs)
-        ordered = sorted(labels, key=lambda k: (k is None, k or ""))
-        return [accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), mode_list) for k in ordered]
-    if by == "mode":
-        out = []
-        for m in mode_list:
-            counts = accs.get(m, _Acc()).counts(m, total, [])
-            counts.by_mode = {m: counts.flagged}
-            out.append(counts)
-        return out
-    if by in ("agent", "release"):
-        keys = {k for k, n in runs_by_key.items() if n} | set(accs)
-        found = [accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), mode_list) for k in keys]
-    elif by == "scorer_version":
-        found = [acc.counts(k, total, mode_list) for k, acc in accs.items()]
-    else:
-        found = [accs.get(None, _Acc()).counts(None, total, mode_list)]
-    return sorted(found, key=lambda c: (c.key is None, c.key or ""))
+def _add_flagged_ids(conn: Any, query: RateQuery, by: str | None, tally: _Tally) -> None:
+    """The ids of the window's runs of the flagging signatures, grouped in the server by what
+    the breakdown tells apart: a row per (signature, agent, day or release), not per run."""
+    agent_sql, agent_args = _agent(query)
+    clauses, args = [], []
+    if query.start_us is not None:
+        clauses.append("started_at >= %s")
+        args.append(query.start_us)
+    if query.end_us is not None:
+        clauses.append("started_at < %s")
+        args.append(query.end_us)
+    if query.undated:
+        clauses.append("started_at IS NULL")
+    extra = "".join(f" AND {c}" for c in clauses)
+    day_col = (
+        f"floor(started_at / {24 * HOUR_US}.0)::bigint" if by in ("day", "week") else "NULL::bigint"
+    )
+    r_col = "release" if by == "release" else "NULL::text"
+    for sig, agent, day, release, run_ids in conn.execute(
+        "SELECT sig::text, agent, d, r, ids FROM (SELECT sig, agent, "
+        f"{day_col} AS d, {r_col} AS r, array_agg(run_id) AS ids FROM rate_runs"
+        f" WHERE sig = ANY(%s::uuid[]){extra}{agent_sql} GROUP BY 1, 2, 3, 4) AS f",
+        [sorted(tally.flagging), *args, *agent_args],
+    ).fetchall():
+        plain: list[str] = [(dec(i) or "") if i[:1] == "\x01" else i for i in run_ids]
+        tally.add_ids(_NO_DAY if day is None else day, dec(agent), dec(release), sig, plain)
 
 
 def pg_stored_scorers(store: Any) -> list[str]:
-    """Every scorer name with a stored score (a skip-scan of the scorer index)."""
-    sql = (
-        "WITH RECURSIVE n(name) AS (SELECT min(scorer) FROM scores UNION ALL"
-        " SELECT (SELECT min(scorer) FROM scores WHERE scorer > n.name) FROM n"
-        " WHERE n.name IS NOT NULL) SELECT name FROM n WHERE name IS NOT NULL"
-    )
-    rows = store.read(lambda c: c.execute(sql).fetchall())
-    return [dec(name) or "" for (name,) in rows]
+    """:func:`agentlens.store._sqlite_rates.stored_scorers`'s SQL, on PostgreSQL."""
+    return list(store.read(lambda c: stored_scorers(pg_conn(c))))
 
 
 def pg_stored_versions(
     store: Any, scorer: str, start_us: int | None = None, end_us: int | None = None
 ) -> list[tuple[str, int]]:
-    """The versions of ``scorer`` with scores of runs in the window, each with its latest
-    ``scored_at`` (µs), newest first (as :func:`agentlens.store._sqlite_rates.stored_versions`)."""
-    versions_sql = (
-        "WITH RECURSIVE v(version) AS (SELECT min(version) FROM scores WHERE scorer = %(s)s"
-        " UNION ALL SELECT (SELECT min(version) FROM scores WHERE scorer = %(s)s"
-        " AND version > v.version) FROM v WHERE v.version IS NOT NULL)"
-        " SELECT version FROM v WHERE version IS NOT NULL"
-    )
-    window = ""
-    args: dict[str, Any] = {"s": enc(scorer)}
-    if start_us is not None:
-        window += " AND run_started_at >= %(a)s"
-        args["a"] = start_us
-    if end_us is not None:
-        window += " AND run_started_at < %(b)s"
-        args["b"] = end_us
-    latest_sql = (
-        f"SELECT max(scored_at) FROM scores WHERE scorer = %(s)s AND version = %(v)s{window}"
-    )
-
-    def work(conn: Any) -> list[tuple[str, int]]:
-        found = []
-        for (version,) in conn.execute(versions_sql, {"s": enc(scorer)}).fetchall():
-            (latest,) = conn.execute(latest_sql, {**args, "v": version}).fetchone()
-            if latest is not None:
-                found.append((dec(version) or "", int(latest)))
-        return sorted(found, key=lambda item: (-item[1], item[0]))
-
-    return store.read(work)
+    """:func:`agentlens.store._sqlite_rates.stored_versions`'s SQL, on PostgreSQL."""
+    return list(store.read(lambda c: stored_versions(pg_conn(c), scorer, start_us, end_us)))

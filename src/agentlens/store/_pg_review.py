@@ -3,16 +3,19 @@
 
 The review tables (PostgreSQL migration 3) have the columns, keys and partial indexes of SQLite's
 migration 3 (booleans stay integers, so the same SQL reads them), plus two columns for claims:
-``claimed_by`` and ``lease_until`` of ``run_review``. The mixin's SQL runs through
-:class:`PgConn`, which turns SQLite's ``?`` parameters into psycopg's, ``INSERT OR REPLACE`` /
-``INSERT OR IGNORE`` into ``ON CONFLICT`` clauses, and escapes text as the store does
-(:func:`~agentlens.store._postgres.enc`). What cannot be said the same way in both dialects
-(SQLite's ``rowid`` and JSON functions, ``sum`` of a comparison) is overridden here.
+``claimed_by`` and ``lease_until`` of ``run_review``. The review code is written once, in
+SQLite's dialect (:class:`~agentlens.store._sqlite_review.ReviewMixin`); this module is its
+dialect layer for PostgreSQL: :class:`PgConn` turns SQLite's ``?`` (and ``:name``) parameters
+into psycopg's, ``INSERT OR REPLACE`` / ``INSERT OR IGNORE`` into ``ON CONFLICT`` clauses and
+``ifnull`` into ``coalesce``, and escapes text as the store does
+(:func:`~agentlens.store._postgres.enc`); the few hooks the mixin leaves to the dialect are
+answered here (a JSON column as text, a run's links and metadata read in Python, claims that
+skip locked rows).
 
-Claims (:meth:`PgReviewMixin.claim_review`): several review workers (``agentlens worker``,
-``agentlens serve`` processes) share the queue. A worker takes up to N pending runs with
-``SELECT ... FOR UPDATE SKIP LOCKED`` (no two workers wait on, or take, the same run) and marks
-them claimed for a lease; a run whose lease ran out (its worker died) is claimable again. Marking
+Claims (:meth:`~agentlens.store._sqlite_review.ReviewMixin.claim_review`): several review
+workers (``agentlens worker``, ``agentlens serve`` processes) share the queue. A worker takes
+up to N pending runs with ``SELECT ... FOR UPDATE SKIP LOCKED`` (no two workers wait on, or take,
+the same run) and marks them claimed for a lease; a run whose lease ran out (its worker died) is claimable again. Marking
 a run reviewed ends its claim; a run replaced while claimed is pending again with no claim.
 """
 
@@ -23,19 +26,13 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from agentlens.model import Score, Verdict
-from agentlens.store._flags import CurrentScore, derive_from_current
 from agentlens.store._pg_text import dec, enc
-from agentlens.store._protocol import PendingRun, RunSummary, VerdictCount
 from agentlens.store._sqlite_filter import _marks
 from agentlens.store._sqlite_review import (
     SUMMARY_COLUMNS,
     ReviewMixin,
     _chunks,
     _json_object,
-    _limit_sql,
-    now_us,
-    summary_of,
 )
 
 __all__ = ["PgConn", "PgReviewMixin", "pg_conn", "pg_summary_columns"]
@@ -89,9 +86,14 @@ def _translate(sql: str) -> str:
     return sql + suffix
 
 
+_NAMED = re.compile(r"(?<![:\w]):(\w+)")
+
+
 def _enc_params(params: Any) -> Any:
     if params is None:
         return None
+    if isinstance(params, dict):
+        return {k: enc(p) if isinstance(p, str) else p for k, p in params.items()}
     return [enc(p) if isinstance(p, str) else p for p in params]
 
 
@@ -127,7 +129,10 @@ class PgConn:
         self.raw = conn
 
     def execute(self, sql: str, params: Any = None) -> _Cursor:
-        return _Cursor(self.raw.execute(_translate(sql), _enc_params(params)))
+        sql = _translate(sql)
+        if isinstance(params, dict):  # SQLite's :name parameters
+            sql = _NAMED.sub(r"%(\1)s", sql)
+        return _Cursor(self.raw.execute(sql, _enc_params(params)))
 
     def executemany(self, sql: str, rows: Sequence[Any]) -> None:
         rows = list(rows)
@@ -189,159 +194,31 @@ class PgReviewMixin(ReviewMixin):
     def _write(self, work: Callable[[Any], _T]) -> _T:
         return self.write(lambda conn: work(PgConn(conn)))
 
-    # -- what SQLite says in its own dialect ---------------------------------------------------
+    # -- what PostgreSQL says in its own dialect -----------------------------------------------
+
+    _SKIP_LOCKED = " FOR UPDATE SKIP LOCKED"
 
     @staticmethod
-    def _prune_content(conn: Any, run_ids: Sequence[str]) -> None:
-        """Release the content flags a replaced run held on items it no longer links."""
-        for part in _chunks(run_ids):
-            held = conn.execute(
-                "SELECT c.kind, c.item_id, c.run_id, r.doc::text"
-                " FROM content_flags c JOIN runs r ON r.id = c.run_id"
-                f" WHERE c.run_id IN {_marks(len(part))}",
-                part,
-            ).fetchall()
-            gone = [
-                (kind, item, run_id)
-                for kind, item, run_id, doc in held
-                if _links(doc).get(kind) != item
-            ]
-            conn.executemany(
-                "DELETE FROM content_flags WHERE kind = ? AND item_id = ? AND run_id = ?", gone
-            )
+    def _json_text(column: str) -> str:
+        return f"{column}::text"
 
-    def _derive_part(
-        self, conn: Any, part: Sequence[str], fresh: dict[tuple[str, str, str], Score]
-    ) -> None:
-        """SQLite's ``_derive_part``, with scores keyed by (run, scorer, version), not rowid."""
-        marks = _marks(len(part))
-        now = now_us()
-        conn.execute(
-            "INSERT OR IGNORE INTO run_review (run_id, sort_at, agent, stored_at)"
-            f" SELECT id, sort_at, agent, ? FROM runs WHERE id IN {marks}",
-            [now, *part],
-        )
-        rows = conn.execute(
-            "SELECT run_id, scorer, version, verdict, scored_at FROM scores"
-            f" WHERE run_id IN {marks}",
-            part,
-        ).fetchall()
-        latest: dict[tuple[str, str], tuple[Any, ...]] = {}
-        for row in rows:
-            key = (row[0], row[1])
-            seen = latest.get(key)
-            if seen is None or (row[4], row[2]) >= (seen[4], seen[2]):
-                latest[key] = row
-        docs: dict[tuple[str, str, str], Score] = {}
-        flagged = []
-        for r in latest.values():
-            if r[3] == Verdict.FLAGGED:
-                known = fresh.get((r[0], r[1], r[2]))
-                if known is not None:
-                    docs[(r[0], r[1], r[2])] = known  # just written: not parsed again
-                else:
-                    flagged.append(r)
-        for start in range(0, len(flagged), 500):
-            chunk = flagged[start : start + 500]
-            for run_id, scorer, version, doc in conn.execute(
-                "SELECT run_id, scorer, version, doc::text FROM scores WHERE"
-                " (run_id, scorer, version) IN (" + ", ".join("(?, ?, ?)" for _ in chunk) + ")",
-                [v for r in chunk for v in r[:3]],
-            ):
-                docs[(run_id, scorer, version)] = Score.model_validate_json(doc)
-        current: dict[str, list[CurrentScore]] = {run_id: [] for run_id in part}
-        for run_id, scorer, version, verdict, _ in latest.values():
-            score = docs.get((run_id, scorer, version))
-            current[run_id].append(
-                CurrentScore(
-                    scorer,
-                    version,
-                    Verdict(verdict),
-                    score.detail if score else "",
-                    tuple(score.findings) if score else (),
-                )
-            )
-        verdicts: dict[str, dict[str, str]] = {}
-        for run_id, key, verdict in conn.execute(
-            f"SELECT run_id, finding_key, verdict FROM review_verdicts WHERE run_id IN {marks}",
-            part,
-        ):
-            verdicts.setdefault(run_id, {})[key] = verdict
-        links = {
+    @staticmethod
+    def _summary_sql() -> tuple[str, Callable[[str | None], dict[str, Any]]]:
+        return pg_summary_columns(), _metadata
+
+    @staticmethod
+    def _run_links(conn: Any, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The runs' ``links``, read from their documents in Python (PostgreSQL's JSON
+        operators refuse a document holding ``\\u0000``)."""
+        return {
             run_id: _links(doc)
             for run_id, doc in conn.execute(
-                f"SELECT id, doc::text FROM runs WHERE id IN {marks}", part
+                f"SELECT id, doc::text FROM runs WHERE id IN {_marks(len(run_ids))}",
+                list(run_ids),
             )
         }
-        for run_id in part:
-            if run_id not in links:
-                continue
-            flags = derive_from_current(current[run_id])
-            self._apply(conn, run_id, flags, verdicts.get(run_id, {}), links[run_id], now)
-
-    def verdict_counts(self, *, since: Any = None) -> list[VerdictCount]:
-        """Live verdicts per (scorer, failure mode)."""
-        from agentlens.store._sqlite_review import _us
-
-        sql = (
-            "SELECT scorer, failure_mode, count(*) FILTER (WHERE verdict = 'confirmed'),"
-            " count(*) FILTER (WHERE verdict = 'false_positive') FROM review_verdicts"
-            " WHERE live = 1"
-        )
-        params: list[Any] = []
-        if since is not None:
-            sql += " AND created_at >= ?"
-            params.append(_us(since))
-        sql += " GROUP BY scorer, failure_mode ORDER BY scorer, coalesce(failure_mode, '')"
-        rows = self._read(lambda c: c.execute(sql, params).fetchall())
-        return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
-
-    def review_queue(
-        self, *, agent: str | None = None, limit: int | None = None, project: str | None = None
-    ) -> list[RunSummary]:
-        """Flagged runs with a finding that has no live verdict, oldest first."""
-        sql = (
-            f"SELECT f.sort_at, r.id, {pg_summary_columns()} FROM run_review f"
-            " JOIN runs r ON r.id = f.run_id WHERE f.open > 0"
-        )
-        params: list[Any] = []
-        if agent is not None:
-            sql += " AND f.agent = ?"
-            params.append(agent)
-        if project is not None:
-            sql += " AND r.project = ?"
-            params.append(project)
-        sql += " ORDER BY f.sort_at, f.run_id" + _limit_sql(limit)
-        rows = self._read(lambda c: c.execute(sql, params).fetchall())
-        return [summary_of(r, _metadata) for r in rows]
 
     # -- claims -------------------------------------------------------------------------------
-
-    def claim_review(
-        self, worker: str, *, limit: int = 64, lease_s: float = 300.0
-    ) -> list[PendingRun]:
-        """Claim up to ``limit`` pending runs (oldest written first) for ``worker``, for
-        ``lease_s`` seconds: no other worker gets them until the lease runs out or they are
-        marked reviewed (see the module docs). Runs other workers hold are skipped, not
-        waited for (``FOR UPDATE SKIP LOCKED``)."""
-        _limit_sql(limit)
-        now = now_us()
-        until = now + int(lease_s * 1_000_000)
-
-        def work(conn: Any) -> list[PendingRun]:
-            rows = conn.execute(
-                "UPDATE run_review SET claimed_by = ?, lease_until = ? WHERE run_id IN ("
-                "SELECT run_id FROM run_review WHERE reviewed_at IS NULL"
-                " AND (lease_until IS NULL OR lease_until < ?)"
-                " ORDER BY stored_at, run_id LIMIT ? FOR UPDATE SKIP LOCKED)"
-                " RETURNING run_id, stored_at",
-                (worker, until, now, limit),
-            ).fetchall()
-            return sorted(
-                (PendingRun(r[0], r[1]) for r in rows), key=lambda p: (p.stored_at, p.run_id)
-            )
-
-        return self._write(work)
 
     def mark_reviewed(self, runs: Any, *, at: Any = None) -> int:
         """Record runs reviewed (ending their claims); a run replaced since stays pending."""

@@ -75,8 +75,10 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import Score, Trace
+from agentlens.store._copy import TableCopyMixin
 from agentlens.store._pg_migrations import HOUR_US, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, _metadata, pg_conn, pg_summary_columns
+from agentlens.store._pg_server import PgServerMixin
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery
@@ -195,7 +197,7 @@ class _Prepared:
     digest: bytes
 
 
-class PostgresStore(PgReviewMixin):
+class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
     """The team store: PostgreSQL through a psycopg connection pool.
 
     Implements :class:`agentlens.store.TraceStore` (and the rate queries of
@@ -290,9 +292,16 @@ class PostgresStore(PgReviewMixin):
         PostgreSQL-specific (not part of :class:`TraceStore`): the rate queries use it."""
         self._check_open()
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return work(conn)
+            with self._pool.connection() as conn:
+                # one BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY (no SET TRANSACTION)
+                conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
+                conn.read_only = True
+                try:
+                    with conn.transaction():
+                        return work(conn)
+                finally:
+                    conn.isolation_level = None
+                    conn.read_only = None
         except self._psycopg.Error as exc:
             raise self._error(exc) from None
 
@@ -484,25 +493,24 @@ class PostgresStore(PgReviewMixin):
 
         Same results as :meth:`agentlens.store.SQLiteStore.put_traces`.
         """
-        written = 0
-
-        def work(conn: Any) -> int:
-            nonlocal written
-            chunk: list[Trace] = []
-            for trace in traces:
-                chunk.append(trace)
-                if len(chunk) >= _WRITE_CHUNK:
-                    self._put_chunk(conn, chunk, written)
-                    written += len(chunk)
-                    chunk = []
-            if chunk:
-                self._put_chunk(conn, chunk, written)
-                written += len(chunk)
-            return written
-
-        result = self.write(work)
+        result = self.write(lambda conn: self._put_all(conn, traces))
         self._maybe_compact(result)
         return result
+
+    def _put_all(self, conn: Any, traces: Iterable[Trace]) -> int:
+        """:meth:`put_traces` inside the caller's write transaction."""
+        written = 0
+        chunk: list[Trace] = []
+        for trace in traces:
+            chunk.append(trace)
+            if len(chunk) >= _WRITE_CHUNK:
+                self._put_chunk(conn, chunk, written)
+                written += len(chunk)
+                chunk = []
+        if chunk:
+            self._put_chunk(conn, chunk, written)
+            written += len(chunk)
+        return written
 
     def _put_chunk(self, conn: Any, chunk: list[Trace], offset: int) -> None:
         prepared: dict[str, _Prepared] = {}
@@ -660,6 +668,39 @@ class PostgresStore(PgReviewMixin):
                     yield summary_of(plain, _metadata)
 
         return iterate()
+
+    def runs_page(
+        self,
+        where: RunFilter | None,
+        *,
+        before: tuple[int, str] | None,
+        limit: int,
+        link: tuple[str, str] | None = None,
+    ) -> tuple[list[RunSummary], tuple[int, str] | None]:
+        """One page of run summaries, newest first, after the key cursor ``before``: what
+        :func:`agentlens.store._server.list_runs_page` returns, in PostgreSQL's SQL."""
+        from agentlens.store._sqlite_review import summary_of
+
+        filt = _filter(where).with_review()
+        if link is not None:
+            filt = filt.plus("json_extract_path_text(r.doc, 'links', %s) = %s", *link)
+        clauses, params = filt.sql()
+        if before is not None:
+            clauses.append("(r.sort_at, r.id) < (%s, %s)")
+            params.extend((before[0], enc(before[1])))
+        sql = (
+            f"SELECT r.sort_at, r.id, {pg_summary_columns()} FROM runs r"
+            + filt.join
+            + _where(clauses)
+            + " ORDER BY r.sort_at DESC, r.id DESC LIMIT %s"
+        )
+        rows = self._query(sql, [*params, limit + 1])
+        page = [
+            summary_of([dec(v) if isinstance(v, str) else v for v in row], _metadata)
+            for row in rows[:limit]
+        ]
+        cursor = (rows[limit - 1][0], dec(rows[limit - 1][1]) or "") if len(rows) > limit else None
+        return page, cursor
 
     def count_runs(self, where: RunFilter | None = None) -> int:
         filt = _filter(where)
@@ -837,6 +878,16 @@ class PostgresStore(PgReviewMixin):
                     yield dec(row[1]) or ""
 
         return iterate()
+
+    def _copied(self, table: str) -> None:
+        """After spans were copied in with their ``seq``: new spans are numbered after them."""
+        if table == "otlp_spans":
+            self.write(
+                lambda c: c.execute(
+                    "SELECT setval(pg_get_serial_sequence('otlp_spans', 'seq'),"
+                    " (SELECT coalesce(max(seq), 0) + 1 FROM otlp_spans), false)"
+                )
+            )
 
     # -- RateSource (the SQL is agentlens.store._pg_rates's) ------------------------------------
 

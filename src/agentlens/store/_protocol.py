@@ -355,9 +355,12 @@ class TraceStore(Protocol):
         """Every verdict on the run's findings (live or not), oldest first."""
         ...
 
-    def verdict_counts(self, *, since: datetime | None = None) -> list[VerdictCount]:
-        """Live verdicts given at or after ``since``, counted per (scorer, failure mode), in
-        (scorer, failure mode) order: the input of a detector's measured precision."""
+    def verdict_counts(
+        self, *, since: datetime | None = None, project: str | None = None
+    ) -> list[VerdictCount]:
+        """Live verdicts given at or after ``since`` (on runs of ``project``, when given),
+        counted per (scorer, failure mode), in (scorer, failure mode) order: the input of a
+        detector's measured precision."""
         ...
 
     def review_queue(
@@ -474,4 +477,8 @@ class ServerStore(TraceStore, Protocol):
 
     def run_projects(self, run_ids: Sequence[str]) -> dict[str, str]:
         """The project of each stored run among ``run_ids``."""
+        ...
+
+    def has_other_projects(self, project: str) -> bool:
+        """Whether a run of another project than ``project`` is stored."""
         ...

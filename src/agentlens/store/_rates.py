@@ -295,3 +295,69 @@ class _Acc:
             by_mode=by_mode,
             flagged_run_ids=sorted(self.ids),
         )
+
+
+class _Tally:
+    """The counts of a window while its rows are summed, per group: what both backends do with
+    the rows their SQL returns (the rows' agent and release already decoded)."""
+
+    def __init__(self, query: RateQuery, by: str | None) -> None:
+        self.by = by
+        self.by_part = by in ("mode", "scorer_version")
+        self.mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
+        self.classify = _Classifier(query, by, self.mode_list)
+        self.accs: dict[str | None, _Acc] = {}
+        self.flagging: set[Any] = set()
+        """The signatures that flag a run under the query: whose runs' ids are listed."""
+
+    def add(self, day: int | None, agent: Any, release: Any, sig: Any, n: int) -> None:
+        """``n`` scored runs of one signature in one (day, agent, release)."""
+        parts = self.classify.parts(sig, agent)
+        if not parts:
+            return
+        row_key = None if self.by_part else _group_key(self.by, day, agent, release)
+        for sub, rank, hit in parts:
+            key = sub if self.by_part else row_key
+            acc = self.accs.get(key)
+            if acc is None:
+                acc = self.accs[key] = _Acc()
+            acc.scored_any += n
+            if rank == _FLAGGED:
+                acc.flagged += n
+                self.flagging.add(sig)
+                for m in hit:
+                    acc.by_mode[m] = acc.by_mode.get(m, 0) + n
+            elif rank == _ERROR:
+                acc.errors += n
+            elif rank == _UNVERIFIABLE:
+                acc.unverifiable += n
+
+    def add_ids(
+        self, day: int | None, agent: Any, release: Any, sig: Any, run_ids: list[str]
+    ) -> None:
+        """The ids of runs of a flagging signature, to the groups they are flagged in."""
+        key = None if self.by_part else _group_key(self.by, day, agent, release)
+        for sub, rank, _ in self.classify.parts(sig, agent):
+            if rank == _FLAGGED:
+                self.accs[sub if self.by_part else key].ids.extend(run_ids)
+
+    def grouped(self, runs_by_key: dict[str | None, int]) -> list[RateCounts]:
+        """The groups of any breakdown but ``day``/``week``, in key order, given the runs of
+        each group (``by`` agent or release; else one total under ``None``)."""
+        accs, mode_list = self.accs, self.mode_list
+        total = sum(runs_by_key.values())
+        if self.by == "mode":
+            out = []
+            for m in mode_list:
+                counts = accs.get(m, _Acc()).counts(m, total, [])
+                counts.by_mode = {m: counts.flagged}
+                out.append(counts)
+            return out
+        if self.by in ("agent", "release"):
+            keys = {k for k, n in runs_by_key.items() if n} | set(accs)
+            found = [accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), mode_list) for k in keys]
+        elif self.by == "scorer_version":
+            found = [acc.counts(k, total, mode_list) for k, acc in accs.items()]
+        else:
+            found = [accs.get(None, _Acc()).counts(None, total, mode_list)]
+        return sorted(found, key=lambda c: (c.key is None, c.key or ""))

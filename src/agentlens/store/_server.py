@@ -291,6 +291,15 @@ class ServerTablesMixin:
             out.update(dict(rows))
         return out
 
+    def has_other_projects(self, project: str) -> bool:
+        """Whether a run of another project than ``project`` is stored (two index probes)."""
+        found = self._read(
+            lambda c: c.execute(
+                "SELECT 1 FROM runs WHERE project < ? OR project > ? LIMIT 1", (project, project)
+            ).fetchone()
+        )
+        return found is not None
+
 
 def list_runs_page(
     store: Any,
@@ -305,6 +314,12 @@ def list_runs_page(
     cursor (``None`` on the last page). ``where`` is a :class:`~agentlens.store.RunFilter`
     (``flagged`` and ``failure_mode`` included); ``link``: only runs whose ``links[kind] == id``.
     """
+    runs_page = getattr(store, "runs_page", None)
+    if runs_page is not None:  # PostgreSQL: the same page, in its own SQL
+        own: tuple[list[Any], tuple[int, str] | None] = runs_page(
+            where, before=before, limit=limit, link=link
+        )
+        return own
     filter_sql = _filter_sql(where).with_review()
     if link is not None:
         filter_sql = filter_sql.plus(

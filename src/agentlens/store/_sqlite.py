@@ -99,13 +99,14 @@ from agentlens.errors import (
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
 from agentlens.store import _sqlite_rates
+from agentlens.store._copy import TableCopyMixin
 from agentlens.store._migrations import (
     MIGRATIONS_TABLE,
     current_version,
     latest_version,
     migrate,
 )
-from agentlens.store._protocol import PendingRun, RunFilter, RunSummary
+from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery, check_breakdown
 from agentlens.store._server import ServerTablesMixin
 from agentlens.store._sqlite_filter import _as_ids, _filter_sql, _FilterSQL, _marks, _where_clause
@@ -217,7 +218,7 @@ class _Prepared:
     steps: str
 
 
-class SQLiteStore(ReviewMixin, ServerTablesMixin):
+class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
     """The embedded store: a SQLite file (WAL, one writer, pooled readers) or a private memory DB.
 
     Implements :class:`agentlens.store.TraceStore`. Thread-safe. The schema is documented in
@@ -519,34 +520,6 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin):
                 c.execute("SELECT ifnull(max(version), 0) FROM _agentlens_migrations").fetchone()[0]
             )
         )
-
-    # -- review claims (migration 4) -----------------------------------------------------------
-
-    def claim_review(
-        self, worker: str, *, limit: int = 64, lease_s: float = 300.0
-    ) -> list[PendingRun]:
-        """Claim up to ``limit`` pending runs for ``worker`` for ``lease_s`` seconds (see
-        :meth:`agentlens.store.TraceStore.claim_review`). One write transaction: claims of
-        several processes take turns, so no run is claimed twice."""
-        from agentlens.store._sqlite_review import now_us
-
-        _check_limit(limit)
-        now = now_us()
-        until = now + int(lease_s * 1_000_000)
-
-        def work(conn: sqlite3.Connection) -> list[PendingRun]:
-            rows = conn.execute(
-                "UPDATE run_review SET claimed_by = ?, lease_until = ? WHERE run_id IN ("
-                "SELECT run_id FROM run_review WHERE reviewed_at IS NULL"
-                " AND (lease_until IS NULL OR lease_until < ?)"
-                " ORDER BY stored_at, run_id LIMIT ?) RETURNING run_id, stored_at",
-                (worker, until, now, limit),
-            ).fetchall()
-            return sorted(
-                (PendingRun(r[0], r[1]) for r in rows), key=lambda p: (p.stored_at, p.run_id)
-            )
-
-        return self._write(work)
 
     # -- runs ---------------------------------------------------------------------------------
 

@@ -42,19 +42,14 @@ import sqlite3
 from typing import Any
 
 from agentlens.store._rates import (
-    _ALL_MODES,
     _DAY_US,
-    _ERROR,
-    _FLAGGED,
     _NO_DAY,
-    _UNVERIFIABLE,
     RateCounts,
     RateQuery,
     _Acc,
-    _Classifier,
     _day_of,
-    _group_key,
     _Scored,
+    _Tally,
     check_breakdown,
 )
 
@@ -442,107 +437,23 @@ def rate_counts(
     How: see the module docs.
     """
     check_breakdown(by)
-    mode_list = list(dict.fromkeys(query.modes if query.modes is not None else _ALL_MODES))
-    classify = _Classifier(query, by, mode_list)
-    by_part = by in ("mode", "scorer_version")
-
-    def work(conn: sqlite3.Connection) -> list[RateCounts]:
-        rows = _window_rows(conn, query)
-        _load_sigs(conn, {row[3] for row in rows}, classify.sigs)
-        accs: dict[str | None, _Acc] = {}
-        flagging: set[int] = set()
-        for day, agent, release, sig, n in rows:
-            parts = classify.parts(sig, agent)
-            if not parts:
-                continue
-            row_key = None if by_part else _group_key(by, day, agent, release)
-            for sub, rank, hit in parts:
-                acc = accs.get(sub if by_part else row_key)
-                if acc is None:
-                    acc = accs[sub if by_part else row_key] = _Acc()
-                acc.scored_any += n
-                if rank == _FLAGGED:
-                    acc.flagged += n
-                    flagging.add(sig)
-                    for m in hit:
-                        acc.by_mode[m] = acc.by_mode.get(m, 0) + n
-                elif rank == _ERROR:
-                    acc.errors += n
-                elif rank == _UNVERIFIABLE:
-                    acc.unverifiable += n
-        if query.flagged_ids:
-            _add_flagged_ids(conn, query, by, classify, accs, sorted(flagging))
-        return _assemble(conn, query, by, accs, mode_list)
-
-    return work(conn)
-
-
-def _add_flagged_ids(
-    conn: sqlite3.Connection,
-    query: RateQuery,
-    by: str | None,
-    classify: _Classifier,
-    accs: dict[str | None, _Acc],
-    flagging: list[int],
-) -> None:
-    """Add the ids of the window's flagged runs (of the ``flagging`` signatures) to their
-    groups. Tens of thousands of ids over a million runs: each group key is computed once per
-    distinct value (day, agent or release), not once per run."""
-    by_part = by in ("mode", "scorer_version")
-    keys: dict[Any, str | None] = {}
-    for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, flagging):
-        if by_part or by is None:
-            key = None
-        else:
-            value = (
-                _day_of(started_at)
-                if by in ("day", "week")
-                else agent
-                if by == "agent"
-                else release
-            )
-            if value in keys:
-                key = keys[value]
-            else:  # _group_key reads only the argument of its breakdown
-                key = keys[value] = _group_key(by, value, value, value)
-        for sub, rank, _ in classify.parts(sig, agent):
-            if rank == _FLAGGED:
-                accs[sub if by_part else key].ids.append(run_id)
-
-
-def _assemble(
-    conn: sqlite3.Connection,
-    query: RateQuery,
-    by: str | None,
-    accs: dict[str | None, _Acc],
-    mode_list: list[str],
-) -> list[RateCounts]:
-    """The groups of a breakdown, with their runs, in order."""
+    tally = _Tally(query, by)
+    rows = _window_rows(conn, query)
+    _load_sigs(conn, {row[3] for row in rows}, tally.classify.sigs)
+    for row in rows:
+        tally.add(*row)
+    listed = sorted(tally.flagging) if query.flagged_ids else []
+    for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, listed):
+        tally.add_ids(_day_of(started_at), agent, release, sig, [run_id])
     if by in ("day", "week"):
         out = []
         for label, runs in _time_buckets(conn, query, by):
-            acc = accs.get(label)
+            acc = tally.accs.get(label)
             if runs or acc is not None:
-                out.append((acc or _Acc()).counts(label, runs, mode_list))
+                out.append((acc or _Acc()).counts(label, runs, tally.mode_list))
         return out
     r_sql, r_args = _runs_sql(query, by if by in ("agent", "release") else None)
-    runs_by_key: dict[str | None, int] = {k: n for k, n in conn.execute(r_sql, r_args)}
-    total = sum(runs_by_key.values())
-    if by == "mode":
-        out = []
-        for m in mode_list:
-            counts = accs.get(m, _Acc()).counts(m, total, [])
-            counts.by_mode = {m: counts.flagged}
-            out.append(counts)
-        return out
-    if by in ("agent", "release"):
-        keys = set(runs_by_key) | set(accs)
-        found = [accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), mode_list) for k in keys]
-    elif by == "scorer_version":
-        found = [acc.counts(k, total, mode_list) for k, acc in accs.items()]
-    else:
-        found = [accs.get(None, _Acc()).counts(None, total, mode_list)]
-    return sorted(found, key=lambda c: (c.key is None, c.key or ""))
+    return tally.grouped({k: n for k, n in conn.execute(r_sql, r_args)})
 
 
 def _time_buckets(

@@ -216,20 +216,52 @@ class ReviewMixin:
                 conn.execute(f"DELETE FROM review_verdicts WHERE run_id IN {marks}", part)
                 conn.execute(f"DELETE FROM content_flags WHERE run_id IN {marks}", part)
 
+    # -- what the two dialects say differently (PostgreSQL's in _pg_review) -------------------
+
+    _SKIP_LOCKED = ""
+    """What a claim's ``SELECT`` of pending runs ends with (PostgreSQL: skip rows another
+    transaction holds; SQLite's writers take turns anyway)."""
+
     @staticmethod
-    def _prune_content(conn: sqlite3.Connection, run_ids: Sequence[str]) -> None:
+    def _json_text(column: str) -> str:
+        """SQL: a JSON column as its text."""
+        return column
+
+    @staticmethod
+    def _summary_sql() -> tuple[str, Callable[[str | None], dict[str, Any]]]:
+        """:data:`SUMMARY_COLUMNS` in this dialect, and how :func:`summary_of` parses the
+        metadata column."""
+        return SUMMARY_COLUMNS, _json_object
+
+    @staticmethod
+    def _run_links(conn: sqlite3.Connection, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The ``links`` of each of these runs that is stored (at most :data:`_BATCH` ids)."""
+        return {
+            run_id: _json_object(text)
+            for run_id, text in conn.execute(
+                "SELECT id, CASE WHEN json_valid(doc) THEN json_extract(doc, '$.links') END"
+                f" FROM runs WHERE id IN {_marks(len(run_ids))}",
+                list(run_ids),
+            )
+        }
+
+    # -- the content flags of replaced runs -----------------------------------------------------
+
+    def _prune_content(self, conn: sqlite3.Connection, run_ids: Sequence[str]) -> None:
         """Release the content flags a replaced run held on items it no longer links."""
         for part in _chunks(run_ids):
             held = conn.execute(
-                "SELECT c.kind, c.item_id, c.run_id, CASE WHEN json_valid(r.doc) THEN json_extract(r.doc, '$.links') END"
-                " FROM content_flags c JOIN runs r ON r.id = c.run_id"
-                f" WHERE c.run_id IN {_marks(len(part))}",
+                "SELECT kind, item_id, run_id FROM content_flags"
+                f" WHERE run_id IN {_marks(len(part))}",
                 part,
             ).fetchall()
+            if not held:
+                continue
+            links = self._run_links(conn, part)
             gone = [
                 (kind, item, run_id)
-                for kind, item, run_id, links in held
-                if _json_object(links).get(kind) != item
+                for kind, item, run_id in held
+                if links.get(run_id, {}).get(kind) != item
             ]
             conn.executemany(
                 "DELETE FROM content_flags WHERE kind = ? AND item_id = ? AND run_id = ?", gone
@@ -261,34 +293,36 @@ class ReviewMixin:
             [now, *part],
         )
         rows = conn.execute(
-            "SELECT rowid, run_id, scorer, version, verdict, scored_at FROM scores"
-            f" WHERE run_id IN {marks}",
+            f"SELECT run_id, scorer, version, verdict, scored_at FROM scores WHERE run_id IN {marks}",
             part,
         ).fetchall()
         latest: dict[tuple[str, str], tuple[Any, ...]] = {}
         for row in rows:
-            key = (row[1], row[2])
+            key = (row[0], row[1])
             seen = latest.get(key)
-            if seen is None or (row[5], row[3]) >= (seen[5], seen[3]):
+            if seen is None or (row[4], row[2]) >= (seen[4], seen[2]):
                 latest[key] = row
-        docs: dict[int, Score] = {}
-        flagged_rowids = []
-        for r in latest.values():
-            if r[4] == Verdict.FLAGGED:
-                known = fresh.get((r[1], r[2], r[3]))
+        # the findings of the current flagged scores: those just written are at hand
+        docs: dict[tuple[str, str, str], Score] = {}
+        wanted: set[tuple[str, str, str]] = set()
+        for run_id, scorer, version, verdict, _ in latest.values():
+            if verdict == Verdict.FLAGGED:
+                known = fresh.get((run_id, scorer, version))
                 if known is not None:
-                    docs[r[0]] = known
+                    docs[(run_id, scorer, version)] = known
                 else:
-                    flagged_rowids.append(r[0])
-        for start in range(0, len(flagged_rowids), _BATCH):
-            ids = flagged_rowids[start : start + _BATCH]
-            for rowid, doc in conn.execute(
-                f"SELECT rowid, doc FROM scores WHERE rowid IN {_marks(len(ids))}", ids
+                    wanted.add((run_id, scorer, version))
+        if wanted:
+            for run_id, scorer, version, doc in conn.execute(
+                f"SELECT run_id, scorer, version, {self._json_text('doc')} FROM scores"
+                f" WHERE run_id IN {marks} AND verdict = 'flagged'",
+                part,
             ):
-                docs[rowid] = Score.model_validate_json(doc)
+                if (run_id, scorer, version) in wanted:
+                    docs[(run_id, scorer, version)] = Score.model_validate_json(doc)
         current: dict[str, list[CurrentScore]] = {run_id: [] for run_id in part}
-        for rowid, run_id, scorer, version, verdict, _ in latest.values():
-            score = docs.get(rowid)
+        for run_id, scorer, version, verdict, _ in latest.values():
+            score = docs.get((run_id, scorer, version))
             current[run_id].append(
                 CurrentScore(
                     scorer,
@@ -304,14 +338,7 @@ class ReviewMixin:
             part,
         ):
             verdicts.setdefault(run_id, {})[key] = verdict
-        links = {
-            run_id: _json_object(text)
-            for run_id, text in conn.execute(
-                "SELECT id, CASE WHEN json_valid(doc) THEN json_extract(doc, '$.links') END"
-                f" FROM runs WHERE id IN {marks}",
-                part,
-            )
-        }
+        links = self._run_links(conn, part)
         for run_id in part:
             if run_id not in links:
                 continue
@@ -380,6 +407,32 @@ class ReviewMixin:
             " ORDER BY stored_at, run_id" + _limit_sql(limit)
         )
         return self._read(lambda c: [PendingRun(r[0], r[1]) for r in c.execute(sql)])
+
+    def claim_review(
+        self, worker: str, *, limit: int = 64, lease_s: float = 300.0
+    ) -> list[PendingRun]:
+        """Claim up to ``limit`` pending runs (oldest written first) for ``worker``, for
+        ``lease_s`` seconds (see :meth:`agentlens.store.TraceStore.claim_review`): no other
+        worker gets them until the lease runs out or they are marked reviewed. One write
+        transaction; on PostgreSQL runs another worker is claiming are skipped, not waited for
+        (``FOR UPDATE SKIP LOCKED``)."""
+        _limit_sql(limit)
+        now = now_us()
+        until = now + int(lease_s * 1_000_000)
+        sql = (
+            "UPDATE run_review SET claimed_by = ?, lease_until = ? WHERE run_id IN ("
+            "SELECT run_id FROM run_review WHERE reviewed_at IS NULL"
+            " AND (lease_until IS NULL OR lease_until < ?)"
+            f" ORDER BY stored_at, run_id LIMIT ?{self._SKIP_LOCKED}) RETURNING run_id, stored_at"
+        )
+
+        def work(conn: sqlite3.Connection) -> list[PendingRun]:
+            rows = conn.execute(sql, (worker, until, now, limit)).fetchall()
+            return sorted(
+                (PendingRun(r[0], r[1]) for r in rows), key=lambda p: (p.stored_at, p.run_id)
+            )
+
+        return self._write(work)
 
     def mark_reviewed(self, runs: Iterable[PendingRun], *, at: datetime | None = None) -> int:
         """Record runs reviewed; a run replaced since it was listed stays pending."""
@@ -580,17 +633,25 @@ class ReviewMixin:
         )
         return [_verdict_record(r) for r in rows]
 
-    def verdict_counts(self, *, since: datetime | None = None) -> list[VerdictCount]:
-        """Live verdicts per (scorer, failure mode)."""
+    def verdict_counts(
+        self, *, since: datetime | None = None, project: str | None = None
+    ) -> list[VerdictCount]:
+        """Live verdicts per (scorer, failure mode); ``project``: on that project's runs only."""
         sql = (
-            "SELECT scorer, failure_mode, sum(verdict = 'confirmed'),"
-            " sum(verdict = 'false_positive') FROM review_verdicts WHERE live = 1"
+            "SELECT v.scorer, v.failure_mode, count(*) FILTER (WHERE v.verdict = 'confirmed'),"
+            " count(*) FILTER (WHERE v.verdict = 'false_positive') FROM review_verdicts v"
         )
+        clauses: list[str] = ["v.live = 1"]
         params: list[Any] = []
+        if project is not None:
+            sql += " JOIN runs r ON r.id = v.run_id"
+            clauses.append("r.project = ?")
+            params.append(project)
         if since is not None:
-            sql += " AND created_at >= ?"
+            clauses.append("v.created_at >= ?")
             params.append(_us(since))
-        sql += " GROUP BY scorer, failure_mode ORDER BY scorer, ifnull(failure_mode, '')"
+        sql += " WHERE " + " AND ".join(clauses)
+        sql += " GROUP BY v.scorer, v.failure_mode ORDER BY v.scorer, ifnull(v.failure_mode, '')"
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
         return [VerdictCount(r[0], r[1], int(r[2]), int(r[3])) for r in rows]
 
@@ -598,8 +659,9 @@ class ReviewMixin:
         self, *, agent: str | None = None, limit: int | None = None, project: str | None = None
     ) -> list[RunSummary]:
         """Flagged runs with a finding that has no live verdict, oldest first."""
+        columns, metadata = self._summary_sql()
         sql = (
-            f"SELECT f.sort_at, r.id, {SUMMARY_COLUMNS} FROM run_review f"
+            f"SELECT f.sort_at, r.id, {columns} FROM run_review f"
             " JOIN runs r ON r.id = f.run_id WHERE f.open > 0"
         )
         params: list[Any] = []
@@ -611,7 +673,7 @@ class ReviewMixin:
             params.append(project)
         sql += " ORDER BY f.sort_at, f.run_id" + _limit_sql(limit)
         rows = self._read(lambda c: c.execute(sql, params).fetchall())
-        return [summary_of(r) for r in rows]
+        return [summary_of(r, metadata) for r in rows]
 
     # -- webhook deliveries -------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from agentlens.errors import ConfigError
 from agentlens.eval._claims import Claim
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval.judges import Judge, Label, OfflineJudge, get_judge
+from agentlens.eval.judges._offline import RULES
 
 EVIDENCE = (
     "Order 4417 was placed on 3 March 2024 by Dana Reyes. The total was $1,250.00. "
@@ -162,34 +163,34 @@ def test_async_api_matches_sync() -> None:
 
 @pytest.mark.data
 def test_accuracy_targets_on_public_data(data_dir: Callable[[str], Path]) -> None:
-    """Regression guard for the figures in docs/judges.md (holdout half included)."""
+    """Regression guard for the cross-validated figures in docs/judges.md."""
     data_dir("halueval")
     data = data_dir("wice").parent
     import json
 
     script = Path(__file__).resolve().parents[3] / "benchmarks" / "judge_accuracy.py"
-    out = {}
-    for mode in ("balanced", "strict", "lenient"):
-        proc = subprocess.run(
-            [sys.executable, str(script), str(data), "--mode", mode, "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        out[mode] = json.loads(proc.stdout)["results"]
-    # the default: clearly above the coverage baseline on both sets, holdout included
+    proc = subprocess.run(
+        [sys.executable, str(script), str(data), "--no-ablation", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    out = json.loads(proc.stdout)
+    assert out["folds"] == 5
+    res = out["results"]
+    # the default beats the coverage baseline (threshold chosen on the other folds) on both
+    # sets, fold by fold
     for dataset in ("halueval", "wice"):
-        for split in ("holdout", "all"):
-            pair = out["balanced"][dataset][split]
-            assert pair["judge"]["balanced_accuracy"] > pair["baseline"]["balanced_accuracy"] + 0.02
-    # the HaluEval target (0.95) is met on the held-out half too; WiCE is just under its 0.75
-    assert out["balanced"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95
-    assert out["balanced"]["halueval"]["holdout"]["judge"]["balanced_accuracy"] >= 0.95
-    assert out["balanced"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.74
-    # the single-purpose modes keep their figures
-    assert out["strict"]["halueval"]["all"]["judge"]["balanced_accuracy"] >= 0.95
-    assert out["strict"]["halueval"]["holdout"]["judge"]["balanced_accuracy"] >= 0.95
-    assert out["lenient"]["wice"]["all"]["judge"]["balanced_accuracy"] >= 0.75
+        judged, baseline = res[dataset]["balanced"]["folds"], res[dataset]["baseline"]["folds"]
+        assert len(judged) == 5
+        assert all(j > b for j, b in zip(judged, baseline, strict=True))
+    # the HaluEval target (0.95) is met on average and nearly on every fold
+    assert res["halueval"]["balanced"]["mean"] >= 0.95
+    assert res["halueval"]["balanced"]["min"] >= 0.94
+    assert res["halueval"]["strict"]["mean"] >= 0.95
+    # WiCE: the figures docs/judges.md reports (short of the 0.76 aim)
+    assert res["wice"]["balanced"]["mean"] >= 0.74
+    assert res["wice"]["lenient"]["mean"] >= 0.75
 
 
 def _question_and_knowledge(question: str, knowledge: str) -> list[EvidenceItem]:
@@ -221,19 +222,20 @@ def test_words_repeated_from_the_question_do_not_make_a_claim_long() -> None:
     assert verdict(echo, plain) is Label.SUPPORTED
 
 
-def test_words_of_one_family_match() -> None:
+def test_a_name_matches_its_demonym_in_a_paraphrase_only() -> None:
     ev = (
-        "A native of Vandergrift, the young singer discovered her voice at a young age and "
-        "learned guitar in her teenage years. She now performs in the Norwegian league of choirs."
+        "TORONTO (August 22, 2017) - Canada Basketball is pleased to announce the final roster "
+        "for the FIBA AmeriCup, with Richard Amardi selected to the senior men's team."
     )
-    # "singing" ~ "singer" (a derivational suffix), "Norway" ~ "Norwegian" (the same start)
-    claim = "She began singing at a young age, and learned guitar in her teenage years."
-    assert verdict(claim, ev) is Label.SUPPORTED
-    assert verdict(claim.replace("singing", "dancing"), ev) is Label.UNSUPPORTED
-    assert (
-        verdict("She performs in the choir league of Norway.", ev, mode="strict") is Label.SUPPORTED
+    long = (
+        "On August 22, 2017, Richard Amardi was selected for the Canadian senior men's team "
+        "for the FIBA AmeriCup."
     )
-    assert verdict("She performs in the choir league of Sweden.", ev) is Label.UNSUPPORTED
+    assert verdict(long, ev) is Label.SUPPORTED
+    # near misses: another demonym; a short claim, which must be restated word for word
+    assert verdict(long.replace("Canadian", "Argentine"), ev) is Label.UNSUPPORTED
+    assert verdict("Amardi is Canadian.", "Amardi plays in Canada.") is Label.UNSUPPORTED
+    assert verdict(long, ev, rules=_all_but("demonyms")) is Label.UNSUPPORTED
 
 
 def test_a_scaled_number_matches_by_its_value() -> None:
@@ -244,27 +246,127 @@ def test_a_scaled_number_matches_by_its_value() -> None:
     assert verdict("Togo has a population of about 2 million.", ev) is Label.UNSUPPORTED
 
 
-def test_each_clause_of_a_paraphrase_must_be_grounded() -> None:
-    ev = "The Royal Society asked Canadians to choose a national bird online in 2015."
-    reworded = (
-        "In 2015, the Royal Society ran an online poll, asking Canadians to choose a national bird."
-    )
-    assert verdict(reworded, ev) is Label.SUPPORTED
-    # long enough to paraphrase, names and number all found, but one clause is its own
-    added = (
-        "In 2015 the Royal Society asked Canadians online to choose a national bird, "
-        "hoping to boost tourism revenue."
-    )
-    judged = OfflineJudge().judge_sync(claims=[added], evidence=ev)[0]
-    assert judged.label is Label.UNSUPPORTED
-    assert "hoping to boost tourism revenue" in judged.reason
-    # lenient keeps judging the claim as a whole
-    assert verdict(added, ev, mode="lenient") is Label.SUPPORTED
-
-
 def test_one_negation_list_the_stop_words_exclude() -> None:
     from agentlens.eval.judges._text import _STOP_WORDS, NEGATIONS
 
     # "without" is the one negation that is also a stop word (a plain preposition too)
     assert {"without"} == _STOP_WORDS & NEGATIONS
     assert {"nor", "no", "not", "never"}.isdisjoint(_STOP_WORDS)
+
+
+# -- reading fixes (offline-5): each with its near misses -------------------------------------
+
+
+def test_inflected_forms_match_their_base() -> None:
+    ev = "The actor dies in 2003 in Rome. The team wins the cup. She writes songs."
+    assert verdict("The actor died in 2003 in Rome.", ev) is Label.SUPPORTED
+    assert verdict("The actor died in Rome.", "The actor died in Rome.") is Label.SUPPORTED
+    assert verdict("The team won the cup.", ev) is Label.SUPPORTED
+    assert verdict("She wrote songs.", ev) is Label.SUPPORTED
+    # near misses: another verb, another base
+    assert verdict("The actor lived in 2003 in Rome.", ev) is Label.UNSUPPORTED
+    assert verdict("The team lost the cup.", ev) is Label.UNSUPPORTED
+    assert verdict("She sang songs.", ev) is Label.UNSUPPORTED
+    # without the rule, "died" and "dies" are two words
+    assert (
+        verdict("The actor died in 2003 in Rome.", ev, rules=_all_but("inflections"))
+        is Label.UNSUPPORTED
+    )
+
+
+def test_a_negation_matches_its_equivalent_phrasing() -> None:
+    unable = "The committee was unable to approve the budget."
+    cannot = "The committee cannot approve the budget."
+    failed = "The committee had failed to approve the budget."
+    assert verdict(cannot, unable) is Label.SUPPORTED
+    assert verdict(unable, cannot) is Label.SUPPORTED
+    assert verdict("The committee failed to approve the budget.", failed) is Label.SUPPORTED
+    assert verdict("The committee did not approve the budget.", failed) is Label.SUPPORTED
+    # near misses: the negation on one side only, in either direction
+    assert verdict("The committee approved the budget.", unable) is Label.UNSUPPORTED
+    assert verdict(unable, "The committee approved the budget.") is Label.UNSUPPORTED
+    assert verdict("The committee failed.", "The committee succeeded.") is Label.UNSUPPORTED
+    assert (
+        verdict(cannot, unable, rules=_all_but("negation-forms")) is Label.UNSUPPORTED
+    )  # "unable" was no negation
+
+
+def test_not_only_is_no_negation() -> None:
+    ev = "The fossils showed that Antarctica was warm and that it was joined to Africa."
+    claim = "The fossils showed not only that Antarctica was warm but that it was joined to Africa."
+    assert verdict(claim, ev) is Label.SUPPORTED
+    # near misses: a plain "not", and "no, only" (an answer's "no")
+    assert verdict("The fossils showed that Antarctica was not warm.", ev) is Label.UNSUPPORTED
+    assert verdict("No, only Antarctica was warm.", ev) is Label.UNSUPPORTED
+
+
+def test_a_compound_matches_split_or_joined() -> None:
+    joined = "The story was first reported by TechCrunch in May."
+    split = "The story was first reported by Tech Crunch in May."
+    assert verdict(split, joined) is Label.SUPPORTED
+    assert verdict(joined, split) is Label.SUPPORTED
+    assert verdict("The spinoff was announced in May.", "The spin-off was announced in May.") is (
+        Label.SUPPORTED
+    )
+    # near misses: one half of the compound only, or another compound sharing a half
+    other = "The story was first reported by Tech Review in May."
+    assert verdict(joined, other) is Label.UNSUPPORTED
+    assert verdict(split, other) is Label.UNSUPPORTED
+    assert verdict("The story was first reported by Crunch in May.", joined) is Label.UNSUPPORTED
+    assert verdict(split, joined, rules=_all_but("compounds")) is Label.UNSUPPORTED
+
+
+def test_a_bare_count_word_is_not_a_missing_number() -> None:
+    ev = (
+        "Mark Williams won the last frames of the evening session and holds a 10-7 lead over "
+        "John Higgins going into the second day of the final in Sheffield."
+    )
+    claim = "Williams won the final three frames of the evening session to take a 10-7 lead over Higgins."
+    judged = OfflineJudge().judge_sync(claims=[claim], evidence=ev)[0]
+    assert judged.label is Label.SUPPORTED
+    # near misses: a digit is a number; a measurement ("three weeks") is one too; a count
+    # the evidence contradicts by value is not found
+    assert verdict(claim.replace("three", "3"), ev) is Label.UNSUPPORTED
+    weeks = "Williams won the evening session three weeks before the final in Sheffield against Higgins."
+    assert "'3'" in OfflineJudge().judge_sync(claims=[weeks], evidence=ev)[0].reason
+    assert verdict(claim, ev, rules=_all_but("count-words")) is Label.UNSUPPORTED
+    # a short claim still has to be restated, but it is not failed for a missing number
+    short = OfflineJudge().judge_sync(
+        claims=["She starred in two films."], evidence="She starred in Alpha and Beta."
+    )[0]
+    assert short.label is Label.UNSUPPORTED and "names or numbers" not in short.reason
+
+
+def test_a_decade_is_a_span_of_years() -> None:
+    ev = "The band formed in 1994 in Leeds and split in the 2000s."
+    assert verdict("The band formed in Leeds in the 1990s.", ev) is Label.SUPPORTED
+    assert verdict("The band formed in Leeds in the '90s.", ev) is Label.SUPPORTED
+    # near misses: another decade, and a year inside a decade the evidence only names
+    assert verdict("The band formed in Leeds in the 1980s.", ev) is Label.UNSUPPORTED
+    assert verdict("The band split in 2000.", ev) is Label.UNSUPPORTED
+    assert verdict("The band split in the 2000s.", ev) is Label.SUPPORTED
+    assert (
+        verdict("The band formed in Leeds in the 1990s.", ev, rules=_all_but("decades"))
+        is Label.UNSUPPORTED
+    )
+
+
+def test_a_one_letter_fragment_is_not_a_claim() -> None:
+    ev = "The office is at 5th Ave. N. in Fargo."
+    judged = OfflineJudge().judge_sync(claims=["N."], evidence=ev)[0]
+    assert judged.label is Label.UNVERIFIABLE
+    # near misses: two letters with a sign between ("R&B") and a one-letter name in a claim
+    assert verdict("R&B", "R&B is a genre.") is Label.SUPPORTED
+    assert verdict("The vitamin is K.", "The vitamin is D.") is Label.UNSUPPORTED
+
+
+def test_rules_can_be_left_out_for_ablation() -> None:
+    judge = OfflineJudge(rules=_all_but("decades", "request"))
+    assert judge.model == "lexical-balanced-0.5-6-without-request+decades"
+    assert OfflineJudge().rules == frozenset(RULES)
+    with pytest.raises(ConfigError, match="unknown rule 'nope'"):
+        OfflineJudge(rules=["nope"])
+
+
+def _all_but(*names: str) -> frozenset[str]:
+    return frozenset(RULES) - set(names)

@@ -12,12 +12,18 @@ import unicodedata
 from typing import NamedTuple
 
 __all__ = [
+    "NEGATIONS",
+    "NEGATION_FORMS",
     "STOPWORDS",
     "Token",
     "char_ngrams",
     "claim_number",
+    "count_word",
+    "decade_values",
+    "is_decade",
+    "lemma",
+    "negation_word",
     "number_values",
-    "root",
     "stem",
     "tokenize",
 ]
@@ -416,47 +422,156 @@ def _undouble(w: str) -> str:
     return w
 
 
-_DERIVATIONAL = (
-    "ations",
-    "ation",
-    "ition",
-    "tion",
-    "sion",
-    "ment",
-    "ness",
-    "ical",
-    "ance",
-    "ence",
-    "ity",
-    "ial",
-    "ive",
-    "ous",
-    "ful",
-    "ant",
-    "ent",
-    "ist",
-    "ism",
-    "ize",
-    "ise",
-    "al",
-    "ic",
-    "er",
-    "or",
-    "ly",
-)
+_IRREGULAR = {
+    "ate": "eat",
+    "eaten": "eat",
+    "bore": "bear",
+    "broke": "break",
+    "broken": "break",
+    "brought": "bring",
+    "built": "build",
+    "bought": "buy",
+    "came": "come",
+    "caught": "catch",
+    "chose": "choose",
+    "chosen": "choose",
+    "drew": "draw",
+    "drawn": "draw",
+    "drove": "drive",
+    "driven": "drive",
+    "dying": "die",
+    "fell": "fall",
+    "fallen": "fall",
+    "felt": "feel",
+    "fought": "fight",
+    "found": "find",
+    "flew": "fly",
+    "flown": "fly",
+    "gave": "give",
+    "given": "give",
+    "went": "go",
+    "gone": "go",
+    "got": "get",
+    "gotten": "get",
+    "grew": "grow",
+    "grown": "grow",
+    "held": "hold",
+    "hung": "hang",
+    "kept": "keep",
+    "knew": "know",
+    "known": "know",
+    "led": "lead",
+    "left": "leave",
+    "lost": "lose",
+    "lying": "lie",
+    "made": "make",
+    "met": "meet",
+    "paid": "pay",
+    "ran": "run",
+    "rode": "ride",
+    "ridden": "ride",
+    "rose": "rise",
+    "risen": "rise",
+    "said": "say",
+    "sang": "sing",
+    "sung": "sing",
+    "saw": "see",
+    "seen": "see",
+    "sent": "send",
+    "shot": "shoot",
+    "sold": "sell",
+    "spent": "spend",
+    "spoke": "speak",
+    "spoken": "speak",
+    "stood": "stand",
+    "stole": "steal",
+    "stolen": "steal",
+    "struck": "strike",
+    "taught": "teach",
+    "took": "take",
+    "taken": "take",
+    "thought": "think",
+    "threw": "throw",
+    "thrown": "throw",
+    "told": "tell",
+    "tying": "tie",
+    "won": "win",
+    "wore": "wear",
+    "worn": "wear",
+    "wrote": "write",
+    "written": "write",
+}
+"""Irregular verb forms and their base (the stem of each is looked up, see :func:`lemma`)."""
+_IRREGULAR_STEMS = {stem(form): stem(base) for form, base in _IRREGULAR.items()}
 
 
 @functools.lru_cache(maxsize=65536)
-def root(word_stem: str) -> str:
-    """The stem with one derivational suffix removed, for matching words of one family
-    (``singer`` and ``sing``, ``introduction`` and ``introduce``, ``commercial`` and
-    ``commerce``). At least four letters remain; a trailing ``e`` is dropped."""
-    w = word_stem
-    for suffix in _DERIVATIONAL:
-        if w.endswith(suffix) and len(w) - len(suffix) >= 4:
-            w = w[: -len(suffix)]
-            break
-    return w.rstrip("e")
+def lemma(word_stem: str) -> str:
+    """The stem of a word's base form, for matching inflections :func:`stem` leaves apart:
+    ``died`` and ``dies`` (``die``), ``won`` and ``wins``, ``wrote`` and ``writes``."""
+    if word_stem in _IRREGULAR_STEMS:
+        return _IRREGULAR_STEMS[word_stem]
+    if len(word_stem) == 4 and word_stem.endswith("ied"):
+        return word_stem[:-1]  # died, lied, tied: stem() keeps words of four letters whole
+    return word_stem
+
+
+NEGATION_FORMS = NEGATIONS | {"nothing", "false", "unable", "cannot", "failing"}
+"""Every negation word (``NEGATIONS`` holds their stems as :func:`stem` gives them)."""
+
+
+def negation_word(word: str) -> bool:
+    """True for a word that negates what follows it (``not``, ``cannot``, ``unable``,
+    ``failed``, ``never``, ``n't`` forms...), read from the word itself, not its stem."""
+    w = word.lower().replace("’", "'")
+    return w in NEGATION_FORMS or w.endswith("n't")
+
+
+_DECADE = re.compile(r"(?:\d{2})?\d0s")
+
+
+def is_decade(raw: str) -> bool:
+    """``1990s``, ``80s``: a decade (a span of ten years, or of ages), not one number."""
+    return _DECADE.fullmatch(raw) is not None
+
+
+def decade_values(raw: str) -> set[str]:
+    """What a decade covers: itself and the ten numbers it spans (``1990s``: ``1990s`` and
+    ``1990``..``1999``); a two-digit decade also spans the years of the 1900s (``80s``)."""
+    base = int(raw[:-1])
+    starts = [base] if base >= 100 else [base, 1900 + base]
+    return {raw} | {str(start + d) for start in starts for d in range(10)}
+
+
+_COUNT_WORDS = frozenset(w for w, v in _NUMBER_WORDS.items() if isinstance(v, int) and 2 <= v <= 12)
+_COUNT_WORDS -= {"second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth"}
+_COUNT_WORDS -= {"tenth", "twice", "double", "triple"}
+
+
+_UNITS = frozenset(
+    stem(w)
+    for w in [
+        *("seconds", "minutes", "hours", "days", "nights", "weeks", "months", "years"),
+        *("decades", "centuries", "miles", "kilometres", "kilometers", "metres", "meters"),
+        *("feet", "inches", "pounds", "kilograms", "tons", "dollars", "euros", "percent"),
+        *("points", "goals", "runs", "votes", "seats"),
+    ]
+)
+"""Plural nouns after which a count is a measurement (``three weeks``), not a count of things
+the evidence may list."""
+
+
+def count_word(word: str, following: str | None) -> bool:
+    """True for a spelled-out count before a plural noun (``two films``, ``three seasons``):
+    it counts things the evidence may list without the number. A measurement (``three
+    weeks``, ``eight years``) is not one."""
+    return (
+        word.lower() in _COUNT_WORDS
+        and following is not None
+        and following.isalpha()
+        and following[-1:].lower() == "s"
+        and stem(following) not in _UNITS
+    )
 
 
 STOPWORDS: frozenset[str] = _STOP_WORDS | frozenset(stem(w) for w in _STOP_WORDS)
