@@ -5,6 +5,10 @@ STEPS times inside one enclosing run / root span, RUNS times over. Each side exp
 batching background processor to an exporter that discards:
 
 * agentlens: ``@agentlens.tool`` (and ``run.step``) with the default ``BatchProcessor``;
+* agentlens with the online loop guard (``loop_guard = "warn"`` for the runs' role), beside the
+  same runs of a role without it: with distinct arguments at every step (the usual case) and with
+  the same call repeated at every step (each repeat compared with the result before; the guard
+  warns once per run);
 * OpenTelemetry: ``tracer.start_as_current_span`` with a ``BatchSpanProcessor``, once bare
   (name and timings only) and once recording the arguments and result as JSON attributes,
   which is what agentlens records (the fair comparison).
@@ -24,10 +28,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -104,7 +112,15 @@ def main() -> None:
     args = parser.parse_args()
     runs, steps, total = args.runs, args.steps, args.runs * args.steps
 
+    # The loop guard is on for role "guarded" only, so that guarded and unguarded runs share one
+    # pipeline and their rounds interleave.
+    config = Path(tempfile.mkdtemp()) / "agentlens.toml"
+    config.write_text('[agents.guarded]\nloop_guard = "warn"\n', encoding="utf-8")
+    os.environ["AGENTLENS_CONFIG"] = str(config)
     agentlens.configure(exporter=NullExporter())
+    guard_log = logging.getLogger("agentlens")  # the guard's warning: once per guarded run
+    guard_log.addHandler(logging.NullHandler())
+    guard_log.propagate = False
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(NullSpanExporter()))
     tracer = provider.get_tracer("bench")
@@ -122,6 +138,16 @@ def main() -> None:
                 for i in range(steps):
                     lookup_agentlens(f"CUST-{r}-{i}")
                 run.output = "done"
+
+    def agentlens_guarded(agent: str, repeat: bool) -> Callable[[], None]:
+        def body() -> None:
+            for r in range(runs):
+                with agentlens.run(agent=agent, input="q") as run:
+                    for i in range(steps):
+                        lookup_agentlens(f"CUST-{r}" if repeat else f"CUST-{r}-{i}")
+                    run.output = "done"
+
+        return body
 
     def agentlens_manual() -> None:
         for r in range(runs):
@@ -145,6 +171,12 @@ def main() -> None:
         "plain call": (plain, lambda: None),
         "agentlens @tool": (agentlens_decorated, lambda: agentlens.flush(60)),
         "agentlens run.step": (agentlens_manual, lambda: agentlens.flush(60)),
+        "@tool, same args": (agentlens_guarded("bench", True), lambda: agentlens.flush(60)),
+        "@tool + guard": (agentlens_guarded("guarded", False), lambda: agentlens.flush(60)),
+        "@tool + guard, same args": (
+            agentlens_guarded("guarded", True),
+            lambda: agentlens.flush(60),
+        ),
         "otel span (bare)": (otel(otel_bare), lambda: provider.force_flush(60_000)),
         "otel span + JSON attrs": (otel(otel_attrs), lambda: provider.force_flush(60_000)),
     }
@@ -174,6 +206,16 @@ def main() -> None:
                 f"{ours} / {theirs}: hot {over_hot[ours] / over_hot[theirs]:.2f}, "
                 f"cpu {over_cpu[ours] / over_cpu[theirs]:.2f}"
             )
+    print()
+    for guard, base in (
+        ("@tool + guard", "agentlens @tool"),
+        ("@tool + guard, same args", "@tool, same args"),
+    ):
+        print(
+            f"loop guard (warn) added per step, {guard.removeprefix('@tool + guard, ') or 'distinct args'}"
+            f": hot {over_hot[guard] - over_hot[base]:.2f} µs, "
+            f"cpu {over_cpu[guard] - over_cpu[base]:.2f} µs (goal < 5 µs)"
+        )
     stats = agentlens.capture.stats()
     print(
         f"\nagentlens: exported {stats.exported} runs, dropped {stats.dropped}, failed {stats.failed}"

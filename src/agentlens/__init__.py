@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "FailureMode": "agentlens.model",
     "Finding": "agentlens.model",
     "FormatError": "agentlens.errors",
+    "LoopDetected": "agentlens.errors",
     "RunNotFoundError": "agentlens.errors",
     "Score": "agentlens.model",
     "ScoreResult": "agentlens.model",
@@ -62,6 +63,7 @@ __all__ = [
     "FailureMode",
     "Finding",
     "FormatError",
+    "LoopDetected",
     "RunNotFoundError",
     "Score",
     "ScoreResult",
@@ -92,7 +94,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens._oncomplete import configure
     from agentlens.analytics import hallucination_rate, trend
     from agentlens.capture import current_run, flush, llm, retrieval, run, shutdown, tool
-    from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
+    from agentlens.errors import (
+        AgentlensError,
+        ConfigError,
+        FormatError,
+        LoopDetected,
+        RunNotFoundError,
+    )
     from agentlens.eval import define_scorer, run_scorers, scorer
     from agentlens.model import (
         FailureMode,

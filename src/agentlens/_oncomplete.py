@@ -32,17 +32,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentlens.capture import ExportResult, StoreExporter
+from agentlens.capture import ExportResult, LoopEvent, LoopGuard, RoleGuard, StoreExporter
+from agentlens.config import AgentSettings, Settings
+from agentlens.errors import ConfigError
 from agentlens.model import Trace
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.review import Reviewer
     from agentlens.store import TraceStore
 
-__all__ = ["SHUTDOWN_REVIEW_S", "ReviewingExporter", "configure", "implicit_exporter"]
+__all__ = [
+    "SHUTDOWN_REVIEW_S",
+    "ReviewingExporter",
+    "build_loop_guard",
+    "configure",
+    "implicit_exporter",
+]
 
 logger = logging.getLogger("agentlens")
 
@@ -112,6 +120,48 @@ class ReviewingExporter(StoreExporter):
         return super().shutdown(timeout)
 
 
+def build_loop_guard(
+    mode: str | None, on_loop: Callable[[LoopEvent], object] | None, settings: Settings
+) -> LoopGuard | None:
+    """The online loop guard the settings ask for: ``mode`` (else the ``loop_guard`` setting) for
+    every role without its own ``[agents.ROLE] loop_guard``, each role with the rule of its
+    ``repeated_tool_calls`` options (``max_repeats``, volatile parts, bookkeeping events, exempt
+    tools). ``None`` when it is off for every role (nothing on capture's hot path).
+
+    Raises:
+        ConfigError: a bad mode, callback or ``repeated_tool_calls`` option.
+    """
+    from agentlens.config import LOOP_GUARD_MODES
+
+    if on_loop is not None and not callable(on_loop):
+        raise ConfigError(f"configure(): on_loop must be callable, got {on_loop!r}")
+    if mode is not None and mode not in LOOP_GUARD_MODES:
+        raise ConfigError(
+            f"configure(): loop_guard must be one of {', '.join(LOOP_GUARD_MODES)}, got {mode!r}"
+        )
+    default_mode = mode if mode is not None else settings.loop_guard
+
+    def role_guard(role: AgentSettings, role_mode: str) -> RoleGuard | None:
+        if role_mode == "off":
+            return None
+        from agentlens.eval.detectors._transcript import loop_rule  # only for a guard that is on
+
+        try:
+            rule = loop_rule(role.scorer_options("repeated_tool_calls"))
+        except ConfigError as exc:
+            raise ConfigError(f"{role.option_key('repeated_tool_calls')}: {exc}") from None
+        return RoleGuard(role_mode, rule.repeats, rule.skip, rule.call_key, rule.result_key)
+
+    default = role_guard(settings.default, default_mode)
+    roles = {
+        name: role_guard(role, role.loop_guard or default_mode)
+        for name, role in settings.agents.items()
+    }
+    if default is None and not any(roles.values()):
+        return None
+    return LoopGuard(default=default, roles=roles, on_loop=on_loop)
+
+
 def implicit_exporter(url: str) -> ReviewingExporter:
     """The exporter of capture's implicit configuration (only ``AGENTLENS_DB`` set): runs are
     stored, and reviewed in the background as :func:`configure` would review them (unless
@@ -137,7 +187,12 @@ def _reviewer(store: str | TraceStore, review: bool | None) -> Reviewer | None:
 
 
 def configure(
-    db: str | TraceStore | None = None, *, review: bool | None = None, **kwargs: Any
+    db: str | TraceStore | None = None,
+    *,
+    review: bool | None = None,
+    loop_guard: str | None = None,
+    on_loop: Callable[[LoopEvent], object] | None = None,
+    **kwargs: Any,
 ) -> None:
     """Say where captured runs go, and review them as they are written. Call it once.
 
@@ -148,6 +203,14 @@ def configure(
             true by default). Only when runs go to a store: a custom ``exporter`` or
             ``processor`` is left as it is, and runs sent to a server (``endpoint``) are
             reviewed by the server.
+        loop_guard: the online loop guard (docs/capture.md): ``"off"``, ``"warn"`` (a warning,
+            ``on_loop`` and a finding on the run once a tool returned the same result for the
+            same arguments ``max_repeats`` times) or ``"raise"`` (also
+            :class:`~agentlens.LoopDetected` from the next identical call, before the tool
+            runs). ``None``: ``AGENTLENS_LOOP_GUARD``, else the file's ``loop_guard``, else
+            off. A role's ``[agents.ROLE] loop_guard`` is that role's mode.
+        on_loop: called with a :class:`~agentlens.capture.LoopEvent` when the guard sees a loop
+            (in the agent's thread; an exception it raises is logged, not raised).
 
     Raises:
         ConfigError: a bad argument, or bad review settings (the message names the file and
@@ -155,11 +218,21 @@ def configure(
     """
     from agentlens import capture
     from agentlens.capture._state import _env_disabled
+    from agentlens.config import load_settings
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        if loop_guard is not None:
+            raise
+        # what capture did before the guard: a destination given in code needs no file
+        logger.warning("agentlens: loop guard off, the settings cannot be read: %s", exc)
+        kwargs["guard"] = None
+    else:
+        kwargs["guard"] = build_loop_guard(loop_guard, on_loop, settings)
 
     custom = any(kwargs.get(k) is not None for k in ("exporter", "processor", "endpoint"))
     if not custom and db is None:
-        from agentlens.config import load_settings
-
         # runs sent to a server (AGENTLENS_ENDPOINT) are reviewed there, not here
         custom = load_settings().endpoint is not None
     enabled = kwargs.get("enabled")

@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_EVIDENCE",
     "DEFAULT_REVIEW_SCORERS",
     "DEFAULT_SCORERS",
+    "LOOP_GUARD_MODES",
     "SETTINGS",
     "STORE_SCHEMES",
     "AgentSettings",
@@ -170,6 +171,16 @@ def _evidence(value: Any, where: str) -> tuple[str, ...]:
             f"{where}: unknown evidence source {bad[0]!r}; choose from {sorted(EVIDENCE_CHOICES)}"
         )
     return tuple(value)
+
+
+LOOP_GUARD_MODES: tuple[str, ...] = ("off", "warn", "raise")
+"""The loop guard's modes (``agentlens.configure(loop_guard=...)``, docs/capture.md)."""
+
+
+def _loop_guard(value: Any, where: str) -> str:
+    if not isinstance(value, str) or value.strip().lower() not in LOOP_GUARD_MODES:
+        raise ConfigError(f"{where}: expected one of off, warn, raise; got {value!r}")
+    return value.strip().lower()
 
 
 def _table(value: Any, where: str) -> dict[str, Any]:
@@ -378,6 +389,19 @@ SETTINGS: tuple[Setting, ...] = (
         env="AGENTLENS_DISABLED",
         argument="configure(enabled=...)",
         parse=parse_bool,
+    ),
+    Setting(
+        "loop_guard",
+        "off, warn or raise",
+        "off",
+        "The online loop guard of captured runs: warn (a warning and the on_loop callback) or "
+        "raise (also agentlens.LoopDetected from the next identical call) once a tool returned "
+        "the same result for the same arguments max_repeats times; per agent role under "
+        "[agents.ROLE]. See docs/capture.md.",
+        env="AGENTLENS_LOOP_GUARD",
+        key="loop_guard",
+        argument="configure(loop_guard=...)",
+        parse=_loop_guard,
     ),
     Setting(
         "debug",
@@ -605,6 +629,8 @@ class AgentSettings:
     :func:`agentlens.review.review_settings`)."""
     keys: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     """Where each scorer option was set: ``{scorer: {option: "FILE: agents.R.scorers.S.OPT"}}``."""
+    loop_guard: str | None = None
+    """The role's own ``[agents.NAME] loop_guard`` (``None``: the ``loop_guard`` setting)."""
 
     def scorer_options(self, name: str) -> dict[str, Any]:
         """The options configured for scorer ``name`` (empty when none)."""
@@ -634,6 +660,8 @@ class Settings:
     source: Path | None = None
     """The file the settings were read from, if any."""
     disabled: bool = False
+    loop_guard: str = "off"
+    """The loop guard of every role without one of its own (:attr:`AgentSettings.loop_guard`)."""
     debug: bool = False
     judge_allow_file_base_url: bool = False
     endpoint: str | None = None
@@ -762,6 +790,7 @@ def load_settings(
         },
         source=path,
         disabled=values["disabled"],
+        loop_guard=values["loop_guard"],
         debug=values["debug"],
         judge_allow_file_base_url=values["judge_allow_file_base_url"],
         endpoint=values.get("endpoint"),
@@ -837,7 +866,7 @@ def _parse_roles(
         label = f"{where}: agents.{role}"
         if not isinstance(section, dict):
             raise ConfigError(f"{label} must be a table")
-        bad = set(section) - {"evidence", "scorers", "review"}
+        bad = set(section) - {"evidence", "scorers", "review", "loop_guard"}
         if bad:
             raise ConfigError(f"{label}: unknown key {sorted(bad)[0]!r}")
         role_options, role_keys = _parse_scorers(
@@ -858,6 +887,11 @@ def _parse_roles(
             scorers=merged,
             review=_table(section.get("review", {}), f"{label}.review"),
             keys=merged_keys,
+            loop_guard=(
+                _loop_guard(section["loop_guard"], f"{label}.loop_guard")
+                if "loop_guard" in section
+                else None
+            ),
         )
     return default, agents
 

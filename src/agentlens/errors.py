@@ -10,10 +10,13 @@ Every error the package raises on purpose derives from :class:`AgentlensError`::
     │   ├── RunNotFoundError (also KeyError) no run with that id
     │   ├── UnreadableRunError               a stored run this agentlens cannot read back
     │   └── SchemaVersionError               a store or file written by a newer agentlens
-    └── ScorerError                          an unknown scorer or a bad scorer definition
+    ├── ScorerError                          an unknown scorer or a bad scorer definition
+    └── LoopDetected                         the loop guard stopped a call (loop_guard="raise")
 
 The capture SDK never raises any of these into the host agent: it logs them through
-``logging.getLogger("agentlens")`` and counts what it dropped.
+``logging.getLogger("agentlens")`` and counts what it dropped. The one exception is
+:class:`LoopDetected`, raised from a decorated tool only when the user asked for it
+(``agentlens.configure(loop_guard="raise")``), so that the agent can change course.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ __all__ = [
     "AgentlensError",
     "ConfigError",
     "FormatError",
+    "LoopDetected",
     "MissingExtraError",
     "RunNotFoundError",
     "SchemaVersionError",
@@ -125,3 +129,27 @@ class SchemaVersionError(StoreError):
 
 class ScorerError(AgentlensError):
     """An unknown scorer name, or a scorer defined wrongly."""
+
+
+class LoopDetected(AgentlensError):
+    """Raised from a decorated tool, before the tool runs, when the loop guard is set to
+    ``"raise"`` and this call (tool + normalised arguments) already returned the same result
+    ``count`` times in the run: the agent is going round in circles. The only error capture
+    raises into an agent, and only when asked to (``agentlens.configure(loop_guard="raise")``).
+
+    Attributes:
+        tool: the tool's name.
+        arguments: the call's arguments, as recorded.
+        count: how many times the call returned the same result before it was stopped.
+        run_id: the run being captured.
+    """
+
+    def __init__(self, tool: str, args: object, count: int, run_id: str) -> None:
+        super().__init__(
+            f"loop detected: {tool} already returned the same result {count} times for these "
+            f"arguments in run {run_id}; not called again (agentlens loop_guard='raise')"
+        )
+        self.tool = tool
+        self.arguments = args
+        self.count = count
+        self.run_id = run_id

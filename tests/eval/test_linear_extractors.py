@@ -47,6 +47,7 @@ from agentlens.eval._facts import (
 from agentlens.eval._index import EvidenceIndex
 from agentlens.eval._quantities import quantities
 from agentlens.eval._references import _BUILTIN, _GUARD, _trim_url, get_extractor
+from agentlens.eval._volatile import masker
 from agentlens.ingest import who_and_when
 
 # --------------------------------------------------------------------------- the originals
@@ -369,3 +370,24 @@ _UNIT_PIECES = [
 def test_crafted_repetitions_take_linear_time(prefix: str, unit: str, suffix: str) -> None:
     _assert_linear(_grounding, prefix, unit, suffix)
     _assert_linear(_speaker, prefix, unit, suffix)
+
+
+def _volatile(text: str) -> None:
+    masker().mask(text)
+
+
+# Units built from the pieces of the volatile-part expressions (agentlens.eval._volatile): the
+# starts of each part repeated so that a backtracking expression would retry them at every one.
+_VOLATILE_UNITS = [
+    "1", "1.", "1 ", "0x", "0x1", "pid ", "pid=", "process 1", "request_id=", "request id a",
+    "req_", "/tmp", "/tmp/", "2026-12-01T", "2026-12-01 10:00", "10:00:00.", "Tue Dec ",
+    "Tue, 01 Dec ", "a-", "ab-", "C:\\a\\", "C:\\Temp\\", "tmp", "1m1", "1.5 m", "0m1.",
+    "123e4567-e89b-", "00-", '{"pid": ', "[",
+]  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("unit", _VOLATILE_UNITS)
+def test_volatile_parts_are_masked_in_linear_time(unit: str) -> None:
+    _assert_linear(_volatile, "", unit, "")
+    _assert_linear(_volatile, "x ", unit, " 1")

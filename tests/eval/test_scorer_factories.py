@@ -55,19 +55,20 @@ def test_an_option_at_its_default_is_the_same_version_written_out_or_left_out(
     written = _file(tmp_path, "[scorers.excessive_steps]\nmax_steps = 15\n")
     left_out = Settings()
     for settings in (written, left_out):
-        assert resolve_scorer("excessive_steps", None, settings).stored_version == "1"
-    assert excessive_steps(max_steps=15).stored_version == "1"
+        assert resolve_scorer("excessive_steps", None, settings).stored_version == "2"
+    assert excessive_steps(max_steps=15).stored_version == "2"
     changed = _file(tmp_path, "[scorers.excessive_steps]\nmax_steps = 16\n")
-    assert resolve_scorer("excessive_steps", None, changed).stored_version.startswith("1+")
+    assert resolve_scorer("excessive_steps", None, changed).stored_version.startswith("2+")
     # a list written as the default, in another spelling, is the default too
     kinds = _file(tmp_path, '[scorers.no_progress]\nkinds = ["tool", "retrieval"]\n')
-    assert resolve_scorer("no_progress", None, kinds).stored_version == "1"
+    assert resolve_scorer("no_progress", None, kinds).stored_version == "2"
 
 
 def test_stored_versions_of_changed_options_are_those_of_before() -> None:
     # The hash of options that differ from the defaults is what it was: history stays valid.
     # (the values the previous implementation stored for these options)
-    assert excessive_steps(max_steps=30).stored_version == "1+0c75f5fa"
+    # (excessive_steps is at version 2 since issue 18; the hash of max_steps=30 is unchanged)
+    assert excessive_steps(max_steps=30).stored_version == "2+0c75f5fa"
     refs = get_scorer("no_fabricated_refs").with_options(patterns=["CUST-\\d{5}"])
     assert refs.stored_version == "4+e9cdc0a0"
     synthesis = get_scorer("faithful_synthesis")

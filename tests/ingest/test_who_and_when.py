@@ -100,4 +100,11 @@ def test_real_logs_import(data_dir: Callable[[str], Path]) -> None:
         .results["repeated_tool_calls"]
         .passed
     ]
-    assert flagged == ["Algorithm-Generated/19", "Algorithm-Generated/56"]
+    # 19 and 56: the terminal's "no code to execute" x3; 28 and 35: the browsing expert showing
+    # the same page again and again (repeated_message, docs/transcript-analysers.md)
+    assert sorted(flagged) == [
+        "Algorithm-Generated/19",
+        "Algorithm-Generated/28",
+        "Algorithm-Generated/35",
+        "Algorithm-Generated/56",
+    ]

@@ -27,6 +27,7 @@ clock=..., id_generator=...)`` installs another processor and the hooks tests ne
 
 from agentlens.capture._decorators import llm, retrieval, tool
 from agentlens.capture._export import Exporter, ExportResult, InMemoryExporter, StoreExporter
+from agentlens.capture._guard import LoopEvent, LoopGuard, RoleGuard
 from agentlens.capture._http import HttpExporter
 from agentlens.capture._processor import BatchProcessor, CaptureStats, Processor, SimpleProcessor
 from agentlens.capture._run import ActiveStep, Run, current_run, run
@@ -40,7 +41,10 @@ __all__ = [
     "Exporter",
     "HttpExporter",
     "InMemoryExporter",
+    "LoopEvent",
+    "LoopGuard",
     "Processor",
+    "RoleGuard",
     "Run",
     "SimpleProcessor",
     "StoreExporter",

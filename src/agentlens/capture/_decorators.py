@@ -23,6 +23,7 @@ from agentlens.capture._run import (
     describe_error,
     jsonable,
 )
+from agentlens.errors import LoopDetected
 from agentlens.model import StepKind, to_jsonable
 
 __all__ = ["llm", "retrieval", "tool"]
@@ -121,26 +122,48 @@ def _begin(
 
 def _end(step: ActiveStep, result: Any) -> None:
     try:
-        if step._run._closed:  # finished after its run was exported: keep the export as it was
+        run = step._run
+        if run._closed:  # finished after its run was exported: keep the export as it was
             return
         step._output = jsonable(result)
-        step._ended_ns = step._run._clock()
+        step._ended_ns = run._clock()
         if step.kind is StepKind.LLM:
             _llm_attributes(step, result)
+        if run._guard is not None:
+            run._guard.after(step)
     except Exception as exc:
         _internal_error(exc)
 
 
 def _fail(step: ActiveStep, exc: BaseException, output: Any = None) -> None:
     try:
-        if step._run._closed:
+        run = step._run
+        if run._closed:
             return
         step._error = describe_error(exc)
         if output is not None:
             step._output = output
-        step._ended_ns = step._run._clock()
+        step._ended_ns = run._clock()
+        if run._guard is not None:
+            run._guard.after(step)
     except Exception as err:  # pragma: no cover - describe_error never raises
         _internal_error(err)
+
+
+def _blocked(step: ActiveStep) -> LoopDetected | None:
+    """The loop guard's :class:`~agentlens.errors.LoopDetected` for a call it stops (recorded as
+    the step's error), else ``None``. Never raises."""
+    try:
+        guard = step._run._guard
+        if guard is None:
+            return None
+        stop = guard.before(step)
+        if stop is not None:
+            _fail(step, stop)
+        return stop
+    except Exception as exc:
+        _internal_error(exc)
+        return None
 
 
 # -- the four wrappers --------------------------------------------------------------------------
@@ -159,6 +182,9 @@ def _wrap_function(func: Callable[..., Any], kind: StepKind, name: str) -> Calla
         step = _begin(ctx, kind, name, binder, args, kwargs)
         if step is None:
             return func(*args, **kwargs)
+        blocked = _blocked(step)
+        if blocked is not None:
+            raise blocked
         token = set_((ctx[0], step.id))
         try:
             result = func(*args, **kwargs)
@@ -184,6 +210,9 @@ def _wrap_coroutine(func: Callable[..., Any], kind: StepKind, name: str) -> Call
         step = _begin(ctx, kind, name, binder, args, kwargs)
         if step is None:
             return await func(*args, **kwargs)
+        blocked = _blocked(step)
+        if blocked is not None:
+            raise blocked
         token = _CTX.set((ctx[0], step.id))
         try:
             result = await func(*args, **kwargs)
@@ -207,6 +236,9 @@ def _wrap_generator(func: Callable[..., Any], kind: StepKind, name: str) -> Call
         step = None if ctx is None else _begin(ctx, kind, name, binder, args, kwargs)
         if ctx is None or step is None:
             return (yield from func(*args, **kwargs))
+        blocked = _blocked(step)
+        if blocked is not None:
+            raise blocked
         inner: Context = (ctx[0], step.id)
         items: list[Any] = []
         gen = func(*args, **kwargs)
@@ -252,6 +284,9 @@ def _wrap_async_generator(
     async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
         ctx = _CTX.get()
         step = None if ctx is None else _begin(ctx, kind, name, binder, args, kwargs)
+        blocked = None if step is None else _blocked(step)
+        if blocked is not None:
+            raise blocked
         agen = func(*args, **kwargs)
         if ctx is None or step is None:
             sent_plain: Any = None

@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from agentlens.capture import _state
+from agentlens.capture._guard import RunGuard
 from agentlens.capture._state import Pipeline
 from agentlens.model import (
     MAX_INT_DIGITS,
@@ -114,6 +115,7 @@ class ActiveStep:
         "_attributes",
         "_ended_ns",
         "_error",
+        "_guard_key",
         "_input",
         "_output",
         "_run",
@@ -140,6 +142,7 @@ class ActiveStep:
         self._started_ns = started_ns
         self._ended_ns: int | None = None
         self._token: Token[Context | None] | None = None
+        self._guard_key: Any = None
 
     @property
     def input(self) -> Any:
@@ -262,6 +265,7 @@ class Run:
         "_clock",
         "_closed",
         "_entered",
+        "_guard",
         "_output",
         "_pipeline",
         "_recording",
@@ -301,6 +305,7 @@ class Run:
         self._reentries: list[Token[Context | None]] = []
         self._closed = False
         self._output: Any = None
+        self._guard: RunGuard | None = None
         self.steps: list[ActiveStep] = []
         self.status = "running"
         self.started_ns: int | None = None
@@ -328,6 +333,11 @@ class Run:
                 )
             if links:
                 self.links = dict(links) if isinstance(links, dict) else {"link": links}
+            guard = pipeline.guard
+            if guard is not None and self._recording:
+                role = guard.for_agent(agent)
+                if role is not None:
+                    self._guard = RunGuard(self, guard, role)
         except Exception as exc:  # never raise into the agent
             self._recording = False
             _internal_error(exc)
@@ -626,5 +636,6 @@ def _internal_error(exc: BaseException) -> None:
 
 _NOOP_RUN = Run.__new__(Run)
 _NOOP_RUN._recording = False
+_NOOP_RUN._guard = None
 _NOOP_RUN._clock = time.time_ns
 _NOOP_RUN._seq = itertools.count(1)

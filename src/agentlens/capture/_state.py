@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from agentlens import _implicit
 from agentlens._ids import new_id
 from agentlens.capture._export import Exporter, StoreExporter
+from agentlens.capture._guard import LoopGuard
 from agentlens.capture._processor import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_INTERVAL,
@@ -61,6 +62,8 @@ class Pipeline:
     """The wall clock, in nanoseconds since the epoch."""
     id_generator: Callable[[], str] = field(default=new_id)
     """Makes a run id when the caller gave none."""
+    guard: LoopGuard | None = None
+    """The loop guard of the runs captured (``None``: off)."""
 
 
 _pipeline: Pipeline | None = None  # None: not resolved yet (resolved at the first run)
@@ -137,6 +140,7 @@ def configure(
     flush_interval: float = DEFAULT_FLUSH_INTERVAL,
     clock: Callable[[], int] | None = None,
     id_generator: Callable[[], str] | None = None,
+    guard: LoopGuard | None = None,
 ) -> None:
     """Say where captured runs go. Call it once, at start-up (or in a test, see below).
 
@@ -173,6 +177,9 @@ def configure(
         flush_interval: seconds before a partial batch is exported.
         clock: the wall clock, nanoseconds since the epoch (default :func:`time.time_ns`).
         id_generator: makes the id of a run that was given none (default: time-sortable ids).
+        guard: the online loop guard (:class:`~agentlens.capture.LoopGuard`), built by
+            :func:`agentlens.configure` from ``loop_guard=`` and the configuration; ``None``:
+            off.
 
     Raises:
         ConfigError: an argument is invalid (more than one of ``db``, ``exporter`` and
@@ -246,6 +253,7 @@ def configure(
         project=project,
         clock=clock if clock is not None else time.time_ns,
         id_generator=id_generator if id_generator is not None else new_id,
+        guard=guard,
     )
     _install(pipeline)
 

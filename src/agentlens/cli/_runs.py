@@ -113,7 +113,7 @@ def runs(
             metavar="MODE",
             help="Only flagged runs with a finding of this failure mode (fabricated_grounding, "
             "parametric_leakage, unsupported_synthesis, repeated_tool_call, alternating_loop, "
-            "error_loop, excessive_steps, no_progress).",
+            "error_loop, repeated_message, excessive_steps, no_progress).",
         ),
     ] = None,
     as_json: Annotated[

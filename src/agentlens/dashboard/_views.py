@@ -43,6 +43,7 @@ LOOP_MODES = frozenset(
         FailureMode.REPEATED_TOOL_CALL,
         FailureMode.ALTERNATING_LOOP,
         FailureMode.ERROR_LOOP,
+        FailureMode.REPEATED_MESSAGE,
         FailureMode.NO_PROGRESS,
         FailureMode.EXCESSIVE_STEPS,
     }

@@ -1,6 +1,7 @@
 """Evaluation: the scorer API, evidence, detectors, judges and the runner."""
 
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn, text_of
+from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import (
     ENTRY_POINT_GROUP,
     check_settings,
@@ -36,6 +37,7 @@ __all__ = [
     "ScorerFactory",
     "ScorerFn",
     "ScoringInterrupted",
+    "StepHistory",
     "Turn",
     "Verdict",
     "arun_scorers",

@@ -14,12 +14,15 @@ import json
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic_core import to_json
 
 from agentlens.config import DEFAULT_EVIDENCE
 from agentlens.model import StepKind, Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.eval._history import StepHistory
 
 __all__ = ["Evidence", "EvidenceItem", "Turn", "text_of"]
 
@@ -146,9 +149,18 @@ def _reply_of(value: Any) -> Any:
 class Evidence:
     """The evidence of one run, and its assistant turns, for a given set of evidence sources."""
 
-    def __init__(self, trace: Trace, sources: Iterable[str] = DEFAULT_EVIDENCE) -> None:
+    def __init__(
+        self,
+        trace: Trace,
+        sources: Iterable[str] = DEFAULT_EVIDENCE,
+        *,
+        history: StepHistory | None = None,
+    ) -> None:
         self.trace = trace
         self.sources = frozenset(sources)
+        self.history = history
+        """The stored history of the batch scoring this run (``None``: none, e.g. a run scored
+        on its own); see :mod:`agentlens.eval._history`."""
         self._memo: dict[Hashable, Any] = {}
         self._before: dict[int, tuple[EvidenceItem, ...]] = {}
 

@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any
 
-__all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result"]
+__all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result", "json_container"]
 
 _WS = re.compile(r"\s+")
 _TRAILING = re.compile(r"[ \t\f\v]+$", re.MULTILINE)
@@ -59,14 +59,9 @@ def canonical(value: Any, _depth: int = 0) -> Any:
         return int(value) if value.is_integer() and abs(value) < 2**63 else value
     if isinstance(value, str):
         stripped = value.strip()
-        if stripped[:1] in ("{", "[") and _depth < _MAX_DEPTH:
-            try:
-                parsed = json.loads(stripped)
-            except ValueError:
-                pass
-            else:
-                if isinstance(parsed, dict | list):
-                    return canonical(parsed, _depth + 1)
+        parsed = json_container(stripped) if _depth < _MAX_DEPTH else None
+        if parsed is not None:
+            return canonical(parsed, _depth + 1)
         return _text(stripped)
     if _depth >= _MAX_DEPTH:
         return repr(value)
@@ -79,6 +74,18 @@ def canonical(value: Any, _depth: int = 0) -> Any:
     if isinstance(value, list | tuple):
         return [canonical(v, _depth + 1) for v in value]
     return _WS.sub(" ", repr(value).strip())
+
+
+def json_container(text: str) -> dict[str, Any] | list[Any] | None:
+    """The JSON object or array that ``text`` (stripped) holds, else ``None`` (not JSON, a JSON
+    scalar, or nested too deeply to parse)."""
+    if text[:1] not in ("{", "["):
+        return None
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
 
 
 def _text(text: str) -> str:
@@ -121,7 +128,7 @@ def _empty(value: Any, depth: int) -> bool:
         if text[:1] in ("{", "[") and depth < 4:
             try:
                 return _empty(json.loads(text), depth + 1)
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
         return _EMPTY_TEXT.match(text) is not None
     if isinstance(value, list | tuple):

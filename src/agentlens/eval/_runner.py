@@ -37,6 +37,7 @@ from typing import Any
 from agentlens.config import Settings
 from agentlens.errors import ConfigError, ScorerError, UnreadableRunError
 from agentlens.eval._evidence import Evidence
+from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import get_scorer, resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace
@@ -150,7 +151,7 @@ def score_runs(
     where = where or RunFilter()
     summary = ScoreSummary(selected=store.count_runs(where))
     started = time.perf_counter()
-    resolver = _Resolver(bases, cfg)
+    resolver = _Resolver(bases, cfg, StepHistory(store))
     resolver.check()  # every (scorer, role) resolved now: a bad option stops before any run
     jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
 
@@ -210,11 +211,15 @@ def _bases(scorers: Sequence[str | Scorer] | None, cfg: Settings) -> list[Scorer
 
 
 class _Resolver:
-    """Scorers with each agent role's options bound, cached per (scorer, agent)."""
+    """Scorers with each agent role's options bound, cached per (scorer, agent), and the stored
+    history the batch's scorers learn from (one per batch, or per worker process)."""
 
-    def __init__(self, bases: Sequence[Scorer], settings: Settings) -> None:
+    def __init__(
+        self, bases: Sequence[Scorer], settings: Settings, history: StepHistory | None = None
+    ) -> None:
         self.bases = {b.name: b for b in bases}
         self.settings = settings
+        self.history = history
         self._cache: dict[tuple[str, str | None], Scorer] = {}
 
     def get(self, name: str, agent: str | None) -> Scorer:
@@ -303,7 +308,9 @@ def _score_job(
 def _score_traces(items: list[tuple[Trace, list[str]]], resolver: _Resolver) -> list[Score]:
     work: list[tuple[Trace, Evidence, Scorer]] = []
     for trace, names in items:
-        evidence = Evidence(trace, resolver.settings.for_agent(trace.agent).evidence)
+        evidence = Evidence(
+            trace, resolver.settings.for_agent(trace.agent).evidence, history=resolver.history
+        )
         for name in names:
             work.append((trace, evidence, resolver.get(name, trace.agent)))
     if any(inspect.iscoroutinefunction(s.fn) for _, _, s in work):
@@ -372,7 +379,7 @@ def _init_worker(
         base = get_scorer(name)
         bases.append(base.with_options(**options) if options else base)
     _worker["store"] = open_store(url)
-    _worker["resolver"] = _Resolver(bases, settings)
+    _worker["resolver"] = _Resolver(bases, settings, StepHistory(_worker["store"]))
 
 
 def _work(job: _Job) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:

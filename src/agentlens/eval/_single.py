@@ -10,6 +10,7 @@ from typing import Any
 from agentlens.config import Settings
 from agentlens.errors import ScorerError
 from agentlens.eval._evidence import Evidence
+from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace, Verdict, worst_verdict
@@ -85,12 +86,20 @@ def run_scorers(
     return report
 
 
-def score_trace(trace: Trace, scorers: Sequence[Scorer], settings: Settings) -> Report:
+def score_trace(
+    trace: Trace,
+    scorers: Sequence[Scorer],
+    settings: Settings,
+    *,
+    history: StepHistory | None = None,
+) -> Report:
     """Score one run with scorers whose options are already bound for its agent role (what
     :func:`~agentlens.eval.resolve_scorer` returns), against the role's evidence, in this
     thread; nothing is stored. What scores many runs of one role binds the scorers once and
-    calls this per run."""
-    return _score(trace, Evidence(trace, settings.for_agent(trace.agent).evidence), scorers)
+    calls this per run, with one ``history`` of its store for all of them (what a scorer learns
+    from stored runs, :mod:`agentlens.eval._history`)."""
+    evidence = Evidence(trace, settings.for_agent(trace.agent).evidence, history=history)
+    return _score(trace, evidence, scorers)
 
 
 def _score(trace: Trace, evidence: Evidence, scorers: Sequence[Scorer]) -> Report:
@@ -108,7 +117,8 @@ def _prepare(
     options bound."""
     trace, store = _resolve_target(run_id, trace, store)
     cfg = _settings(settings)
-    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence)
+    history = StepHistory(store) if store is not None else None
+    evidence = Evidence(trace, cfg.for_agent(trace.agent).evidence, history=history)
     return trace, store, evidence, [resolve_scorer(s, trace.agent, cfg) for s in scorers]
 
 

@@ -39,6 +39,9 @@ class FailureMode(StrEnum):
     """More steps than the agent role's budget."""
     NO_PROGRESS = "no_progress"
     """A stretch of steps that adds no new evidence."""
+    REPEATED_MESSAGE = "repeated_message"
+    """The agent says the same thing again and again with nothing new observed between (a
+    monologue)."""
 
 
 class Verdict(StrEnum):

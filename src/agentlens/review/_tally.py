@@ -19,7 +19,7 @@ from agentlens.analytics import Outcome, RateStats, classify_run, facts_of, tall
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.config import Settings
-    from agentlens.eval import Scorer
+    from agentlens.eval import Scorer, StepHistory
     from agentlens.model import FailureMode, Score, Trace
     from agentlens.store import RateCounts, TraceStore
 
@@ -102,9 +102,12 @@ def score_finished(
     by_agent: dict[str | None, list[int]] = {}
     for index, trace in enumerate(runs):
         by_agent.setdefault(trace.agent, []).append(index)
+    from agentlens.eval import StepHistory
+
+    history = StepHistory(store) if store is not None else None  # learnt once per call
     for agent, indexes in by_agent.items():
         group = [runs[i] for i in indexes]
-        found = _score_group(group, agent, given, cfg, store, missing_only)
+        found = _score_group(group, agent, given, cfg, store, missing_only, history)
         scored.update(zip(indexes, found, strict=True))
     written = [score for i in range(len(runs)) for score in scored[i]]
     if store is not None and written:
@@ -126,6 +129,7 @@ def _score_group(
     settings: Settings,
     store: TraceStore | None,
     missing_only: bool,
+    history: StepHistory | None,
 ) -> list[list[Score]]:
     """The scores of one agent role's runs, in their order: the role's scorers bound once."""
     from agentlens.eval import resolve_scorer, score_trace
@@ -140,5 +144,6 @@ def _score_group(
     out = []
     for trace in group:
         todo = bound if needs is None else [s for s in bound if trace.id in needs[s.name]]
-        out.append(list(score_trace(trace, todo, settings).results.values()) if todo else [])
+        report = score_trace(trace, todo, settings, history=history) if todo else None
+        out.append(list(report.results.values()) if report is not None else [])
     return out

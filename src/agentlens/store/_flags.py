@@ -63,6 +63,7 @@ MODE_ORDER: tuple[FailureMode, ...] = (
     FailureMode.ERROR_LOOP,
     FailureMode.REPEATED_TOOL_CALL,
     FailureMode.ALTERNATING_LOOP,
+    FailureMode.REPEATED_MESSAGE,
     FailureMode.NO_PROGRESS,
     FailureMode.EXCESSIVE_STEPS,
 )

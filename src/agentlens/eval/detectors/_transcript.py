@@ -19,20 +19,25 @@ and how many times it was made, and what the wasted steps cost (``attributes.was
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from agentlens.errors import ConfigError
-from agentlens.eval._evidence import Evidence, text_of
+from agentlens.eval._evidence import Evidence, _reply_of, text_of
 from agentlens.eval._normalize import canonical, fingerprint, is_empty_result
 from agentlens.eval._scorer import ScorerFn, scorer
+from agentlens.eval._volatile import VOLATILE_PARTS, Masker, masker
 from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace
 
 __all__ = [
+    "DEFAULT_BOOKKEEPING",
     "DEFAULT_KINDS",
+    "LoopRule",
     "excessive_steps",
+    "loop_rule",
     "no_progress",
     "repeated_tool_calls",
     "waste_of",
@@ -75,9 +80,12 @@ def _steps(n: int) -> str:
     return f"{n} tool step" if n == 1 else f"{n} tool steps"
 
 
-def _failed(step: Step) -> bool:
-    error = step.error
+def _is_error(error: Any) -> bool:
     return error is not None and error != "" and error != {} and error != []
+
+
+def _failed(step: Step) -> bool:
+    return _is_error(step.error)
 
 
 def _tuple(value: Any, option: str) -> tuple[str, ...]:
@@ -92,31 +100,85 @@ def _tuple(value: Any, option: str) -> tuple[str, ...]:
     raise ConfigError(f"option {option!r} must be a list of names, got {value!r}")
 
 
+def _fraction(value: Any, option: str) -> float:
+    """A percentile: a number above 0 and at most 100."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 100:
+        raise ConfigError(
+            f"option {option!r} must be a number above 0 and at most 100, got {value!r}"
+        )
+    return float(value)
+
+
 def _positive(value: Any, option: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"option {option!r} must be an integer >= {minimum}, got {value!r}")
     return value
 
 
-def _calls(
-    trace: Trace, evidence: Evidence | None, kinds: tuple[str, ...], exempt: tuple[str, ...]
-) -> list[_Call]:
+DEFAULT_BOOKKEEPING: tuple[str, ...] = (
+    "think",
+    "condensation",
+    "condensation_request",
+    "empty",
+    "null",
+    "noop",
+    "no_op",
+)
+"""Events some agents log as tool calls that are memory management or bookkeeping, not work:
+a ``think`` tool, OpenHands' condensation of its history, SWE-agent's ``empty`` (no command) and
+no-op actions. They neither repeat, nor count against a budget, nor break or extend a stretch."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Consider:
+    """Which steps the analysers consider, and how their results are compared."""
+
+    kinds: tuple[str, ...]
+    skip: tuple[str, ...]
+    """``exempt_tools`` and ``bookkeeping`` names, lower case."""
+    volatile: tuple[str, ...]
+    """The volatile parts masked in results before they are compared."""
+
+    @classmethod
+    def of(
+        cls, kinds: Any, exempt_tools: Any, bookkeeping: Any, volatile: Any = VOLATILE_PARTS
+    ) -> _Consider:
+        skip = (*_tuple(exempt_tools, "exempt_tools"), *_tuple(bookkeeping, "bookkeeping"))
+        parts = _tuple(volatile, "volatile")
+        masker(parts)  # an unknown part is refused when the options are bound
+        return cls(
+            kinds=_tuple(kinds, "kinds"),
+            skip=tuple(sorted({name.lower() for name in skip})),
+            volatile=parts,
+        )
+
+    @property
+    def masker(self) -> Masker:
+        return masker(self.volatile)
+
+
+def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list[_Call]:
     """The considered calls of a run, cached on the evidence object so that the three scorers,
-    run together on one run, fingerprint each output once."""
+    run together on one run, fingerprint each output once.
+
+    Normalisation is two steps: the volatile parts of each result are masked
+    (:mod:`agentlens.eval._volatile`), then the result is fingerprinted
+    (:func:`~agentlens.eval._normalize.fingerprint`)."""
     cache: dict[Any, list[_Call]] | None = None
     if evidence is not None and evidence.trace is trace:
         cache = vars(evidence).setdefault("_agentlens_transcript_calls", {})
-        hit = cache.get((kinds, exempt))
+        hit = cache.get(consider)
         if hit is not None:
             return hit
-    wanted = frozenset(kinds)
-    skip = frozenset(exempt)
+    wanted = frozenset(consider.kinds)
+    skip = frozenset(consider.skip)
+    mask = consider.masker.mask
     calls: list[_Call] = []
     for i, step in enumerate(trace.steps):
         if str(step.kind) not in wanted:
             continue
         tool = step.name or str(step.kind)
-        if tool in skip:
+        if tool.lower() in skip:
             continue
         failed = _failed(step)
         calls.append(
@@ -126,14 +188,21 @@ def _calls(
                 step=step,
                 tool=tool,
                 call_fp=fingerprint([tool, step.input]),
-                result_fp=fingerprint([step.output, step.error if failed else None]),
+                result_fp=fingerprint([mask(step.output), mask(step.error) if failed else None]),
                 failed=failed,
                 empty=not failed and is_empty_result(step.output),
             )
         )
     if cache is not None:
-        cache[(kinds, exempt)] = calls
+        cache[consider] = calls
     return calls
+
+
+def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
+    """The volatile parts that differed between the results of ``calls`` (and were ignored)."""
+    mask = consider.masker
+    seen = [mask.found([c.step.output, c.step.error if c.failed else None]) for c in calls]
+    return [p for p in mask.parts if len({found.get(p, ()) for found in seen}) > 1]
 
 
 def _polling(calls: Sequence[_Call]) -> set[int]:
@@ -331,25 +400,231 @@ def _alternations(calls: Sequence[_Call], min_cycles: int) -> list[tuple[int, in
     return found
 
 
+def _failing_in_a_row(
+    calls: Sequence[_Call], min_failures: int, covered: set[int]
+) -> list[list[_Call]]:
+    """Stretches of ``min_failures`` or more consecutive calls of one call (tool + arguments),
+    every one failed, the error changing (an unchanged error is the same-error rule's)."""
+    found: list[list[_Call]] = []
+    i, n = 0, len(calls)
+    while i < n:
+        first = calls[i]
+        j = i
+        if first.failed and first.pos not in covered:
+            while (
+                j + 1 < n
+                and calls[j + 1].failed
+                and calls[j + 1].call_fp == first.call_fp
+                and calls[j + 1].pos not in covered
+            ):
+                j += 1
+            stretch = list(calls[i : j + 1])
+            if len(stretch) >= min_failures and len({c.result_fp for c in stretch}) > 1:
+                found.append(stretch)
+        i = j + 1
+    return found
+
+
+def _without(text: str, token: str) -> str:
+    """``text`` with each whole occurrence of ``token`` (not inside a longer word or number)
+    replaced by ``<arg>``: an error that quotes the argument that varied."""
+    if not token or token not in text:
+        return text
+    parts: list[str] = []
+    start, size = 0, len(token)
+    i = text.find(token)
+    while i != -1:
+        before = text[i - 1] if i > 0 else ""
+        after = text[i + size] if i + size < len(text) else ""
+        if before.isalnum() or after.isalnum():
+            i = text.find(token, i + 1)
+            continue
+        parts.append(text[start:i])
+        parts.append("<arg>")
+        start = i + size
+        i = text.find(token, start)
+    parts.append(text[start:])
+    return "".join(parts)
+
+
+def _varied_errors(
+    calls: Sequence[_Call], min_attempts: int, covered: set[int], mask: Masker
+) -> list[tuple[str, list[_Call]]]:
+    """Failed calls of one tool with the same error (and output) while one argument changes, the
+    others equal: ``(argument, calls)`` for each such group of ``min_attempts`` or more. The
+    argument's own value is not part of the error compared (``flight HAT001 not available``)."""
+    groups: dict[tuple[str, str, str, str], list[_Call]] = defaultdict(list)
+    for call in calls:
+        if not call.failed or call.pos in covered:
+            continue
+        args = canonical(call.step.input)
+        if not isinstance(args, dict):
+            continue
+        error = text_of(mask.mask([call.step.output, call.step.error]))
+        for key, value in args.items():
+            if isinstance(value, dict | list) or value is None:
+                continue
+            rest = fingerprint({k: v for k, v in args.items() if k != key})
+            groups[(call.tool, key, rest, _without(error, str(value)))].append(call)
+    found: list[tuple[str, list[_Call]]] = []
+    taken: set[int] = set()
+    for (_, key, _, _), group in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        group = [c for c in group if c.pos not in taken]
+        values = {fingerprint(canonical(c.step.input)[key]) for c in group}
+        if len(group) >= min_attempts and len(values) > 1:
+            found.append((key, group))
+            taken.update(c.pos for c in group)
+    found.sort(key=lambda kv: kv[1][0].pos)
+    return found
+
+
+def _positions(calls: Sequence[_Call], step_ids: Iterable[str]) -> set[int]:
+    wanted = set(step_ids)
+    return {c.pos for c in calls if c.step.id in wanted}
+
+
+def _new_observations(calls: Sequence[_Call]) -> set[int]:
+    """Step indexes of the calls whose result was new in the run (and not empty)."""
+    seen: set[str] = set()
+    new: set[int] = set()
+    for call in calls:
+        if call.result_fp not in seen and not call.empty:
+            new.add(call.index)
+        seen.add(call.result_fp)
+    return new
+
+
+def _message(step: Step) -> str:
+    """An assistant message's text, whitespace collapsed (``""`` for other steps)."""
+    if step.kind is StepKind.TEXT:
+        value = step.output
+    elif step.kind is StepKind.LLM:
+        value = _reply_of(step.output)
+    else:
+        return ""
+    return " ".join(text_of(value).split())
+
+
+def _turns_of(calls: Sequence[_Call], chosen: set[int]) -> set[int]:
+    """Step indexes of the turns that chose the calls at positions ``chosen``: the steps between
+    the previous considered call and each of them."""
+    owned: set[int] = set()
+    previous = -1
+    for call in calls:
+        if call.pos in chosen:
+            owned.update(range(previous + 1, call.index))
+        previous = call.index
+    return owned
+
+
+def _monologues(
+    trace: Trace, calls: Sequence[_Call], min_messages: int, looped: set[int]
+) -> list[list[int]]:
+    """Step indexes of each message the agent repeated ``min_messages`` or more times with no new
+    observation (a new, non-empty tool result, or a ``user`` step) between them. A ``text`` step
+    that echoes the ``llm`` reply just before it is that reply, not a second message. Messages of
+    the turns that chose calls already in a loop finding (positions ``looped``) are that loop's
+    (its waste), not a monologue: each wasted step is counted once."""
+    observed = _new_observations(calls)
+    owned = _turns_of(calls, looped)
+    found: list[list[int]] = []
+    said: dict[str, list[int]] = {}
+
+    def close() -> None:
+        found.extend(ix for ix in said.values() if len(ix) >= min_messages)
+        said.clear()
+
+    previous = ""
+    for i, step in enumerate(trace.steps):
+        if i in observed or step.kind is StepKind.USER:
+            close()
+            previous = ""
+            continue
+        text = "" if i in owned else _message(step)
+        if text and not (
+            step.kind is StepKind.TEXT
+            and previous == text
+            and trace.steps[i - 1].kind is StepKind.LLM
+        ):
+            said.setdefault(text, []).append(i)
+        if step.kind in (StepKind.TEXT, StepKind.LLM):
+            previous = text
+    close()
+    found.sort(key=lambda ix: ix[0])
+    return found
+
+
+@dataclass
+class _Findings:
+    """The findings of one scorer on one run, with what each wasted."""
+
+    trace: Trace
+    calls: Sequence[_Call]
+    consider: _Consider
+    findings: list[Finding] = field(default_factory=list)
+    wastes: list[dict[str, Any]] = field(default_factory=list)
+    wasted: int = 0
+
+    def add(self, finding: Finding, waste: dict[str, Any], wasted: int) -> None:
+        self.findings.append(finding)
+        self.wastes.append(waste)
+        self.wasted += wasted
+
+    def loop(
+        self,
+        mode: FailureMode,
+        group: Sequence[_Call],
+        text: str,
+        detail: str,
+        **attributes: Any,
+    ) -> None:
+        """A finding on calls of one call (tool + arguments) of which all but the first were
+        wasted; it names the volatile parts that differed between their results."""
+        first = group[0]
+        wasted = list(group[1:])
+        waste = _waste(self.trace, self.calls, wasted)
+        ignored = _ignored(self.consider, group)
+        if ignored:
+            detail += f" (ignoring {', '.join(ignored)})"
+        self.add(
+            Finding(
+                failure_mode=mode,
+                text=text,
+                location=first.step.id,
+                step_ids=[c.step.id for c in group],
+                detail=detail,
+                attributes={
+                    "count": len(group),
+                    "tool": first.tool,
+                    "args": canonical(first.step.input),
+                    **attributes,
+                    **({"ignored": ignored} if ignored else {}),
+                    "wasted_step_ids": [c.step.id for c in wasted],
+                    "waste": waste,
+                },
+            ),
+            waste,
+            len(wasted),
+        )
+
+
 def _score_repeated(
     *,
     trace: Trace,
     evidence: Evidence,
+    consider: _Consider,
     max_repeats: int = 3,
     max_errors: int = 3,
+    max_failures: int = 3,
+    max_varied_errors: int = 5,
+    max_messages: int = 3,
     min_cycles: int = 3,
-    exempt_tools: Sequence[str] = (),
-    kinds: Sequence[str] = DEFAULT_KINDS,
     polling: bool = True,
 ) -> ScoreResult:
-    """Flags the same call repeated with the same result, A-B-A-B loops, and repeated failures."""
-    max_repeats = _positive(max_repeats, "max_repeats", 2)
-    max_errors = _positive(max_errors, "max_errors", 2)
-    min_cycles = _positive(min_cycles, "min_cycles", 2)
-    calls = _calls(trace, evidence, _tuple(kinds, "kinds"), _tuple(exempt_tools, "exempt_tools"))
-    findings: list[Finding] = []
-    wastes: list[dict[str, Any]] = []
-    wasted_total = 0
+    """Flags the same call repeated with the same result, A-B-A-B loops, repeated failures and
+    repeated messages."""
+    calls = _calls(trace, evidence, consider)
+    out = _Findings(trace, calls, consider)
     covered: set[int] = set()
 
     for start, end in _alternations(calls, min_cycles):
@@ -359,7 +634,7 @@ def _score_repeated(
         wasted = list(stretch[2:])
         waste = _waste(trace, calls, wasted)
         covered.update(c.pos for c in stretch)
-        findings.append(
+        out.add(
             Finding(
                 failure_mode=FailureMode.ALTERNATING_LOOP,
                 text=f"{_call_text(a)} <-> {_call_text(b)} x{cycles}",
@@ -376,10 +651,24 @@ def _score_repeated(
                     "wasted_step_ids": [c.step.id for c in wasted],
                     "waste": waste,
                 },
-            )
+            ),
+            waste,
+            len(wasted),
         )
-        wastes.append(waste)
-        wasted_total += len(wasted)
+
+    for stretch in _failing_in_a_row(calls, max_failures, covered):
+        covered.update(c.pos for c in stretch)
+        errors = list(dict.fromkeys(_first_line(c.step.error) for c in stretch))
+        first = stretch[0]
+        out.loop(
+            FailureMode.ERROR_LOOP,
+            stretch,
+            f"{_call_text(first)} failed x{len(stretch)} in a row: {' | '.join(errors[:3])}",
+            f"{first.tool} failed {len(stretch)} times in a row with the same arguments, "
+            f"the error changing ({len(errors)} different errors)",
+            error=_first_line(first.step.error, 500),
+            varied={"error": [_first_line(c.step.error, 500) for c in stretch]},
+        )
 
     skip = _polling(calls) if polling else set()
     groups: dict[tuple[str, str], list[_Call]] = defaultdict(list)
@@ -391,45 +680,70 @@ def _score_repeated(
         if first.failed:
             if len(group) < max_errors:
                 continue
-            mode = FailureMode.ERROR_LOOP
+            covered.update(c.pos for c in group)
             error = _first_line(first.step.error)
-            text = f"{_call_text(first)} failed x{len(group)}: {error}"
-            detail = f"{first.tool} failed {len(group)} times with the same arguments and error"
-        else:
-            group = [c for c in group if c.pos not in skip]
-            if len(group) < max_repeats:
-                continue
-            mode = FailureMode.REPEATED_TOOL_CALL
-            text = f"{_call_text(first)} x{len(group)}"
-            detail = f"{first.tool} called {len(group)} times with the same arguments and result"
-        wasted = group[1:]
-        waste = _waste(trace, calls, wasted)
-        attributes: dict[str, Any] = {
-            "count": len(group),
-            "tool": first.tool,
-            "args": canonical(first.step.input),
-            "wasted_step_ids": [c.step.id for c in wasted],
-            "waste": waste,
-        }
-        if first.failed:
-            attributes["error"] = _first_line(first.step.error, 500)
-        findings.append(
-            Finding(
-                failure_mode=mode,
-                text=text,
-                location=first.step.id,
-                step_ids=[c.step.id for c in group],
-                detail=detail,
-                attributes=attributes,
+            out.loop(
+                FailureMode.ERROR_LOOP,
+                group,
+                f"{_call_text(first)} failed x{len(group)}: {error}",
+                f"{first.tool} failed {len(group)} times with the same arguments and error",
+                error=_first_line(first.step.error, 500),
             )
+            continue
+        group = [c for c in group if c.pos not in skip]
+        if len(group) < max_repeats:
+            continue
+        out.loop(
+            FailureMode.REPEATED_TOOL_CALL,
+            group,
+            f"{_call_text(first)} x{len(group)}",
+            f"{first.tool} called {len(group)} times with the same arguments and result",
         )
-        wastes.append(waste)
-        wasted_total += len(wasted)
+
+    for key, group in _varied_errors(calls, max_varied_errors, covered, consider.masker):
+        first = group[0]
+        values = list(dict.fromkeys(_args_text(canonical(c.step.input)[key]) for c in group))
+        shown = ", ".join(values[:4]) + (", …" if len(values) > 4 else "")
+        out.loop(
+            FailureMode.ERROR_LOOP,
+            group,
+            f"{first.tool} failed x{len(group)} with {key} = {shown}: "
+            f"{_first_line(first.step.error)}",
+            f"{first.tool} failed {len(group)} times with the same error while only {key!r} "
+            f"changed ({len(values)} values)",
+            error=_first_line(first.step.error, 500),
+            varied={key: [canonical(c.step.input)[key] for c in group]},
+        )
+
+    looped = {pos for f in out.findings for pos in _positions(calls, f.step_ids)}
+    for indexes in _monologues(trace, calls, max_messages, looped):
+        message = _message(trace.steps[indexes[0]])
+        wasted_ix = indexes[1:]
+        waste = waste_of(trace, wasted_ix)
+        shown = message if len(message) <= 120 else message[:119] + "…"
+        out.add(
+            Finding(
+                failure_mode=FailureMode.REPEATED_MESSAGE,
+                text=f"{json.dumps(shown, ensure_ascii=False)} x{len(indexes)}",
+                location=trace.steps[indexes[0]].id,
+                step_ids=[trace.steps[i].id for i in indexes],
+                detail=(
+                    f"the same message {len(indexes)} times with no new observation between them"
+                ),
+                attributes={
+                    "count": len(indexes),
+                    "message": message[:500],
+                    "wasted_step_ids": [trace.steps[i].id for i in wasted_ix],
+                    "waste": waste,
+                },
+            ),
+            waste,
+            len(wasted_ix),
+        )
 
     order = {step.id: i for i, step in enumerate(trace.steps)}
-    findings.sort(key=lambda f: order.get(f.step_ids[0], -1))
-    total = _sum_waste(wastes)
-    attributes = {"steps": len(calls), "wasted_steps": wasted_total, "waste": total}
+    findings = sorted(out.findings, key=lambda f: order.get(f.step_ids[0], -1))
+    attributes = {"steps": len(calls), "wasted_steps": out.wasted, "waste": _sum_waste(out.wastes)}
     if not findings:
         return ScoreResult(
             passed=True,
@@ -439,8 +753,8 @@ def _score_repeated(
         )
     return ScoreResult(
         passed=False,
-        value=float(wasted_total),
-        detail=_detail(findings, wasted_total, "calls"),
+        value=float(out.wasted),
+        detail=_detail(findings, out.wasted, "steps"),
         findings=findings,
         attributes=attributes,
     )
@@ -449,42 +763,136 @@ def _score_repeated(
 # --------------------------------------------------------------------------- excessive_steps
 
 
+@dataclass(frozen=True, slots=True)
+class _Auto:
+    """How ``max_steps = "auto"`` learns a role's budget."""
+
+    window: int
+    """The role's most recent runs looked at."""
+    min_runs: int
+    """Fewer runs of history than this: the fixed budget."""
+    percentile: float
+    fallback: int
+    """The fixed budget used until there is enough history."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    steps: int
+    how: dict[str, Any]
+    """How it was set: ``method`` (``fixed``, ``auto`` or ``fallback``), and for a learned one the
+    percentile, the runs it was learned from, the window and the minimum."""
+
+    @property
+    def text(self) -> str:
+        how = self.how
+        if how["method"] == "auto":
+            return (
+                f"p{how['percentile']:g} of the role's last {how['runs']} runs "
+                f"(window {how['window']})"
+            )
+        if how["method"] == "fallback":
+            return (
+                f"fixed until the role has {how['min_runs']} runs of history ({how['runs']} stored)"
+                if how["runs"] is not None
+                else "fixed: no stored history to learn from"
+            )
+        return "fixed"
+
+
+def _count_steps(trace: Trace, consider: _Consider) -> int:
+    """The considered steps of a run (what :func:`_calls` would list), without fingerprints."""
+    wanted = frozenset(consider.kinds)
+    skip = frozenset(consider.skip)
+    return sum(
+        1
+        for step in trace.steps
+        if str(step.kind) in wanted and (step.name or str(step.kind)).lower() not in skip
+    )
+
+
+def _percentile(values: Sequence[int], percentile: float) -> int:
+    """The nearest-rank percentile of ``values`` (not empty)."""
+    ordered = sorted(values)
+    rank = math.ceil(round(percentile * len(ordered) / 100, 9))
+    return ordered[min(max(rank, 1), len(ordered)) - 1]
+
+
+def _learned_budget(evidence: Evidence, consider: _Consider, auto: _Auto) -> _Budget:
+    """The role's own percentile of tool steps over its recent stored runs, learnt once per batch
+    (:class:`~agentlens.eval._history.StepHistory`); the fixed fallback until there is enough."""
+    history = evidence.history
+    fallback = {"method": "fallback", "min_runs": auto.min_runs, "window": auto.window}
+    if history is None:
+        return _Budget(auto.fallback, {**fallback, "runs": None})
+    agent = evidence.trace.agent
+
+    def learn() -> list[int]:
+        return [_count_steps(t, consider) for t in history.recent(agent, auto.window)]
+
+    counts = history.memo(("excessive_steps", agent, consider, auto.window), learn)
+    if len(counts) < auto.min_runs:
+        return _Budget(auto.fallback, {**fallback, "runs": len(counts)})
+    return _Budget(
+        _percentile(counts, auto.percentile),
+        {
+            "method": "auto",
+            "percentile": auto.percentile,
+            "runs": len(counts),
+            "window": auto.window,
+            "min_runs": auto.min_runs,
+        },
+    )
+
+
 def _score_excessive(
     *,
     trace: Trace,
     evidence: Evidence,
+    consider: _Consider,
     max_steps: int = 15,
-    exempt_tools: Sequence[str] = (),
-    kinds: Sequence[str] = DEFAULT_KINDS,
+    auto: _Auto | None = None,
 ) -> ScoreResult:
     """Flags a run with more tool and retrieval steps than its role's budget."""
-    max_steps = _positive(max_steps, "max_steps", 0)
-    calls = _calls(trace, evidence, _tuple(kinds, "kinds"), _tuple(exempt_tools, "exempt_tools"))
+    calls = _calls(trace, evidence, consider)
+    budget = (
+        _Budget(max_steps, {"method": "fixed"})
+        if auto is None
+        else _learned_budget(evidence, consider, auto)
+    )
+    limit = budget.steps
     n = len(calls)
-    attributes: dict[str, Any] = {"steps": n, "budget": max_steps}
-    if n <= max_steps:
+    attributes: dict[str, Any] = {"steps": n, "budget": limit, "budget_set": budget.how}
+    if n <= limit:
         return ScoreResult(
             passed=True,
             value=float(n),
-            detail=f"{_steps(n)}, within the budget of {max_steps}",
+            detail=f"{_steps(n)}, within the budget of {limit} ({budget.text})",
             attributes=attributes,
         )
-    excess = list(calls[max_steps:])
+    excess = list(calls[limit:])
     waste = _waste(trace, calls, excess)
     by_tool = dict(Counter(c.tool for c in calls).most_common())
     finding = Finding(
         failure_mode=FailureMode.EXCESSIVE_STEPS,
-        text=f"{n} tool steps (budget {max_steps})",
+        text=f"{n} tool steps (budget {limit})",
         location=excess[0].step.id,
         step_ids=[c.step.id for c in excess],
-        detail=f"{n - max_steps} steps over the budget of {max_steps}",
-        attributes={"count": n, "budget": max_steps, "by_tool": by_tool, "waste": waste},
+        detail=f"{n - limit} steps over the budget of {limit} ({budget.text})",
+        attributes={
+            "count": n,
+            "budget": limit,
+            "budget_set": budget.how,
+            "excess": n - limit,
+            "by_tool": by_tool,
+            "waste": waste,
+        },
     )
     attributes["waste"] = waste
     return ScoreResult(
         passed=False,
         value=float(n),
-        detail=f"{n} tool steps, {n - max_steps} over the budget of {max_steps}",
+        detail=f"{n} tool steps, {n - limit} over the budget of {limit} ({budget.text})",
         findings=[finding],
         attributes=attributes,
     )
@@ -497,14 +905,12 @@ def _score_no_progress(
     *,
     trace: Trace,
     evidence: Evidence,
+    consider: _Consider,
     min_stretch: int = 5,
-    exempt_tools: Sequence[str] = (),
-    kinds: Sequence[str] = DEFAULT_KINDS,
     polling: bool = True,
 ) -> ScoreResult:
     """Flags stretches of consecutive tool steps whose results add no new evidence."""
-    min_stretch = _positive(min_stretch, "min_stretch", 2)
-    calls = _calls(trace, evidence, _tuple(kinds, "kinds"), _tuple(exempt_tools, "exempt_tools"))
+    calls = _calls(trace, evidence, consider)
     waiting = _polling(calls) if polling else set()
     seen: set[str] = set()
     stretches: list[list[_Call]] = []
@@ -528,6 +934,7 @@ def _score_no_progress(
         tools = dict(Counter(c.tool for c in stretch).most_common())
         names = ", ".join(tools)
         waste = _waste(trace, calls, stretch)
+        ignored = _ignored(consider, stretch)
         findings.append(
             Finding(
                 failure_mode=FailureMode.NO_PROGRESS,
@@ -537,12 +944,14 @@ def _score_no_progress(
                 detail=(
                     f"{len(stretch)} consecutive steps returned nothing new: "
                     f"{empty} empty, {len(stretch) - empty} repeating earlier results"
+                    + (f" (ignoring {', '.join(ignored)})" if ignored else "")
                 ),
                 attributes={
                     "count": len(stretch),
                     "empty": empty,
                     "repeated": len(stretch) - empty,
                     "tool": tools,
+                    **({"ignored": ignored} if ignored else {}),
                     "waste": waste,
                 },
             )
@@ -572,35 +981,52 @@ Names = Sequence[str] | str
 """A list of names; one name alone is a list of one."""
 
 
-@scorer(name="repeated_tool_calls", version="1", register=False)
+@scorer(name="repeated_tool_calls", version="2", register=False)
 def repeated_tool_calls(
     *,
     max_repeats: int = 3,
     max_errors: int = 3,
+    max_failures: int = 3,
+    max_varied_errors: int = 5,
+    max_messages: int = 3,
     min_cycles: int = 3,
     exempt_tools: Names = (),
+    bookkeeping: Names = DEFAULT_BOOKKEEPING,
     kinds: Names = DEFAULT_KINDS,
+    volatile: Names = VOLATILE_PARTS,
     polling: bool = True,
 ) -> ScorerFn:
-    """Flags the same call repeated with the same result, A-B-A-B loops, and repeated failures.
+    """Flags the same call repeated with the same result, A-B-A-B loops, repeated failures and
+    repeated messages.
 
     Args:
         max_repeats: flag a call (tool + normalised arguments) that returned the same result this
             many times in a run, consecutive or not.
         max_errors: flag a call that failed with the same error this many times.
+        max_failures: flag a call that failed this many times in a row, whatever the errors.
+        max_varied_errors: flag a tool that failed with the same error this many times while
+            only one argument changed.
+        max_messages: flag the same assistant message repeated this many times with no new
+            observation between (``repeated_message``).
         min_cycles: flag A, B, A, B... alternation of two calls (with their results) repeated this
             many cycles.
         exempt_tools: tool names never flagged (health checks, status polls).
+        bookkeeping: tool names that are bookkeeping, not work (``think``, condensation...):
+            ignored like ``exempt_tools``.
         kinds: the step kinds considered.
+        volatile: the volatile parts of results ignored when comparing them (``pid``,
+            ``timestamp``, ``request_id``, ``uuid``, ``temp_path``, ``address``, ``duration``).
         polling: when true, identical calls whose result later changes (a job polled until done,
             a page that moved) are not counted as repeats.
     """
     options: dict[str, Any] = dict(
+        consider=_Consider.of(kinds, exempt_tools, bookkeeping, volatile),
         max_repeats=_positive(max_repeats, "max_repeats", 2),
         max_errors=_positive(max_errors, "max_errors", 2),
+        max_failures=_positive(max_failures, "max_failures", 2),
+        max_varied_errors=_positive(max_varied_errors, "max_varied_errors", 2),
+        max_messages=_positive(max_messages, "max_messages", 2),
         min_cycles=_positive(min_cycles, "min_cycles", 2),
-        exempt_tools=_tuple(exempt_tools, "exempt_tools"),
-        kinds=_tuple(kinds, "kinds"),
         polling=polling,
     )
 
@@ -610,21 +1036,49 @@ def repeated_tool_calls(
     return score
 
 
-@scorer(name="excessive_steps", version="1", register=False)
+@scorer(name="excessive_steps", version="2", register=False)
 def excessive_steps(
-    *, max_steps: int = 15, exempt_tools: Names = (), kinds: Names = DEFAULT_KINDS
+    *,
+    max_steps: int | Literal["auto"] = 15,
+    window: int = 200,
+    min_runs: int = 20,
+    percentile: float = 95.0,
+    fallback_steps: int = 15,
+    exempt_tools: Names = (),
+    bookkeeping: Names = DEFAULT_BOOKKEEPING,
+    kinds: Names = DEFAULT_KINDS,
 ) -> ScorerFn:
     """Flags a run with more tool and retrieval steps than its role's budget.
 
     Args:
-        max_steps: the budget of tool and retrieval steps per run.
+        max_steps: the budget of tool and retrieval steps per run; ``"auto"``: the role's own
+            ``percentile`` of steps over its last ``window`` stored runs, learnt once per scoring
+            batch (``fallback_steps`` until the role has ``min_runs`` runs of history).
+        window: with ``"auto"``, how many of the role's most recent runs it learns from.
+        min_runs: with ``"auto"``, the history needed before the budget is learnt.
+        percentile: with ``"auto"``, the percentile of the role's steps that is its budget.
+        fallback_steps: with ``"auto"``, the fixed budget until there is enough history.
         exempt_tools: tool names not counted against the budget.
+        bookkeeping: tool names that are bookkeeping, not work: not counted either.
         kinds: the step kinds counted.
     """
+    if max_steps != "auto":
+        max_steps = _positive(max_steps, "max_steps", 0)
+    auto = (
+        _Auto(
+            window=_positive(window, "window", 1),
+            min_runs=_positive(min_runs, "min_runs", 1),
+            percentile=_fraction(percentile, "percentile"),
+            fallback=_positive(fallback_steps, "fallback_steps", 0),
+        )
+        if max_steps == "auto"
+        else None
+    )
     options: dict[str, Any] = dict(
-        max_steps=_positive(max_steps, "max_steps", 0),
-        exempt_tools=_tuple(exempt_tools, "exempt_tools"),
-        kinds=_tuple(kinds, "kinds"),
+        # the default volatile parts (unused for a count): shares the calls of the other two
+        consider=_Consider.of(kinds, exempt_tools, bookkeeping),
+        max_steps=max_steps if auto is None else 0,
+        auto=auto,
     )
 
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
@@ -633,12 +1087,14 @@ def excessive_steps(
     return score
 
 
-@scorer(name="no_progress", version="1", register=False)
+@scorer(name="no_progress", version="2", register=False)
 def no_progress(
     *,
     min_stretch: int = 5,
     exempt_tools: Names = (),
+    bookkeeping: Names = DEFAULT_BOOKKEEPING,
     kinds: Names = DEFAULT_KINDS,
+    volatile: Names = VOLATILE_PARTS,
     polling: bool = True,
 ) -> ScorerFn:
     """Flags stretches of consecutive tool steps whose results add no new evidence.
@@ -647,14 +1103,15 @@ def no_progress(
         min_stretch: flag this many consecutive steps whose results are empty or identical to
             an earlier result.
         exempt_tools: tool names ignored (neither progress nor waste).
+        bookkeeping: tool names that are bookkeeping, not work: ignored like ``exempt_tools``.
         kinds: the step kinds considered.
+        volatile: the volatile parts of results ignored when comparing them.
         polling: when true, a repeated result of a call whose result later changes is waiting,
             not a step without progress.
     """
     options: dict[str, Any] = dict(
+        consider=_Consider.of(kinds, exempt_tools, bookkeeping, volatile),
         min_stretch=_positive(min_stretch, "min_stretch", 2),
-        exempt_tools=_tuple(exempt_tools, "exempt_tools"),
-        kinds=_tuple(kinds, "kinds"),
         polling=polling,
     )
 
@@ -662,3 +1119,95 @@ def no_progress(
         return _score_no_progress(trace=trace, evidence=evidence, **options)
 
     return score
+
+
+# --------------------------------------------------------------------------- the online guard
+
+
+@dataclass(frozen=True, slots=True)
+class LoopRule:
+    """The rule of ``repeated_tool_calls`` for the online loop guard
+    (:class:`agentlens.capture.RoleGuard`): its threshold, the tools it never counts, and how it
+    compares calls and results."""
+
+    repeats: int
+    skip: frozenset[str]
+    call_key: Callable[[str, Any], Hashable]
+    result_key: Callable[[Any, Any], Hashable]
+
+
+_UNSAFE_START = frozenset({" ", "{", "["})
+
+
+def _plain(value: Any) -> bool:
+    """A value :func:`canonical` leaves as it is: one-line text with no whitespace to normalise
+    (and not JSON), an integer, ``None``."""
+    if type(value) is str:
+        return (
+            value.isprintable()
+            and value[:1] not in _UNSAFE_START
+            and value[-1:] != " "
+            and "  " not in value
+        )
+    return type(value) is int or value is None
+
+
+def _flat_key(args: Any) -> tuple[tuple[str, Any], ...] | None:
+    """Arguments that are already in canonical form, as a sorted tuple: a dict of identifier keys
+    and plain values or lists of them (a list becomes a tuple). Other arguments (``None`` for
+    them) need :func:`canonical` first."""
+    if type(args) is not dict:
+        return None
+    items: list[tuple[str, Any]] = []
+    for key, value in args.items():
+        if type(key) is not str or not key.isidentifier():
+            return None
+        if type(value) is list:
+            for item in value:
+                if not _plain(item):
+                    return None
+            value = tuple(value)
+        elif not _plain(value):
+            return None
+        items.append((key, value))
+    if len(items) > 1:
+        items.sort()
+    return tuple(items)
+
+
+def _call_key(tool: str, args: Any) -> Hashable:
+    """Equal for calls with the same tool and the same normalised arguments: the arguments
+    themselves when they are already canonical (no fingerprint to compute), else the flat form
+    of their canonical form, else its fingerprint."""
+    flat = _flat_key(args)
+    if flat is None:
+        canon = canonical(args)
+        flat = _flat_key(canon)
+        if flat is None:
+            return (tool, fingerprint(canon))
+    return (tool, flat)
+
+
+def loop_rule(options: Mapping[str, Any]) -> LoopRule:
+    """The online guard's rule from ``repeated_tool_calls``' options (as configured for a role;
+    the defaults for those not given): ``max_repeats``, the volatile parts, the bookkeeping
+    events and exempt tools.
+
+    Raises:
+        ConfigError: a bad option value.
+    """
+    merged = {**repeated_tool_calls.defaults, **options}
+    consider = _Consider.of(
+        merged["kinds"], merged["exempt_tools"], merged["bookkeeping"], merged["volatile"]
+    )
+    mask = consider.masker.mask
+
+    def result_key(output: Any, error: Any) -> Hashable:
+        return fingerprint([mask(output), mask(error) if _is_error(error) else None])
+
+    return LoopRule(
+        repeats=_positive(merged["max_repeats"], "max_repeats", 2),
+        skip=frozenset(consider.skip),
+        call_key=_call_key,
+        result_key=result_key,
+    )
