@@ -383,7 +383,9 @@ class _State:
                 self.ingestor.start(assembler=False)
             return
         if self.config.review and self.reviewer is None:
-            self.reviewer = _start_reviewer(self.store)
+            from agentlens.server._background import start_reviewer
+
+            self.reviewer = start_reviewer(self.store)
         self.ingestor.start()
 
     def close(self) -> None:
@@ -398,20 +400,6 @@ class _State:
             self.reviewer = None
         if self.owns_store:
             self.store.close()
-
-
-def _start_reviewer(store: Any) -> Any:
-    """The review pipeline's background reviewer over ``store``, started. It claims the runs it
-    reviews (under this process's name), so several servers (and ``agentlens worker``
-    processes) on one store share the queue: no run is reviewed twice, and the runs of a
-    process that died are reviewed by another after the lease."""
-    import os
-    import socket
-
-    from agentlens.review import Reviewer
-
-    worker = f"serve:{socket.gethostname()}:{os.getpid()}"
-    return Reviewer(store, interval=1.0, worker=worker).start()
 
 
 def create_app(

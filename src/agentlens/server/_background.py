@@ -25,7 +25,7 @@ from typing import Any
 
 from agentlens.server._ingest import Ingestor, Metrics
 
-__all__ = ["BackgroundProcess"]
+__all__ = ["BackgroundProcess", "start_reviewer"]
 
 logger = logging.getLogger("agentlens.server")
 
@@ -88,6 +88,20 @@ class BackgroundProcess:
             self._process.join(5)
 
 
+def start_reviewer(store: Any) -> Any:
+    """The review pipeline's background reviewer over ``store``, started. It claims the runs it
+    reviews (under this process's name), so several servers (and ``agentlens worker``
+    processes) on one store share the queue: no run is reviewed twice, and the runs of a
+    process that died are reviewed by another after the lease."""
+    import os
+    import socket
+
+    from agentlens.review import Reviewer
+
+    worker = f"serve:{socket.gethostname()}:{os.getpid()}"
+    return Reviewer(store, interval=1.0, worker=worker).start()
+
+
 def _child(options: _Options, wake: Any, stop: Any, counts: Any, parent: int) -> None:
     """The child's main loop."""
     from agentlens.store import open_store
@@ -97,9 +111,7 @@ def _child(options: _Options, wake: Any, stop: Any, counts: Any, parent: int) ->
     store: Any = open_store(options.url)
     reviewer: Any = None
     if options.review:
-        from agentlens.server._app import _start_reviewer  # claims, as the server's own
-
-        reviewer = _start_reviewer(store)
+        reviewer = start_reviewer(store)
     metrics = Metrics()
     ingestor = Ingestor(
         store,
