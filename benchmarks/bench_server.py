@@ -8,7 +8,9 @@ Every few seconds it samples the server's ``/metrics`` and its resident memory. 
 - spans acknowledged (2xx) per second and spans committed per second (the server's
   ``agentlens_spans_stored_total``, new spans only);
 - runs built per second from the staged spans, and the review lag and queue depth beside them;
-- the server's RSS over time (start, middle, end, max);
+- the server's RSS over time (start, middle, end, max), and its background process's;
+- the CPU time the server process (and its background process) used: spans committed per
+  CPU-second is the figure that does not depend on how busy the shared machine is;
 - a baseline in the same run: the same spans staged straight into a store in this process
   (no HTTP, no protobuf), so the figure can be read as a ratio on a loaded machine.
 
@@ -172,6 +174,22 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def _baseline(spans: int) -> float:
     """Spans per second staged straight into a store (no HTTP, no protobuf)."""
     from agentlens.ingest.otlp import spans_from_protobuf
@@ -234,18 +252,25 @@ def main() -> None:
         for c in clients:
             c.start()
         samples = []
+        cpu_start = _cpu_s(server.pid)
+        helpers = _children(server.pid)  # the background process (and multiprocessing's tracker)
+        helper_start = sum(_cpu_s(p) for p in helpers)
         while any(c.is_alive() for c in clients):
             time.sleep(args.sample)
             m = _metrics(url)
-            samples.append((time.monotonic() - start, m, _rss_mb(server.pid)))
-            t, m, rss = samples[-1]
+            helper_rss = sum(_rss_mb(p) for p in helpers)
+            samples.append((time.monotonic() - start, m, _rss_mb(server.pid), helper_rss))
+            t, m, rss, _ = samples[-1]
             print(
                 f"t={t:6.1f}s stored={m['spans_stored_total']:9.0f} built="
                 f"{m['runs_built_total']:7.0f} staged={m['staged_spans']:7.0f} review_queue="
                 f"{m['review_queue_depth']:6.0f} review_lag={m['review_lag_seconds']:6.1f}s "
-                f"rss={rss:6.1f}MB",
+                f"rss={rss:6.1f}MB (+{helper_rss:.0f}MB background) "
+                f"load={os.getloadavg()[0]:.1f}",
                 flush=True,
             )
+        server_cpu = _cpu_s(server.pid) - cpu_start
+        helper_cpu = sum(_cpu_s(p) for p in helpers) - helper_start
         results = [out.get(timeout=30) for _ in clients]
         for c in clients:
             c.join(30)
@@ -254,6 +279,7 @@ def main() -> None:
         acked = sum(r["acked"] for r in results)
         refused = sum(r["refused"] for r in results)
         rss = [s[2] for s in samples]
+        bg_rss = [s[3] for s in samples]
         print()
         print(f"clients={args.clients} runs/request={args.runs_per_request} "
               f"spans/request={args.runs_per_request * 4} seconds={elapsed:.1f} "
@@ -269,7 +295,19 @@ def main() -> None:
               f"lag {final['review_lag_seconds']:.1f} s at the end")  # fmt: skip
         if rss:
             print(f"server RSS:   start {rss[0]:.0f} MB, middle {rss[len(rss) // 2]:.0f} MB, "
-                  f"end {rss[-1]:.0f} MB, max {max(rss):.0f} MB")  # fmt: skip
+                  f"end {rss[-1]:.0f} MB, max {max(rss):.0f} MB; background process start "
+                  f"{bg_rss[0]:.0f} MB, middle {bg_rss[len(rss) // 2]:.0f} MB, end "
+                  f"{bg_rss[-1]:.0f} MB, max {max(bg_rss):.0f} MB")  # fmt: skip
+        stored = final["spans_stored_total"]
+        background = (
+            f"{final['runs_built_total'] / helper_cpu:,.0f} runs built and reviewed per CPU-second"
+            if helper_cpu >= 0.05
+            else "none"
+        )
+        print(f"CPU:          server process {server_cpu:.1f} s "
+              f"({stored / max(server_cpu, 1e-9):,.0f} spans committed per CPU-second), "
+              f"background process {helper_cpu:.1f} s ({background}); load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
         base = _baseline(20_000)
         print(f"baseline:     {base:,.0f} spans/s staged in-process (no HTTP); "
               f"server / baseline = {final['spans_stored_total'] / elapsed / base:.2f}")  # fmt: skip

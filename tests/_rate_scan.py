@@ -29,6 +29,7 @@ from agentlens.store._sqlite_rates import (
     _closed_span,
     _key,
     _runs_sql,
+    _who,
     _window_clauses,
 )
 
@@ -63,7 +64,9 @@ def _score_where(query: RateQuery) -> tuple[str, list[Any]]:
                 params.extend(sel.exclude_agents)
             parts.append(part + ")")
         selection = "(" + " OR ".join(parts) + ")" if parts else "0"
-    window, window_params = _window_clauses(query, "s.run_started_at", "s.run_agent")
+    window, window_params = _window_clauses(
+        query, "s.run_started_at", "s.run_agent", "s.run_project"
+    )
     return " AND ".join([selection, *window]), [*params, *window_params]
 
 
@@ -259,10 +262,9 @@ def _by_time(
         # Fully open: runs without a start time are a group of their own (key None).
         sql, args = main_sql(replace(query, undated=True), "NULL")
         row = conn.execute(sql, args).fetchone()
+        who, who_args = _who(query, "r.")
         runs = conn.execute(
-            "SELECT count(*) FROM runs r WHERE r.sort_at = ?"
-            + (" AND r.agent = ?" if query.agent is not None else ""),
-            (_NO_TIME, *([query.agent] if query.agent is not None else [])),
+            "SELECT count(*) FROM runs r WHERE r.sort_at = ?" + who, (_NO_TIME, *who_args)
         ).fetchone()[0]
         if runs or row[1]:
             groups.append(counts_of((None, *row[1:]), runs))

@@ -109,6 +109,20 @@ def test_bench_review_measures_exit_throughput_and_lag() -> None:
     assert re.search(r"lag: 40 runs captured in .* all reviewed \d+\.\d\d s after", out)
 
 
+def test_bench_dashboard_runs_every_route_and_page_on_a_small_store(tmp_path: Path) -> None:
+    """The read-path benchmark on a small fill (its figures, at 1M runs, are in
+    docs/server.md); every route and page it calls must answer 200, or it exits non-zero."""
+    out = _run(
+        str(BENCHMARKS / "bench_dashboard.py"), "--runs", "3000", "--db",
+        str(tmp_path / "dash.db"), "--repeat", "1",
+    )  # fmt: skip
+    timed = re.findall(r"^\s+[\d.]+ ms  (.+?)  \(", out, re.M)
+    assert "GET /api/rate, 7d (globex key)" in timed and "page /trends" in timed
+    assert "GET /api/review/queue (globex key)" in timed
+    assert re.search(r"GET /api/runs \(newest 50\)  \(50 runs\)", out)
+    assert "slowest:" in out
+
+
 @pytest.mark.data
 def test_tau_bench_grounding_lists_what_differs_from_another_tree(
     data_dir: Callable[[str], Path],

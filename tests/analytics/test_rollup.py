@@ -40,6 +40,8 @@ WINDOWS = [
     Window(None, NOW - timedelta(days=1, hours=2)),  # open start
     Window(NOW - timedelta(hours=9), NOW - timedelta(hours=2)),  # inside one day
 ]
+PROJECTS = ("alpha", "beta")
+"""A run's project, by its key's parity."""
 MODES = [FailureMode.FABRICATED_GROUNDING, FailureMode.PARAMETRIC_LEAKAGE, FailureMode.NO_PROGRESS]
 
 
@@ -48,6 +50,7 @@ def run(key: int, hours: float | None, agent: str | None, release: str | None) -
     started = None if hours is None else NOW - timedelta(hours=hours)
     return Trace(
         id=f"01RUN{key:04d}",
+        project=PROJECTS[key % 2],
         agent=agent,
         input="q",
         output="a",
@@ -112,12 +115,12 @@ def rate_tables(store: Any) -> tuple[list[Any], list[Any]]:
 
     def read(conn: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
         runs = conn.execute(
-            "SELECT r.run_id, r.started_at, r.day, r.agent, r.release, g.sig FROM rate_runs r"
-            " JOIN rate_sigs g ON g.id = r.sig ORDER BY 1"
+            "SELECT r.run_id, r.started_at, r.day, r.agent, r.release, g.sig, r.project"
+            " FROM rate_runs r JOIN rate_sigs g ON g.id = r.sig ORDER BY 1"
         ).fetchall()
         rollup = conn.execute(
-            "SELECT r.day, r.agent, r.release, g.sig, r.n FROM rate_rollup r"
-            " JOIN rate_sigs g ON g.id = r.sig WHERE r.n > 0 ORDER BY 1, 2, 3, 4"
+            "SELECT r.day, r.agent, r.release, g.sig, r.project, r.n FROM rate_rollup r"
+            " JOIN rate_sigs g ON g.id = r.sig WHERE r.n > 0 ORDER BY 1, 2, 3, 4, 5"
         ).fetchall()
         return runs, rollup
 
@@ -132,19 +135,22 @@ def assert_rates_agree(
     *,
     scorers: list[str] | None = None,
     python: bool = True,
+    projects: tuple[str | None, ...] = (None, "alpha"),
 ) -> None:
-    """The rollup's counts equal the scan's and (``python``) the plain-Python reference's."""
+    """The rollup's counts equal the scan's and (``python``) the plain-Python reference's,
+    over the whole store and one project's runs."""
     for window in windows:
         selectors, _ = resolve_selection(store, CFG, window, scorers or ["t_refs", "t_loops"])
         for modes in modes_choices:
-            for agent in agents:
-                query = _query(window, agent, modes, selectors)
+            for agent, project in [(a, p) for a in agents for p in projects]:
+                query = replace(_query(window, agent, modes, selectors), project=project)
                 every = replace(query, any_version_of=("t_refs", "t_loops"))
                 for q, by in [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]:
                     expected = scan_rate_counts(store, q, by)
-                    assert store.rate_counts(q, by) == expected, (window, modes, agent, by)
+                    where = (window, modes, agent, project, by)
+                    assert store.rate_counts(q, by) == expected, where
                     if python:
-                        assert python_rate_counts(store, q, by) == expected, (window, by)
+                        assert python_rate_counts(store, q, by) == expected, where
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -23,8 +23,10 @@ from agentlens.errors import FormatError
 from agentlens.eval import run_scorers
 from agentlens.ingest import get_reader
 from agentlens.ingest.otlp import (
+    OtlpSpan,
     build_trace,
     read,
+    span_records_from_protobuf,
     spans_from_json,
     spans_from_protobuf,
     traces_from_spans,
@@ -225,6 +227,47 @@ def test_protobuf_and_json_encodings_decode_alike() -> None:
     from_pb = spans_from_protobuf(message.SerializeToString())
     from_json = spans_from_json(doc)
     assert [s.to_dict() for s in from_pb] == [s.to_dict() for s in from_json]
+    # What the server stages without decoding reads back as the same spans.
+    records = span_records_from_protobuf(message.SerializeToString())
+    staged = [OtlpSpan.from_dict(json.loads(r.doc)) for r in records]
+    assert [s.to_dict() for s in staged] == [s.to_dict() for s in from_json]
+    assert [(r.trace_id, r.span_id, r.root_ended) for r in records] == [
+        (s.trace_id, s.span_id, s.is_root and s.end_ns is not None) for s in from_json
+    ]
+    assert {r.root_ended for r in records} == {True, False}
+    assert [r.doc for r in (s.record() for s in from_json)] == [
+        json.dumps(s.to_dict(), separators=(",", ":"), ensure_ascii=False) for s in from_json
+    ]
+
+
+def test_protobuf_records_reject_what_decoding_rejects() -> None:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    message = ExportTraceServiceRequest()
+    spans = message.resource_spans.add().scope_spans.add().spans
+    for trace_id, span_id, parent in (
+        (b"\x01" * 16, b"\x02" * 8, b""),
+        (b"\x01" * 15, b"\x03" * 8, b""),  # a short trace id
+        (b"\x01" * 16, b"\x00" * 8, b""),  # a span id of zeros
+        (b"\x01" * 16, b"\x04" * 8, b"\x05" * 7),  # a short parent id
+        (b"\x01" * 16, b"\x06" * 8, b"\x00" * 8),  # a parent of zeros: a root
+        (b"\x01" * 16, b"\x07" * 8, b"\x00" * 5),  # zeros of another width: a root too
+    ):
+        spans.add(
+            trace_id=trace_id, span_id=span_id, parent_span_id=parent, name="s",
+            end_time_unix_nano=5,
+        )  # fmt: skip
+    body = message.SerializeToString()
+    decoded: list[FormatError] = []
+    staged: list[FormatError] = []
+    good = spans_from_protobuf(body, decoded)
+    records = span_records_from_protobuf(body, staged)
+    assert [str(e) for e in staged] == [str(e) for e in decoded] and len(staged) == 3
+    assert [r.span_id for r in records] == [s.span_id for s in good]
+    assert [r.span_id for r in records] == ["02" * 8, "06" * 8, "07" * 8]
+    assert [r.root_ended for r in records] == [s.is_root for s in good] == [True, True, True]
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,44 @@ def test_otlp_runs_are_reviewed_and_flagged(make_api: Any) -> None:
     assert "agentlens_review_queue_depth 0" in text
 
 
+def test_a_background_process_builds_and_reviews_both_paths(make_api: Any) -> None:
+    """With ``background_process`` (what ``agentlens serve`` uses for a file store), the
+    server's process only stages; a child process builds the runs and reviews them."""
+    api = make_api(review=True, background_process=True)
+    assert api.app.state.agentlens.ingestor._threads[0].name == "agentlens-writer"
+    assert len(api.app.state.agentlens.ingestor._threads) == 1  # no assembler here
+    r = api.post("/v1/traces", content=request_pb(genai_spans() + openinference_spans()),
+                 headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+    assert r.status_code == 200
+    run = {"id": "j1", "agent": "support", "input": "q", "output": "See invoice INV-4242.",
+           "steps": [{"id": "s1", "kind": "tool", "name": "t", "output": {"invoice": "INV-1"}}]}  # fmt: skip
+    assert api.post("/api/runs", json=run).json()["stored"] == 1
+    wait_until(lambda: set(flagged_ids(api)) == {GENAI_TRACE, OI_TRACE, "j1"}, timeout=60)
+    text = api.get("/metrics").text
+    wait_until(lambda: "agentlens_runs_built_total 2" in api.get("/metrics").text, timeout=10)
+    assert "agentlens_spans_stored_total" in text
+    assert api.app.state.agentlens.background._process.is_alive()
+    api.app.state.agentlens.close()
+    assert not api.app.state.agentlens.background._process.is_alive()
+
+
+def request_pb(spans: list[dict]) -> bytes:
+    """The spans as a protobuf ExportTraceServiceRequest."""
+    import base64
+
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    doc = request(spans)
+    for s in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if key in s:
+                s[key] = base64.b64encode(bytes.fromhex(s[key])).decode()
+    return bytes(ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+
+
 def test_json_api_runs_are_reviewed(make_api: Any) -> None:
     api = make_api(review=True)
     run = {"id": "j1", "agent": "support", "input": "q", "output": "See invoice INV-4242.",

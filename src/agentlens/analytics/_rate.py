@@ -146,7 +146,7 @@ def hallucination_rate(**options: Unpack[RateOptions]) -> RateReport:
     """The hallucination rate of the runs that started in a window.
 
     The options (:class:`RateOptions`): ``since_hours``, ``start``, ``end``, ``agent``,
-    ``modes``, ``scorers``, ``store``, ``settings``, ``now``.
+    ``modes``, ``scorers``, ``store``, ``settings``, ``now``, ``flagged_ids``.
 
     Returns:
         A :class:`RateReport` (``rate`` is ``None`` when nothing in the window was scored).
@@ -399,7 +399,8 @@ def _python_counts(store: TraceStore, query: RateQuery, by: str | None) -> list[
     groups: dict[str | None, list[tuple[str, list[Any]]]] = {}
     per_version: dict[str, list[tuple[str, list[Any]]]] = {}
     all_runs: list[tuple[str, list[Any]]] = []
-    for run in store.list_runs(RunFilter(start=start, end=end, agent=query.agent)):
+    where = RunFilter(start=start, end=end, agent=query.agent, project=query.project)
+    for run in store.list_runs(where):
         scores = [s for s in store.get_scores(run.id) if selected(s, run.agent)]
         if by == "scorer_version":
             for s in scores:

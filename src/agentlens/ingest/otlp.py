@@ -42,20 +42,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import to_json
+
 from agentlens.errors import FormatError, MissingExtraError
 from agentlens.ingest._checks import parse_nested_json, read_record
 from agentlens.model import Step, StepKind, Trace, from_epoch_us
 
 __all__ = [
     "OtlpSpan",
+    "SpanRecord",
     "build_trace",
     "read",
+    "span_records_from_protobuf",
     "spans_from_json",
     "spans_from_protobuf",
     "traces_from_spans",
 ]
 
 _STATUS_ERROR = 2
+_ZERO_TRACE = bytes(16)
+_ZERO_SPAN = bytes(8)
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
     "SPAN_KIND_INTERNAL": 1,
@@ -122,9 +128,22 @@ class OtlpSpan:
             "scope": self.scope,
         }
 
+    def record(self) -> SpanRecord:
+        """The span as the server stages it (its JSON: :meth:`to_dict`)."""
+        return SpanRecord(
+            trace_id=self.trace_id,
+            span_id=self.span_id,
+            root_ended=self.parent_span_id is None and self.end_ns is not None,
+            doc=to_json(self.to_dict()).decode(),
+        )
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OtlpSpan:
-        """Rebuild a span from :meth:`to_dict`'s output."""
+        """Rebuild a span from :meth:`to_dict`'s output, or from the undecoded form
+        :func:`span_records_from_protobuf` stages (``{"otlp_pb": BASE64, "resource", "scope"}``).
+        """
+        if "otlp_pb" in data:
+            return _pb_staged(data)
         return cls(
             trace_id=data["trace_id"],
             span_id=data["span_id"],
@@ -140,6 +159,17 @@ class OtlpSpan:
             resource=dict(data.get("resource") or {}),
             scope=data.get("scope"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """A span as the server stages it until its trace is complete: its keys, whether it is an
+    ended root span, and its JSON (what :meth:`OtlpSpan.from_dict` reads back)."""
+
+    trace_id: str
+    span_id: str
+    root_ended: bool
+    doc: str
 
 
 # -- OTLP/JSON decoding -------------------------------------------------------------------------
@@ -366,18 +396,7 @@ def spans_from_protobuf(body: bytes, rejected: list[FormatError] | None = None) 
         MissingExtraError: ``opentelemetry-proto`` is not installed (extra ``server``).
         FormatError: the bytes are not a valid request.
     """
-    try:
-        from google.protobuf.message import DecodeError
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceRequest,
-        )
-    except ImportError:
-        raise MissingExtraError("opentelemetry-proto", "server") from None
-    request = ExportTraceServiceRequest()
-    try:
-        request.ParseFromString(body)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise _bad(f"not a protobuf ExportTraceServiceRequest: {exc}", "$") from None
+    request = _pb_request(body)
     out: list[OtlpSpan] = []
     for r, rs in enumerate(request.resource_spans):
         res_attrs = _pb_key_values(rs.resource.attributes)
@@ -392,6 +411,77 @@ def spans_from_protobuf(body: bytes, rejected: list[FormatError] | None = None) 
                         raise
                     rejected.append(exc)
     return out
+
+
+def _pb_request(body: bytes) -> Any:
+    """The parsed ``ExportTraceServiceRequest``."""
+    try:
+        from google.protobuf.message import DecodeError
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+    except ImportError:
+        raise MissingExtraError("opentelemetry-proto", "server") from None
+    request = ExportTraceServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise _bad(f"not a protobuf ExportTraceServiceRequest: {exc}", "$") from None
+    return request
+
+
+def span_records_from_protobuf(
+    body: bytes, rejected: list[FormatError] | None = None
+) -> list[SpanRecord]:
+    """What the server stages from a binary protobuf ``ExportTraceServiceRequest``, without
+    decoding the spans' attributes (the cheap part of :func:`spans_from_protobuf`): each span's
+    ids are checked as :func:`spans_from_protobuf` checks them (a span it would reject is
+    rejected here, with the same error), and its record's JSON holds the span's protobuf bytes
+    (base64) with its resource and scope, decoded when its trace is built.
+
+    Raises:
+        MissingExtraError: ``opentelemetry-proto`` is not installed (extra ``server``).
+        FormatError: the bytes are not a valid request.
+    """
+    request = _pb_request(body)
+    out: list[SpanRecord] = []
+    b64 = binascii.b2a_base64
+    for r, rs in enumerate(request.resource_spans):
+        res_attrs = _pb_key_values(rs.resource.attributes)
+        for s, ss in enumerate(rs.scope_spans):
+            # The span's context, once per scope: `,"resource":{...},"scope":...}`.
+            context = {"resource": res_attrs, "scope": ss.scope.name or None}
+            tail = "," + to_json(context).decode()[1:]
+            for i, span in enumerate(ss.spans):
+                trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+                if (
+                    len(trace_id) != 16 or len(span_id) != 8 or trace_id == _ZERO_TRACE
+                    or span_id == _ZERO_SPAN or (parent and len(parent) != 8)
+                ):  # fmt: skip
+                    try:  # the exact error, as spans_from_protobuf reports it
+                        _pb_span(span, f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]", {}, None)
+                    except FormatError as exc:
+                        if rejected is None:
+                            raise
+                        rejected.append(exc)
+                        continue
+                root = not parent.strip(b"\0")  # none, or all zeros
+                doc = '{"otlp_pb":"' + b64(span.SerializeToString(), newline=False).decode() + '"'
+                out.append(
+                    SpanRecord(
+                        trace_id.hex(), span_id.hex(), root and span.end_time_unix_nano != 0,
+                        doc + tail,
+                    )
+                )  # fmt: skip
+    return out
+
+
+def _pb_staged(data: Mapping[str, Any]) -> OtlpSpan:
+    """A span staged by :func:`span_records_from_protobuf`, decoded."""
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span
+
+    span = Span.FromString(base64.b64decode(data["otlp_pb"]))
+    return _pb_span(span, "staged span", dict(data.get("resource") or {}), data.get("scope"))
 
 
 def _pb_id(raw: bytes, width: int, where: str, *, optional: bool = False) -> str | None:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
-from agentlens.ingest.otlp import spans_from_json, spans_from_protobuf
+from agentlens.ingest.otlp import span_records_from_protobuf, spans_from_json
 from agentlens.model import Trace
 from agentlens.model._time import parse_since
 from agentlens.server._ingest import Ingestor, Metrics, Overloaded, WriteFailed
@@ -115,6 +115,11 @@ class ServerConfig:
     """Spans (and runs) waiting for the writer before requests get 429."""
     review: bool = True
     """Run the review pipeline on every run that arrives."""
+    background_process: bool = False
+    """Build runs from staged spans and review them in a child process over the same store
+    (:mod:`agentlens.server._background`) instead of threads of the server's process; needs a
+    store another process can open (a file or PostgreSQL). ``agentlens serve`` turns it on for
+    such stores."""
 
 
 # -- request helpers ----------------------------------------------------------------------------
@@ -338,6 +343,14 @@ class _State:
         self.metrics = Metrics()
         self.keys = KeyChecker(store)
         self.reviewer: Any = None
+        self.background: Any = None
+        if config.background_process:
+            from agentlens.server._background import BackgroundProcess
+
+            self.background = BackgroundProcess(
+                store.url, idle_timeout_s=config.idle_timeout_s,
+                retention_s=config.retention_s, review=config.review,
+            )  # fmt: skip
         self.ingestor = Ingestor(
             store,
             max_pending_spans=config.max_pending_spans,
@@ -345,20 +358,40 @@ class _State:
             retention_s=config.retention_s,
             metrics=self.metrics,
             on_stored=self._stored,
+            on_staged=self.background.wake if self.background is not None else None,
         )
         self.started = time.time()
 
     def _stored(self, run_ids: list[str]) -> None:
-        if self.reviewer is not None:
+        if self.background is not None:
+            self.background.wake()
+        elif self.reviewer is not None:
             self.reviewer.notify()
 
+    def runs_built(self) -> tuple[int, int]:
+        """(runs built from OTLP traces, runs refused) since the server started."""
+        built, refused = self.metrics.runs_built, self.metrics.runs_rejected
+        if self.background is not None:
+            more_built, more_refused = self.background.counts()
+            built, refused = built + more_built, refused + more_refused
+        return built, refused
+
     def start(self) -> None:
+        if self.background is not None:
+            if not self.ingestor._threads:
+                self.background.start()
+                self.ingestor.start(assembler=False)
+            return
         if self.config.review and self.reviewer is None:
-            self.reviewer = _start_reviewer(self.store)
+            from agentlens.server._background import start_reviewer
+
+            self.reviewer = start_reviewer(self.store)
         self.ingestor.start()
 
     def close(self) -> None:
         self.ingestor.shutdown()
+        if self.background is not None:
+            self.background.stop()
         if self.reviewer is not None:
             try:
                 self.reviewer.shutdown()
@@ -367,20 +400,6 @@ class _State:
             self.reviewer = None
         if self.owns_store:
             self.store.close()
-
-
-def _start_reviewer(store: Any) -> Any:
-    """The review pipeline's background reviewer over ``store``, started. It claims the runs it
-    reviews (under this process's name), so several servers (and ``agentlens worker``
-    processes) on one store share the queue: no run is reviewed twice, and the runs of a
-    process that died are reviewed by another after the lease."""
-    import os
-    import socket
-
-    from agentlens.review import Reviewer
-
-    worker = f"serve:{socket.gethostname()}:{os.getpid()}"
-    return Reviewer(store, interval=1.0, worker=worker).start()
 
 
 def create_app(
@@ -486,9 +505,10 @@ def create_app(
         rejected: list[FormatError] = []
         try:
             if ctype == "application/json":
-                spans = spans_from_json(_json(body, "the OTLP/JSON body"), rejected)
+                decoded = spans_from_json(_json(body, "the OTLP/JSON body"), rejected)
+                spans = [span.record() for span in decoded]
             else:
-                spans = spans_from_protobuf(body, rejected)
+                spans = span_records_from_protobuf(body, rejected)
         except FormatError as exc:
             state.metrics.add(spans_rejected=1)
             raise ApiError(400, "invalid_request", f"malformed OTLP request: {exc}") from None
@@ -897,8 +917,9 @@ def _prometheus(state: _State) -> str:
     metric("spans_rejected_total", "counter", "Spans refused as malformed.", m.spans_rejected)
     metric("runs_received_total", "counter", "Runs received over the JSON API.", m.runs_received)
     metric("runs_stored_total", "counter", "Runs stored from the JSON API.", m.runs_stored)
-    metric("runs_built_total", "counter", "Runs built from OTLP traces.", m.runs_built)
-    metric("runs_rejected_total", "counter", "Runs refused.", m.runs_rejected)
+    built, refused = state.runs_built()
+    metric("runs_built_total", "counter", "Runs built from OTLP traces.", built)
+    metric("runs_rejected_total", "counter", "Runs refused.", refused)
     metric("requests_refused_total", "counter", "Requests answered 429 (writer busy).",
            m.requests_refused)  # fmt: skip
     metric("write_failures_total", "counter", "Store writes that failed (503).", m.write_failures)

@@ -26,10 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic_core import from_json, to_json
+from pydantic_core import from_json
 
 from agentlens.errors import RunNotFoundError, StoreError
-from agentlens.ingest.otlp import OtlpSpan, build_trace
+from agentlens.ingest.otlp import OtlpSpan, SpanRecord, build_trace
 from agentlens.model import Trace
 from agentlens.store._server import StagedSpan
 
@@ -97,6 +97,9 @@ class Ingestor:
             run exactly), then purged (a later span is merged into the stored run).
         on_stored: called with the ids of runs stored (the review pipeline's notification),
             on the writer or assembler thread; exceptions are logged.
+        on_staged: called on the writer thread after spans were committed, when the assembler
+            runs elsewhere (:mod:`agentlens.server._background`); default: wake this
+            assembler.
     """
 
     def __init__(
@@ -108,6 +111,7 @@ class Ingestor:
         retention_s: float = 600.0,
         on_stored: Callable[[list[str]], None] | None = None,
         metrics: Metrics | None = None,
+        on_staged: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.max_pending = max_pending_spans
@@ -119,19 +123,24 @@ class Ingestor:
         self._pending = 0
         self._cond = threading.Condition()
         self._assemble = threading.Event()
+        self._on_staged = on_staged or self._assemble.set
         self._stop = False
         self._threads: list[threading.Thread] = []
         self._writer_thread: threading.Thread | None = None
         self._last_purge = 0.0
+        self._drain_s = 8.0
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start the writer and assembler threads (idempotent)."""
+    def start(self, *, writer: bool = True, assembler: bool = True) -> None:
+        """Start the writer and assembler threads, or one of them (idempotent)."""
         if self._threads:
             return
         self._stop = False
-        for name, target in (("writer", self._writer), ("assembler", self._assembler)):
+        threads = (("writer", self._writer, writer), ("assembler", self._assembler, assembler))
+        for name, target, wanted in threads:
+            if not wanted:
+                continue
             thread = threading.Thread(target=target, name=f"agentlens-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -139,7 +148,9 @@ class Ingestor:
                 self._writer_thread = thread
 
     def shutdown(self, timeout: float = 10.0) -> None:
-        """Finish the jobs already accepted, build what is ready, and stop the threads."""
+        """Finish the jobs already accepted, build what is ready (for at most about
+        ``timeout`` seconds), and stop the threads."""
+        self._drain_s = timeout * 0.8
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -147,6 +158,10 @@ class Ingestor:
         for thread in self._threads:
             thread.join(timeout)
         self._threads = []
+
+    def wake(self) -> None:
+        """Have the assembler look for ready traces now."""
+        self._assemble.set()
 
     @property
     def pending(self) -> int:
@@ -167,19 +182,10 @@ class Ingestor:
             self._cond.notify()
         return job.future
 
-    async def stage(self, project: str, spans: Sequence[OtlpSpan]) -> int:
-        """Stage spans durably; returns how many were new. Raises :class:`Overloaded` or
+    async def stage(self, project: str, spans: Sequence[SpanRecord]) -> int:
+        """Stage spans durably; returns how many there were. Raises :class:`Overloaded` or
         :class:`WriteFailed`."""
-        rows = [
-            StagedSpan(
-                project=project,
-                trace_id=s.trace_id,
-                span_id=s.span_id,
-                root_ended=s.parent_span_id is None and s.end_ns is not None,
-                doc=to_json(s.to_dict()).decode(),
-            )
-            for s in spans
-        ]
+        rows = [StagedSpan(project, s.trace_id, s.span_id, s.root_ended, s.doc) for s in spans]
         future = self._submit(_Job("spans", project, rows, len(rows)))
         return int(await asyncio.wrap_future(future))
 
@@ -224,10 +230,16 @@ class Ingestor:
                 # the job's own span count (a duplicate is still acknowledged).
                 for job in span_jobs:
                     job.future.set_result(len(job.items))
-                self._assemble.set()
+                self._staged()
         for job in jobs:
             if job.kind == "runs":
                 self._write_runs(job)
+
+    def _staged(self) -> None:
+        try:
+            self._on_staged()
+        except Exception:
+            logger.exception("the on_staged callback failed")
 
     def _write_runs(self, job: _Job) -> None:
         traces: list[Trace] = job.items
@@ -268,7 +280,7 @@ class Ingestor:
             self._assemble.clear()
             try:
                 for _ in range(64):  # bounded: then purge, and look at stop
-                    if not self.assemble_once():
+                    if self._stop or not self.assemble_once():
                         break
                 self._maybe_purge()
             except Exception:
@@ -276,12 +288,18 @@ class Ingestor:
                 time.sleep(0.5)
             writer = self._writer_thread
             if self._stop and (writer is None or not writer.is_alive()):
-                try:
-                    while self.assemble_once():
-                        pass
-                except Exception:
-                    logger.exception("building runs at shutdown failed")
+                self._drain()
                 return
+
+    def _drain(self) -> None:
+        """At shutdown: build what is ready, for at most ``drain_s`` seconds (a restart
+        builds the rest)."""
+        deadline = time.monotonic() + self._drain_s
+        try:
+            while time.monotonic() < deadline and self.assemble_once():
+                pass
+        except Exception:
+            logger.exception("building runs at shutdown failed")
 
     def assemble_once(self, limit: int = 256) -> int:
         """Build and store the runs of up to ``limit`` ready traces; returns how many."""

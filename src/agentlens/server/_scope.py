@@ -1,9 +1,10 @@
 """A store seen through one project: what a key may read.
 
-The rate queries of :mod:`agentlens.analytics` answer from the SQLite store's rate rollup,
-which has no project column. When the store holds runs of more than one project, a key's rate
-is counted over :class:`ProjectView`, a :class:`~agentlens.store.TraceStore` that shows only
-that project's runs and scores (the analytics then count in Python, over the project's runs).
+When the store holds runs of more than one project, a key reads through :class:`ProjectView`,
+a :class:`~agentlens.store.TraceStore` that shows only that project's runs and scores. Its rate
+queries (:class:`~agentlens.store.RateSource`) go to the store with the project set when the
+store answers per project from its rollup (``rates_by_project``: the SQLite store); otherwise
+they are counted in Python over the project's runs.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
+from agentlens.analytics._rate import PythonRateSource, python_rate_counts
 from agentlens.errors import RunNotFoundError, StoreError, UnreadableRunError
 from agentlens.model import Score, Trace
-from agentlens.store import RunFilter, RunSummary
+from agentlens.store import RateCounts, RateQuery, RunFilter, RunSummary
 
 __all__ = ["ProjectView", "project_view"]
 
@@ -37,6 +39,7 @@ class ProjectView:
         self._store = store
         self.project = project
         self.url = store.url
+        self._by_project = bool(getattr(store, "rates_by_project", False))
 
     def _where(self, where: RunFilter | None) -> RunFilter:
         if where is None:
@@ -89,6 +92,35 @@ class ProjectView:
             scorer, version, self._where(where), limit=limit
         )
         return result
+
+    def _as_store(self) -> Any:
+        """This view, for the Python counting that reads any store (the view has the read
+        methods it uses)."""
+        return self
+
+    def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
+        """The project's rate counts (see :class:`~agentlens.store.RateSource`): the store's,
+        when it answers per project, else counted in Python over this view."""
+        scoped = replace(query, project=self.project)
+        if self._by_project:
+            found: list[RateCounts] = self._store.rate_counts(scoped, by)
+            return found
+        return python_rate_counts(self._as_store(), scoped, by)
+
+    def stored_scorers(self) -> list[str]:
+        """Scorers with a stored score of one of the project's runs."""
+        if self._by_project:
+            return list(self._store.stored_scorers(project=self.project))
+        return PythonRateSource(self._as_store()).stored_scorers()
+
+    def stored_versions(
+        self, scorer: str, start_us: int | None = None, end_us: int | None = None
+    ) -> list[tuple[str, int]]:
+        """The versions of ``scorer`` scored on the project's runs in the window, newest
+        first."""
+        if self._by_project:
+            return list(self._store.stored_versions(scorer, start_us, end_us, project=self.project))
+        return PythonRateSource(self._as_store()).stored_versions(scorer, start_us, end_us)
 
     def verdict_counts(self, *, since: Any = None) -> list[Any]:
         """Live verdicts per (scorer, failure mode) on this project's runs."""

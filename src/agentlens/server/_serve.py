@@ -41,6 +41,14 @@ def check_bind(store: Any, host: str) -> None:
         )
 
 
+def _shareable(url: str) -> bool:
+    """True when another process can open the store at ``url`` (not an in-memory SQLite)."""
+    from agentlens.config import parse_store_url
+
+    parsed = parse_store_url(url)
+    return parsed.backend != "sqlite" or parsed.sqlite_path is not None
+
+
 def serve(
     *, host: str = "127.0.0.1", port: int = 6660, db: str | None = None, **options: Any
 ) -> None:
@@ -56,6 +64,7 @@ def serve(
     except BaseException:
         store.close()
         raise
+    options.setdefault("background_process", _shareable(store.url))
     app = create_app(store, **options)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

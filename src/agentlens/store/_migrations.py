@@ -278,7 +278,38 @@ _CLAIMS = Migration(
     ),
 )
 
-MIGRATIONS: tuple[Migration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES, _CLAIMS)
+# -- migration 6: read paths at a million runs --------------------------------------------------
+#
+# The rate rollup gains a ``project`` column (``rate_runs.project``, part of ``rate_rollup``'s
+# key), so a server key's rate (one project's) is read from the rollup instead of counted in
+# Python over the project's runs. The three tables and their triggers are dropped and made
+# again from ``scores`` in bulk (migration 2's statements are the rollup's current definition,
+# kept in :mod:`agentlens.store._sqlite_rates`: a new store gets the same tables either way).
+# Indexes for the dashboard: runs of one release newest first; one project's runs per role or
+# release in a window, counted from the index alone (a project's rate by agent or release); and
+# the review queue of every role (``run_review_queue`` serves one role) oldest first.
+
+_ROLLUP_BY_PROJECT = Migration(
+    6,
+    "rate rollup by project; runs_by_release, runs_project_groups, run_review_open",
+    (
+        *(f"DROP TRIGGER IF EXISTS rate_{t}_{e}" for t in ("scores", "modes")
+          for e in ("insert", "delete", "update")),
+        "DROP TABLE rate_rollup",
+        "DROP TABLE rate_runs",
+        "DROP TABLE rate_sigs",
+        *ROLLUP_SCHEMA,
+        *RATE_ROLLUP_FILL,
+        *ROLLUP_TRIGGERS,
+        "CREATE INDEX IF NOT EXISTS runs_by_release ON runs (release, sort_at, id)",
+        "CREATE INDEX IF NOT EXISTS runs_project_groups ON runs (project, sort_at, agent, release)",
+        "CREATE INDEX IF NOT EXISTS run_review_open ON run_review (sort_at, run_id) WHERE open > 0",
+    ),
+)  # fmt: skip
+
+MIGRATIONS: tuple[Migration, ...] = (
+    _INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES, _CLAIMS, _ROLLUP_BY_PROJECT,
+)  # fmt: skip
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
 

@@ -95,6 +95,11 @@ class RateQuery:
     flagged_ids: bool = True
     """List the flagged run ids; ``False`` leaves ``flagged_run_ids`` empty and skips reading
     them (the counts alone, for a chart or a summary)."""
+    project: str | None = None
+    """Only this project's runs. A source answers it only when it says so with a true
+    ``rates_by_project`` attribute (the SQLite store); the server's per-key view
+    (:class:`agentlens.server._scope.ProjectView`) counts in Python over a source that does
+    not."""
 
 
 BREAKDOWNS: tuple[str, ...] = ("day", "week", "agent", "mode", "release", "scorer_version")

@@ -262,9 +262,12 @@ class ServerTablesMixin:
             (traces,) = conn.execute(
                 "SELECT count(*) FROM otlp_traces WHERE max_seq > built_seq"
             ).fetchone()
+            # Per pending trace (the partial index), its spans newer than its build: the cost
+            # is the backlog's, not the table's (built spans stay for the retention time).
             pending = conn.execute(
-                "SELECT count(*) FROM otlp_spans s JOIN otlp_traces t"
-                " ON t.project = s.project AND t.trace_id = s.trace_id WHERE s.seq > t.built_seq"
+                "SELECT ifnull(sum((SELECT count(*) FROM otlp_spans s WHERE s.project = t.project"
+                " AND s.trace_id = t.trace_id AND s.seq > t.built_seq)), 0) FROM otlp_traces t"
+                " WHERE t.max_seq > t.built_seq"
             ).fetchone()[0]
             return StagingCounts(spans=int(pending), traces=int(traces))
 

@@ -409,23 +409,29 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
 
     # -- RateSource (the SQL is agentlens.store._sqlite_rates's) --------------------------------
 
+    rates_by_project = True
+    """:meth:`rate_counts` answers ``RateQuery.project`` (from the rollup's project column),
+    :meth:`stored_scorers` and :meth:`stored_versions` take ``project``."""
+
     def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
         """Count runs by outcome over ``query``'s window (see :class:`RateSource`), from the
         rate rollup, in one read snapshot."""
         check_breakdown(by)
         return self._read(lambda conn: _sqlite_rates.rate_counts(conn, query, by))
 
-    def stored_scorers(self) -> list[str]:
-        """Every scorer name with at least one stored score (an index skip-scan)."""
-        return self._read(_sqlite_rates.stored_scorers)
+    def stored_scorers(self, *, project: str | None = None) -> list[str]:
+        """Every scorer name with at least one stored score (of a run of ``project``, when
+        given): an index skip-scan."""
+        return self._read(lambda conn: _sqlite_rates.stored_scorers(conn, project))
 
     def stored_versions(
-        self, scorer: str, start_us: int | None = None, end_us: int | None = None
-    ) -> list[tuple[str, int]]:
-        """The versions of ``scorer`` with scores of runs in the window, each with its latest
-        ``scored_at`` (µs), newest first."""
+        self, scorer: str, start_us: int | None = None, end_us: int | None = None, *,
+        project: str | None = None,
+    ) -> list[tuple[str, int]]:  # fmt: skip
+        """The versions of ``scorer`` with scores of runs in the window (of ``project``, when
+        given), each with its latest ``scored_at`` (µs), newest first."""
         return self._read(
-            lambda conn: _sqlite_rates.stored_versions(conn, scorer, start_us, end_us)
+            lambda conn: _sqlite_rates.stored_versions(conn, scorer, start_us, end_us, project)
         )
 
     def _read(self, work: Callable[[sqlite3.Connection], _T]) -> _T:

@@ -15,9 +15,11 @@ REPLACE``, a manual ``UPDATE``) keeps them exact:
                  ``hex(scorer).hex(version).hex(verdict).xhex(mode),xhex(mode)`` joined by ``;``
                  in (scorer, version) order (hex, so any character, NUL included, round-trips).
 - ``rate_runs``: one row per run with at least one score: its start time, UTC day number,
-                 agent, release (copied from its scores) and signature id.
-- ``rate_rollup``: (day, agent, release, sig) -> n: how many runs of that day, role and release
-                 have that signature. A rate over whole days reads these rows, not the runs.
+                 agent, release, project (copied from its scores) and signature id.
+- ``rate_rollup``: (day, agent, release, sig, project) -> n: how many runs of that day, role,
+                 release and project have that signature. A rate over whole days reads these
+                 rows, not the runs; a project's rate (a server key's) reads its own rows.
+                 (The project column came with migration 6, which rebuilt the three tables.)
 
 In both derived tables ``agent``/``release`` are never NULL: a missing value is stored as the
 empty blob X'' (never equal to any text), so they can be keys; an undated run has day
@@ -97,22 +99,23 @@ def _refresh(run: str) -> str:
     """Trigger statements that recompute run ``run``'s row of ``rate_runs`` and move its count
     in ``rate_rollup`` from its old (day, agent, release, sig) to its new one."""
     return f"""
-        UPDATE rate_rollup SET n = n - 1 WHERE (day, agent, release, sig) =
-            (SELECT day, agent, release, sig FROM rate_runs WHERE run_id = {run});
+        UPDATE rate_rollup SET n = n - 1 WHERE (day, agent, release, sig, project) =
+            (SELECT day, agent, release, sig, project FROM rate_runs WHERE run_id = {run});
         DELETE FROM rate_runs WHERE run_id = {run};
         INSERT INTO rate_sigs (sig) SELECT g FROM (SELECT {_sig_of(run)} AS g)
             WHERE g IS NOT NULL AND NOT EXISTS (SELECT 1 FROM rate_sigs WHERE sig = g);
-        INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)
+        INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig, project)
             SELECT r.run_id, r.run_started_at, {_day_sql("r.run_started_at")},
                 ifnull(r.run_agent, X''), ifnull(r.run_release, X''),
-                (SELECT id FROM rate_sigs WHERE sig = {_sig_of(run)})
+                (SELECT id FROM rate_sigs WHERE sig = {_sig_of(run)}), ifnull(r.run_project, X'')
             FROM scores r WHERE r.run_id = {run} LIMIT 1;
-        UPDATE rate_rollup SET n = n + 1 WHERE (day, agent, release, sig) =
-            (SELECT day, agent, release, sig FROM rate_runs WHERE run_id = {run});
-        INSERT INTO rate_rollup (day, agent, release, sig, n)
-            SELECT x.day, x.agent, x.release, x.sig, 1 FROM rate_runs x WHERE x.run_id = {run}
-            AND NOT EXISTS (SELECT 1 FROM rate_rollup y WHERE y.day = x.day
-                AND y.agent = x.agent AND y.release = x.release AND y.sig = x.sig);"""
+        UPDATE rate_rollup SET n = n + 1 WHERE (day, agent, release, sig, project) =
+            (SELECT day, agent, release, sig, project FROM rate_runs WHERE run_id = {run});
+        INSERT INTO rate_rollup (day, agent, release, sig, project, n)
+            SELECT x.day, x.agent, x.release, x.sig, x.project, 1 FROM rate_runs x
+            WHERE x.run_id = {run} AND NOT EXISTS (SELECT 1 FROM rate_rollup y
+                WHERE y.day = x.day AND y.agent = x.agent AND y.release = x.release
+                AND y.sig = x.sig AND y.project = x.project);"""
 
 
 def _trigger(name: str, event: str, table: str, runs: tuple[str, ...]) -> str:
@@ -130,19 +133,21 @@ ROLLUP_SCHEMA: tuple[str, ...] = (
             day        INTEGER NOT NULL,
             agent      NOT NULL,
             release    NOT NULL,
-            sig        INTEGER NOT NULL
+            sig        INTEGER NOT NULL,
+            project    NOT NULL
         ) WITHOUT ROWID
         """,
-    "CREATE INDEX rate_runs_by_sig ON rate_runs (sig, started_at, agent, release)",
-    "CREATE INDEX rate_runs_by_time ON rate_runs (started_at, agent, release, sig)",
+    "CREATE INDEX rate_runs_by_sig ON rate_runs (sig, started_at, agent, release, project)",
+    "CREATE INDEX rate_runs_by_time ON rate_runs (started_at, agent, release, sig, project)",
     """
         CREATE TABLE rate_rollup (
             day     INTEGER NOT NULL,
             agent   NOT NULL,
             release NOT NULL,
             sig     INTEGER NOT NULL,
+            project NOT NULL,
             n       INTEGER NOT NULL,
-            PRIMARY KEY (day, agent, release, sig)
+            PRIMARY KEY (day, agent, release, sig, project)
         ) WITHOUT ROWID
         """,
 )
@@ -153,16 +158,17 @@ RATE_ROLLUP_FILL: tuple[str, ...] = (
     CREATE TEMP TABLE _rate_fill AS
         SELECT r.run_id AS run_id, r.run_started_at AS started_at,
             {_day_sql("r.run_started_at")} AS day, ifnull(r.run_agent, X'') AS agent,
-            ifnull(r.run_release, X'') AS release, {_sig_of("r.run_id")} AS sig
+            ifnull(r.run_release, X'') AS release, {_sig_of("r.run_id")} AS sig,
+            ifnull(r.run_project, X'') AS project
         FROM scores r WHERE r.rowid IN (SELECT min(rowid) FROM scores GROUP BY run_id)
     """,
     "INSERT INTO rate_sigs (sig) SELECT DISTINCT sig FROM _rate_fill"
     " WHERE sig NOT IN (SELECT sig FROM rate_sigs)",
-    "INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig)"
-    " SELECT f.run_id, f.started_at, f.day, f.agent, f.release, g.id"
+    "INSERT INTO rate_runs (run_id, started_at, day, agent, release, sig, project)"
+    " SELECT f.run_id, f.started_at, f.day, f.agent, f.release, g.id, f.project"
     " FROM _rate_fill f JOIN rate_sigs g ON g.sig = f.sig",
-    "INSERT INTO rate_rollup (day, agent, release, sig, n)"
-    " SELECT day, agent, release, sig, count(*) FROM rate_runs GROUP BY 1, 2, 3, 4",
+    "INSERT INTO rate_rollup (day, agent, release, sig, project, n)"
+    " SELECT day, agent, release, sig, project, count(*) FROM rate_runs GROUP BY 1, 2, 3, 4, 5",
     "DROP TABLE temp._rate_fill",
 )
 """Statements that fill the (empty) rate tables from ``scores`` and ``score_modes`` in bulk: run
@@ -256,9 +262,11 @@ def _closed_span(conn: sqlite3.Connection, start: int | None, end: int | None) -
     return (lo if start is None else start), (hi + 1 if end is None else end)
 
 
-def _window_clauses(q: RateQuery, time_col: str, agent_col: str) -> tuple[list[str], list[Any]]:
-    """The conditions of ``q``'s window (``start <= t < end``, or undated) and agent role, on the
-    given columns, with their parameters."""
+def _window_clauses(
+    q: RateQuery, time_col: str, agent_col: str, project_col: str = "project"
+) -> tuple[list[str], list[Any]]:
+    """The conditions of ``q``'s window (``start <= t < end``, or undated), agent role and
+    project, on the given columns, with their parameters."""
     clauses: list[str] = []
     params: list[Any] = []
     if q.start_us is not None:
@@ -270,6 +278,9 @@ def _window_clauses(q: RateQuery, time_col: str, agent_col: str) -> tuple[list[s
     if q.agent is not None:
         clauses.append(f"{agent_col} = ?")
         params.append(q.agent)
+    if q.project is not None:
+        clauses.append(f"{project_col} = ?")
+        params.append(q.project)
     if q.undated:
         clauses.append(f"{time_col} IS NULL")
     return clauses, params
@@ -289,14 +300,21 @@ def _runs_sql(query: RateQuery, by: str | None) -> tuple[str, list[Any]]:
         if query.start_us is None:
             clauses.append("r.sort_at > ?")
             params.append(_NO_TIME)
-    if query.agent is not None:
-        clauses.append("r.agent = ?")
-        params.append(query.agent)
-    where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+    timed = bool(clauses)
+    who, who_args = _who(query, "r.")
+    params.extend(who_args)
+    where = " WHERE 1" + "".join(f" AND {c}" for c in clauses) + who
     if by in ("day", "week", "agent", "release"):
-        t = "r.sort_at" if clauses else "r.started_at"
+        t = "r.sort_at" if timed else "r.started_at"
         key = _key(by, t, "r.agent", "r.release")
-        return f"SELECT {key}, count(*) FROM runs r{where} GROUP BY 1", params
+        # One project's runs per role or release: counted from its covering index (the planner
+        # would rather skip-scan the agent or release index and read every row).
+        runs = (
+            "runs r INDEXED BY runs_project_groups"
+            if query.project is not None and by in ("agent", "release")
+            else "runs r"
+        )
+        return f"SELECT {key}, count(*) FROM {runs}{where} GROUP BY 1", params
     return f"SELECT NULL, count(*) FROM runs r{where}", params
 
 
@@ -322,11 +340,24 @@ def _buckets(start_us: int, end_us: int, by: str) -> list[tuple[str, int, int]]:
         day += step
 
 
+def _who(q: RateQuery, table: str = "") -> tuple[str, list[Any]]:
+    """SQL conditions (each after `` AND``) for ``q``'s agent role and project, and their
+    parameters, on columns ``agent`` and ``project`` (of ``table``, e.g. ``"r."``)."""
+    sql = ""
+    args: list[Any] = []
+    if q.agent is not None:
+        sql += f" AND {table}agent = ?"
+        args.append(q.agent)
+    if q.project is not None:
+        sql += f" AND {table}project = ?"
+        args.append(q.project)
+    return sql, args
+
+
 def _window_rows(conn: sqlite3.Connection, q: RateQuery) -> list[tuple[Any, ...]]:
     """``(day, agent, release, sig, runs)`` of the window: rollup rows for its whole UTC days,
     runs grouped by signature for the partial days at its edges."""
-    agent_sql = " AND agent = ?" if q.agent is not None else ""
-    agent_args: list[Any] = [q.agent] if q.agent is not None else []
+    agent_sql, agent_args = _who(q)
     roll = "SELECT day, agent, release, sig, n FROM rate_rollup WHERE n > 0"
     if q.undated:
         return conn.execute(roll + " AND day = ?" + agent_sql, [_NO_DAY, *agent_args]).fetchall()
@@ -431,8 +462,7 @@ def _time_buckets(
     """``(label, runs)`` of each day or week of the window (then the undated runs, when the
     window is open on both sides), counted on ``runs``' time index."""
     start, end = query.start_us, query.end_us
-    agent_sql = " AND r.agent = ?" if query.agent is not None else ""
-    agent_args: list[Any] = [query.agent] if query.agent is not None else []
+    agent_sql, agent_args = _who(query, "r.")
     out: list[tuple[str | None, int]] = []
     if not query.undated:
         start, end = _closed_span(conn, start, end)
@@ -445,21 +475,30 @@ def _time_buckets(
     return out
 
 
-def stored_scorers(conn: sqlite3.Connection) -> list[str]:
-    """Every scorer name with at least one stored score (an index skip-scan, not a table scan)."""
+def stored_scorers(conn: sqlite3.Connection, project: str | None = None) -> list[str]:
+    """Every scorer name with at least one stored score (of a run of ``project``, when given):
+    an index skip-scan, not a table scan."""
     sql = (
         "WITH RECURSIVE n(name) AS (SELECT min(scorer) FROM scores UNION ALL"
         " SELECT (SELECT min(scorer) FROM scores WHERE scorer > n.name) FROM n"
         " WHERE n.name IS NOT NULL) SELECT name FROM n WHERE name IS NOT NULL"
     )
-    return [name for (name,) in conn.execute(sql).fetchall()]
+    names = [name for (name,) in conn.execute(sql).fetchall()]
+    if project is None:
+        return names
+    used = "SELECT 1 FROM scores WHERE scorer = ? AND run_project = ? LIMIT 1"
+    return [n for n in names if conn.execute(used, (n, project)).fetchone() is not None]
 
 
 def stored_versions(
-    conn: sqlite3.Connection, scorer: str, start_us: int | None = None, end_us: int | None = None
+    conn: sqlite3.Connection,
+    scorer: str,
+    start_us: int | None = None,
+    end_us: int | None = None,
+    project: str | None = None,
 ) -> list[tuple[str, int]]:
-    """The versions of ``scorer`` with scores of runs in the window, each with its latest
-    ``scored_at`` (µs), newest first."""
+    """The versions of ``scorer`` with scores of runs in the window (of ``project``, when
+    given), each with its latest ``scored_at`` (µs), newest first."""
     versions_sql = (
         "WITH RECURSIVE v(version) AS (SELECT min(version) FROM scores WHERE scorer = :s"
         " UNION ALL SELECT (SELECT min(version) FROM scores WHERE scorer = :s"
@@ -474,6 +513,9 @@ def stored_versions(
     if end_us is not None:
         window += " AND run_started_at < :b"
         args["b"] = end_us
+    if project is not None:
+        window += " AND run_project = :p"
+        args["p"] = project
     latest_sql = f"SELECT max(scored_at) FROM scores WHERE scorer = :s AND version = :v{window}"
 
     def work(conn: sqlite3.Connection) -> list[tuple[str, int]]:
