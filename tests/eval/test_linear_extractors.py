@@ -269,11 +269,12 @@ def _speaker(text: str) -> None:
 
 
 def _seconds(work: Callable[[str], None], text: str) -> float:
+    """The best of three in CPU time: on a shared machine wall time counts the other tenants' work."""
     best = float("inf")
-    for _ in range(2):
-        t0 = time.perf_counter()
+    for _ in range(3):
+        t0 = time.process_time()
         work(text)
-        best = min(best, time.perf_counter() - t0)
+        best = min(best, time.process_time() - t0)
     return best
 
 
