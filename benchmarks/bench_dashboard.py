@@ -47,7 +47,6 @@ import os
 import platform
 import random
 import sqlite3
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -57,6 +56,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from bench_rate import timed  # noqa: E402  (the same median-of-repeats timer as the rate benchmark)
 
 from agentlens._ids import new_id  # noqa: E402
 from agentlens.eval import get_scorer  # noqa: E402
@@ -232,17 +233,6 @@ def _flush(conn: sqlite3.Connection, rows: dict[str, list[tuple[Any, ...]]]) -> 
 
 
 # -- timing -------------------------------------------------------------------------------------
-
-
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    """Median wall time (s) of ``repeat`` calls after one warm-up call, and the last result."""
-    result = fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), result
 
 
 class _Client:
