@@ -42,6 +42,7 @@ from typing import Any
 
 from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary
+from agentlens.ingest.claude_code import BOOKKEEPING_RECORDS, CONVERSATION_RECORDS
 
 __all__ = ["DETECTABLE", "MAX_SAMPLE_BYTES", "detect", "foreign_keys"]
 
@@ -81,28 +82,8 @@ _TRACE_KEYS = frozenset(
     }
 )
 _TRANSCRIPT_TYPES = frozenset({"tool_use", "tool_result", "text", "thinking", "user", "system"})
-_CLAUDE_TYPES = frozenset(
-    {
-        "user",
-        "assistant",
-        "system",
-        "summary",
-        "file-history-snapshot",
-        "queue-operation",
-        "progress",
-        "pr-link",
-        "agent-name",
-        "custom-title",
-        "last-prompt",
-        "attachment",
-        "permission-mode",
-        "ai-title",
-        "agent-setting",
-        "bridge-session",
-        "worktree-state",
-        "result",
-    }
-)
+# Claude Code's conversation and bookkeeping records, and the SDK's closing ``result`` record.
+_CLAUDE_TYPES = CONVERSATION_RECORDS | BOOKKEEPING_RECORDS | {"result"}
 _CLAUDE_KEYS = frozenset({"message", "sessionId", "session_id", "uuid", "parentUuid", "leafUuid"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _MESSAGE_LISTS = ("messages", "traj", "conversation", "trajectory")
