@@ -25,7 +25,7 @@ apart and never as passes; ``rate = flagged / scored`` with ``scored = flagged +
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, TypedDict, TypeVar, Unpack
 
@@ -191,14 +191,7 @@ def rate_breakdown(by: str, **options: Unpack[RateOptions]) -> Breakdown:
         selectors, versions = resolve_selection(source, cfg, selection.window, selection.scorers)
         query = selection.query(selectors)
         if by == "scorer_version":
-            query = RateQuery(
-                any_version_of=tuple(versions),
-                start_us=query.start_us,
-                end_us=query.end_us,
-                agent=query.agent,
-                modes=query.modes,
-                flagged_ids=query.flagged_ids,
-            )
+            query = replace(query, selectors=(), any_version_of=tuple(versions))
         groups = source.rate_counts(query, by)
         return Breakdown(
             by=by,
