@@ -678,6 +678,9 @@ _NUMERIC_DATE = re.compile(
     r")(?![\d]|[-/.–—]\d)"
 )
 
+_DATE_HINT = re.compile(r"\d[-/.–—]\d")
+"""What every numeric date or range has: a quick test before the full pattern."""
+
 
 def read_dates(text: str, toks: list[Token]) -> list[Token]:
     """``toks`` with numeric dates and short year ranges read as what they say.
@@ -690,7 +693,7 @@ def read_dates(text: str, toks: list[Token]) -> list[Token]:
 
     Anything else (``10-7``, ``5.2``, ``2018-1995``, a month or day out of range) is left as is.
     """
-    if not any(ch in text for ch in "-/.–—"):
+    if _DATE_HINT.search(text) is None:
         return toks
     spans: list[tuple[int, int, list[Token]]] = []
     for m in _NUMERIC_DATE.finditer(text):
@@ -765,6 +768,9 @@ def read_initialisms(text: str, toks: list[Token]) -> list[Token]:
     """``toks`` with a name written out in full read as its acronym: ``United States`` (as
     ``U.S.``), ``United Kingdom``, ``United Nations``, ``European Union``. The name must start
     with a capital; its words stay apart otherwise (``united`` alone is a plain word)."""
+    lower = text.lower()
+    if not any(word + " " in lower for word in _INITIAL_WORDS):
+        return toks
     out: list[Token] = []
     i = 0
     n = len(toks)
