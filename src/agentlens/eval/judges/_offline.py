@@ -142,9 +142,11 @@ class _Segment:
 
 
 def _read(text: str, rules: frozenset[str]) -> list[Token]:
-    """The tokens of ``text`` as the judge reads them under ``rules``: with ``negation-forms``
-    every negation is the word ``not`` (and ``not only`` none), with ``decades`` a decade keeps
-    its ``s`` (``1990s``, not the year ``1990``)."""
+    """The tokens of ``text`` as the judge reads them under ``rules``: with ``dates`` a numeric
+    date is its year, month name and day and ``2018–19`` two years, with ``initialisms``
+    ``United States`` is ``usa`` (as ``U.S.``), with ``negation-forms`` every negation is the
+    word ``not`` (and ``not only`` none), with ``decades`` a decade keeps its ``s`` (``1990s``,
+    not the year ``1990``)."""
     toks = tokenize(text)
     if "dates" in rules:
         toks = read_dates(text, toks)
