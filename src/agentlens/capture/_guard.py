@@ -172,9 +172,18 @@ class RunGuard:
     def after(self, step: ActiveStep) -> None:
         """Count the call's result; at the role's ``repeats``-th identical one, warn, call back
         and record the finding."""
-        key = step._guard_key if self._raise else self._key(step)
-        if key is None or key is BLOCKED:
-            return
+        if self._raise:  # the key was computed before the call
+            key = step._guard_key
+            if key is None or key is BLOCKED:
+                return
+        else:  # self._key(step), written out: this runs for every step of a guarded run
+            kind = step.kind
+            if kind is not StepKind.TOOL and kind is not StepKind.RETRIEVAL:
+                return
+            name = step.name or str(kind)
+            if name.lower() in self._skip:
+                return
+            key = self._call_key(name, step._input)
         calls = self._calls
         state = calls.setdefault(key, step)
         if state is step:  # the first call with these arguments in the run
