@@ -7,8 +7,8 @@ batching background processor to an exporter that discards:
 * agentlens: ``@agentlens.tool`` (and ``run.step``) with the default ``BatchProcessor``;
 * agentlens with the online loop guard (``loop_guard = "warn"`` for the runs' role), beside the
   same runs of a role without it: with distinct arguments at every step (the usual case) and with
-  the same call repeated at every step (each repeat compared with the result before; the guard
-  warns once per run);
+  the same call repeated at every step (the guard trips at the third call of each run and warns
+  once; later repeats are not compared again);
 * OpenTelemetry: ``tracer.start_as_current_span`` with a ``BatchSpanProcessor``, once bare
   (name and timings only) and once recording the arguments and result as JSON attributes,
   which is what agentlens records (the fair comparison).
