@@ -5,8 +5,8 @@ append). Building runs from the staged spans and reviewing them is most of the C
 costs, so ``agentlens serve`` runs that part in a child process over the same store (SQLite's
 WAL lets both processes write, one transaction at a time; PostgreSQL claims rows): the two
 share the machine's cores instead of one interpreter lock, and the child runs at a lower
-scheduling priority (``nice`` +5), so under a burst the request path keeps its throughput and
-the review lag grows instead (it is reported on ``/metrics``; the staged spans wait on disk).
+scheduling priority (``nice`` +19, the lowest), so under a burst the request path keeps its
+throughput and the review lag grows instead (it is reported on ``/metrics``; the staged spans wait on disk).
 
 The child stops when the server stops (an event), or within half a second when the server
 died (its parent process changed); whatever it had not built yet is built by the next process
@@ -29,7 +29,7 @@ __all__ = ["BackgroundProcess", "start_reviewer"]
 
 logger = logging.getLogger("agentlens.server")
 
-NICE = 5
+NICE = 19
 """How much lower the child's scheduling priority is than the server's."""
 
 
