@@ -460,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         usage = judge.usage.as_dict()
         report.setdefault("cost_usd", {})[label] = usage["cost_usd"]
         if n == 0 and args.errors:
-            _print_errors(cases, outcomes, args.errors)
+            _print_errors(cases, outcomes, folds, args.errors)
     for dataset in DATASETS:
         report["results"][dataset]["baseline"] = baseline_by_fold(cases, folds, dataset, k)
     first = judges[0][1]
@@ -475,11 +475,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print_errors(cases: Sequence[Case], outcomes: Sequence[Outcome], dataset: str) -> None:
-    for case, o in zip(cases, outcomes, strict=True):
+def _print_errors(
+    cases: Sequence[Case], outcomes: Sequence[Outcome], folds: Sequence[int], dataset: str
+) -> None:
+    """The cases judged wrong, with their fold, the truth and the judge's reason (to stderr)."""
+    wrong = 0
+    for case, o, fold in zip(cases, outcomes, folds, strict=True):
         if case.dataset == dataset and case.unsupported != o.predicted_unsupported:
+            wrong += 1
             kind = "missed" if case.unsupported else "false alarm"
-            print(f"[{kind}] {case.claim_text}\n    -> {o.reason}", file=sys.stderr)
+            print(f"[{kind}, fold {fold}] {case.claim_text}\n    -> {o.reason}", file=sys.stderr)
+    print(f"{wrong} {dataset} cases judged wrong", file=sys.stderr)
 
 
 def _fmt_spread(s: dict[str, Any]) -> str:

@@ -5,12 +5,15 @@ For each claim it
 1. aligns the claim to the evidence: the evidence is cut into segments (sentences of prose, the
    innermost objects of JSON), and segments are ranked by BM25 over the claim's content words;
 2. measures coverage: which of the claim's content words (lightly stemmed, diacritics folded, no
-   synonyms; see :data:`RULES` for what else matches: ``singer`` = ``singing``, ``died`` =
+   synonyms; see :data:`RULES` for what else matches: ``Canadian`` = ``Canada``, ``died`` =
    ``dies``, ``TechCrunch`` = ``Tech Crunch``...) the best aligned segment contains, and which
    the evidence contains anywhere; numbers match by value across formats (``1,000`` =
-   ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` = ``12``, ``1990s`` by ``1994``);
+   ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` = ``12``, ``1990s`` by ``1994``), a
+   numeric date by what it says (``2018-06-30`` = ``30 June 2018``) and ``United States`` as
+   ``U.S.``;
 3. checks agreement: a number or name of the claim that is absent from the evidence, or a
-   negation on one side only, makes the claim unsupported.
+   negation on one side only, makes the claim unsupported (a claim's negation may be in any
+   sentence that negates the same words).
 
 Three modes:
 
