@@ -69,6 +69,10 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
     release, signature). Triggers on ``scores`` and ``score_modes`` keep them exact under every
     write (see :mod:`agentlens.store._sqlite_rates`).
 
+``run_rollup`` (migration 8) — the runs, scored or not, per (UTC day, agent, release, project):
+    a rate's denominator and each group's runs, kept by triggers on ``runs`` (with
+    ``run_rollup_replaced`` for ``INSERT OR REPLACE``; see :mod:`agentlens.store._sqlite_rates`).
+
 ``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
 """
 
@@ -413,11 +417,18 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
     """:meth:`rate_counts` answers ``RateQuery.project`` (from the rollup's project column),
     :meth:`stored_scorers` and :meth:`stored_versions` take ``project``."""
 
+    _runs_from_rollup = True
+    """``False``: :meth:`rate_counts` counts each group's runs from ``runs`` instead of the
+    run-count rollup (schema 7's way), for the benchmarks' baseline."""
+
     def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
         """Count runs by outcome over ``query``'s window (see :class:`RateSource`), from the
-        rate rollup, in one read snapshot."""
+        rate rollup and the run-count rollup, in one read snapshot."""
         check_breakdown(by)
-        return self._read(lambda conn: _sqlite_rates.rate_counts(conn, query, by))
+        rollup = self._runs_from_rollup
+        return self._read(
+            lambda conn: _sqlite_rates.rate_counts(conn, query, by, run_rollup=rollup)
+        )
 
     def stored_scorers(self, *, project: str | None = None) -> list[str]:
         """Every scorer name with at least one stored score (of a run of ``project``, when
