@@ -118,9 +118,7 @@ def _pairs(client: Any) -> list[tuple[str, str | None]]:
     return pairs
 
 
-def _median(
-    client: Any, path: str, repeat: int, headers: dict[str, str]
-) -> tuple[float, float]:
+def _median(client: Any, path: str, repeat: int, headers: dict[str, str]) -> tuple[float, float]:
     """Median wall time and median CPU time of the process (the server's thread included), s."""
     times, cpus = [], []
     for i in range(repeat + 1):
@@ -181,8 +179,10 @@ def main() -> None:
         before = "—" if old is None else f"{old[0] * 1000:8.1f} {old[1] * 1000:8.1f}"
         print(f"{page[:48]:<48} {took * 1000:8.1f} {cpu * 1000:8.1f} {before:>17} {shown:>8}"
               f"  {mark}  (load {os.getloadavg()[0]:.1f})")  # fmt: skip
-    print(f"{misses} page(s) over the target; schema 7: the same page with each rate group's"
-          " runs counted from `runs` instead of the run-count rollup")
+    print(
+        f"{misses} page(s) over the target; schema 7: the same page with each rate group's"
+        " runs counted from `runs` instead of the run-count rollup"
+    )
     store.close()
 
 

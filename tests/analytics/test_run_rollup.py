@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_rollup import BREAKDOWNS, CFG, MIDNIGHT, _op, _query, _score, apply, run
+from test_rollup import BREAKDOWNS, CFG, MIDNIGHT, WINDOWS, _op, _query, _score, apply, run
 
 from _rate_fixtures import NOW
 from _rate_scan import scan_rate_counts
@@ -77,7 +77,9 @@ def assert_counts_agree(
                 for q, by in [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]:
                     where = (window, modes, agent, project, by)
                     got = store.rate_counts(q, by)
-                    direct = store.read(lambda c, q=q, by=by: rate_counts(c, q, by, run_rollup=False))
+                    direct = store.read(
+                        lambda c, q=q, by=by: rate_counts(c, q, by, run_rollup=False)
+                    )
                     assert got == direct, where
                     assert got == scan_rate_counts(store, q, by), where
                     if python:
@@ -153,7 +155,8 @@ def apply_manual(store: Any, op: tuple[Any, ...]) -> None:
                 started = _us(value)
                 at = -(2**63) if started is None else started
                 conn.execute(
-                    "UPDATE runs SET started_at = ?, sort_at = ? WHERE id = ?", (started, at, run_id)
+                    "UPDATE runs SET started_at = ?, sort_at = ? WHERE id = ?",
+                    (started, at, run_id),
                 )
             else:
                 conn.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (value, run_id))
@@ -176,6 +179,22 @@ _window_edge = st.one_of(
 )
 
 
+def backdrop(store: Any) -> None:
+    """Runs every few hours over the six days before NOW (and after it, and undated), of both
+    projects, two roles and releases, some scored: every edge of a window has runs around it,
+    whatever the random writes on top (keys 0-7) leave."""
+    roles, releases = ("support", "billing", None), ("v1", "v2", None)
+    runs = [
+        run(100 + k, None if k % 11 == 10 else k * 4.75 - 9, roles[k % 3], releases[k // 2 % 3])
+        for k in range(32)
+    ]
+    store.put_traces(runs)
+    store.put_scores(
+        [_score(t.id, "t_refs", "1", ("flagged", "passed")[k % 2], frozenset({"no_progress"}))
+         for k, t in enumerate(runs) if k % 3]
+    )  # fmt: skip
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(_op, _op, _manual), max_size=30),
@@ -192,6 +211,7 @@ def test_the_run_rollup_equals_a_direct_count_under_random_writes(
     with tempfile.TemporaryDirectory(prefix="agentlens-run-rollup-") as folder:
         store: Any = open_store(f"sqlite:///{Path(folder) / 'r.db'}")
         try:
+            backdrop(store)
             by_hand = False
             for op in ops:
                 if op[0] == "score":
@@ -205,7 +225,8 @@ def test_the_run_rollup_equals_a_direct_count_under_random_writes(
                     apply_manual(store, op)
                     by_hand = True
             assert_run_rollup_exact(store)
-            windows = [Window(start, end) for start, end in edges]
+            # the fixed windows of every kind, and random ones
+            windows = [*WINDOWS, *(Window(start, end) for start, end in edges)]
             assert_counts_agree(
                 store, windows, agents=(agent,), projects=(project,), python=not by_hand
             )

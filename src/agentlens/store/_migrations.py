@@ -25,6 +25,7 @@ from agentlens.store._sqlite_rates import (
     ROLLUP_TRIGGERS,
     RUN_ROLLUP_FILL,
     RUN_ROLLUP_SCHEMA,
+    RUN_ROLLUP_TRIGGER_NAMES,
     RUN_ROLLUP_TRIGGERS,
 )
 
@@ -340,7 +341,13 @@ _BULK_ROLLUP = Migration(
 _RUN_ROLLUP = Migration(
     8,
     "run-count rollup: run_rollup, run_rollup_replaced, kept by triggers on runs",
-    (*RUN_ROLLUP_SCHEMA, *RUN_ROLLUP_FILL, *RUN_ROLLUP_TRIGGERS),
+    (
+        # a store made again from an older schema by hand may still hold them (as the tests do)
+        *(f"DROP TRIGGER IF EXISTS {name}" for name in RUN_ROLLUP_TRIGGER_NAMES),
+        *RUN_ROLLUP_SCHEMA,
+        *RUN_ROLLUP_FILL,
+        *RUN_ROLLUP_TRIGGERS,
+    ),
 )
 
 MIGRATIONS: tuple[Migration, ...] = (

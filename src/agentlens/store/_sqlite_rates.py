@@ -327,7 +327,9 @@ def _run_group(row: str, names: tuple[str, ...] = ("", "", "", "")) -> str:
         f"ifnull({row}.release, X'')",
         f"{row}.project",
     )
-    return ", ".join(f"{sql} AS {name}" if name else sql for sql, name in zip(parts, names, strict=True))
+    return ", ".join(
+        f"{sql} AS {name}" if name else sql for sql, name in zip(parts, names, strict=True)
+    )
 
 
 def _count_in(row: str) -> str:
@@ -351,7 +353,7 @@ def _count_out(row: str) -> str:
 RUN_ROLLUP_SCHEMA: tuple[str, ...] = (
     # agent and release have no declared type: X'' (no value) stays a blob.
     """
-        CREATE TABLE run_rollup (
+        CREATE TABLE IF NOT EXISTS run_rollup (
             day     INTEGER NOT NULL,
             agent   NOT NULL,
             release NOT NULL,
@@ -361,7 +363,7 @@ RUN_ROLLUP_SCHEMA: tuple[str, ...] = (
         ) WITHOUT ROWID
         """,
     """
-        CREATE TABLE run_rollup_replaced (
+        CREATE TABLE IF NOT EXISTS run_rollup_replaced (
             run_id  TEXT PRIMARY KEY,
             day     INTEGER NOT NULL,
             agent   NOT NULL,
@@ -691,9 +693,7 @@ def _run_rows(conn: sqlite3.Connection, q: RateQuery, by: str | None) -> list[tu
     return rows
 
 
-def _run_counts(
-    conn: sqlite3.Connection, q: RateQuery, by: str | None
-) -> dict[str | None, int]:
+def _run_counts(conn: sqlite3.Connection, q: RateQuery, by: str | None) -> dict[str | None, int]:
     """The window's runs (scored or not) per group of ``by`` (``day``, ``week``, ``agent``,
     ``release``; anything else: one total under ``None``), from the run-count rollup."""
     grouping = by if by in ("day", "week", "agent", "release") else None
@@ -735,8 +735,16 @@ def rate_counts(
     for row in rows:
         tally.add(*row)
     listed = sorted(tally.flagging) if query.flagged_ids else []
+    # the ids grouped by what decides their groups (the day only for a breakdown by time), so
+    # each group's list is added at once, not run by run (tens of thousands over 30 days)
+    by_time = by in ("day", "week")
+    ids: dict[tuple[Any, ...], list[str]] = {}
     for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, listed):
-        tally.add_ids(_day_of(started_at), agent, release, sig, [run_id])
+        ids.setdefault((_day_of(started_at) if by_time else None, agent, release, sig), []).append(
+            run_id
+        )
+    for (day, agent, release, sig), run_ids in ids.items():
+        tally.add_ids(day, agent, release, sig, run_ids)
     if run_rollup:
         runs_by_key = _run_counts(conn, query, by)
         if by not in ("day", "week"):
