@@ -11,7 +11,7 @@ It is written with ``executemany`` straight into the store's own tables (opened,
 migrated, by :class:`SQLiteStore` first), with the rollups' triggers dropped during the load
 and the rollups rebuilt in bulk by the store's own :func:`rebuild_rate_rollup` and
 :func:`rebuild_run_rollup` after it (a fill made at an older schema gets its run-count rollup
-from migration 8 when it is next opened). Building a million pydantic traces through
+from migration 9 when it is next opened). Building a million pydantic traces through
 ``put_traces`` would take most of an hour here. The
 fill is kept (``--db``, default ``/tmp/agentlens-bench-dashboard.db``) and reused by later runs
 while it has the same size and scorer versions.
@@ -135,7 +135,7 @@ def fill(path: Path, runs: int, seed: int = 11) -> float:
             _flush(conn, rows)
             print(f"  {i + 1:,} runs ({time.perf_counter() - t0:.0f} s)", end="\r", flush=True)
     _flush(conn, rows)
-    # the triggers as migrations 7 and 8 left them
+    # the triggers as migrations 7 and 9 left them
     for statement in (*BULK_ROLLUP, *RUN_ROLLUP_TRIGGERS):
         conn.execute(statement)
     rebuild_rate_rollup(conn)
@@ -168,6 +168,7 @@ def _one_run(
     rows["runs"].append((run_id, project, agent, f"refund {order}", "ok", started,
                          started + 2_000_000, started, 1, 2, release, doc,
                          _steps(run_id, started, order)))  # fmt: skip
+    rows["run_links"].extend((kind, item, run_id, started) for kind, item in links.items())
     modes: list[str] = []
     pairs: list[tuple[str, str]] = []  # (scorer, mode) of each flagged finding
     state = "clean"
@@ -233,6 +234,7 @@ _INSERTS = {
     "run_flag_modes": "INSERT INTO run_flag_modes (run_id, mode) VALUES (?,?)",
     "content_flags": "INSERT OR IGNORE INTO content_flags (kind, item_id, run_id, reason,"
     " flagged_at, dismissed) VALUES (?,?,?,?,?,?)",
+    "run_links": "INSERT INTO run_links (kind, item_id, run_id, sort_at) VALUES (?,?,?,?)",
 }
 
 
@@ -288,13 +290,13 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
     store: Any = open_store(f"sqlite:///{db}")
     out: list[tuple[str, float, str]] = []
     print("wall and CPU time; then, for a rate, the same with each group's runs counted from"
-          " `runs` (schema 7's way) instead of the run-count rollup")  # fmt: skip
+          " `runs` (as before migration 9) instead of the run-count rollup")  # fmt: skip
 
     def row(
         what: str, fn: Callable[[], Any], note: Callable[[Any], str], baseline: bool = False
     ) -> Any:
         """Time ``fn``; with ``baseline``, also with the runs of each rate group counted from
-        ``runs`` (schema 7's way) instead of the run-count rollup, in the same run."""
+        ``runs`` (as before migration 9) instead of the run-count rollup, in the same run."""
         seconds, cpu, result = timed_cpu(fn, repeat)
         old = f"{'—':>22}"
         if baseline:

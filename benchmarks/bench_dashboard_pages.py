@@ -134,7 +134,7 @@ def _median(client: Any, path: str, repeat: int, headers: dict[str, str]) -> tup
 
 
 def _schema_7(store: Any, measure: Any) -> tuple[float, float] | None:
-    """``measure()`` with each rate group's runs counted from ``runs`` (schema 7's way)
+    """``measure()`` with each rate group's runs counted from ``runs`` (as before migration 9)
     instead of the run-count rollup, on the same store in the same run: the baseline. ``None``
     for a store without the switch (PostgreSQL)."""
     if not hasattr(store, "_runs_from_rollup"):
@@ -166,7 +166,7 @@ def main() -> None:
     runs = store.count_runs()
     print(f"store: {url} ({runs:,} runs); machine: {os.cpu_count()} CPUs, "
           f"{platform.python_version()}, load {os.getloadavg()[0]:.1f}")  # fmt: skip
-    print(f"{'page':<48} {'page ms':>8} {'CPU ms':>8} {'schema 7':>8} {'its CPU':>8}"
+    print(f"{'page':<48} {'page ms':>8} {'CPU ms':>8} {'from runs':>9} {'its CPU':>8}"
           f" {'API ms':>8}  target 300 ms")  # fmt: skip
     misses = 0
     for page, baseline in _pairs(client):
@@ -180,7 +180,7 @@ def main() -> None:
         print(f"{page[:48]:<48} {took * 1000:8.1f} {cpu * 1000:8.1f} {before:>17} {shown:>8}"
               f"  {mark}  (load {os.getloadavg()[0]:.1f})")  # fmt: skip
     print(
-        f"{misses} page(s) over the target; schema 7: the same page with each rate group's"
+        f"{misses} page(s) over the target; from runs: the same page with each rate group's"
         " runs counted from `runs` instead of the run-count rollup"
     )
     store.close()

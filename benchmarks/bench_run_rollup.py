@@ -1,5 +1,5 @@
-"""What the run-count rollup (migration 8) costs on writes: ``put_traces`` with its triggers on
-``runs``, beside the same store with those four triggers dropped (how schema 7 wrote runs), in
+"""What the run-count rollup (migration 9) costs on writes: ``put_traces`` with its triggers on
+``runs``, beside the same store with those four triggers dropped (how schema 8 wrote runs), in
 the same run.
 
 Each variant writes the same ``--runs`` small runs (two steps each) into its own new SQLite

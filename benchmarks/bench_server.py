@@ -265,6 +265,7 @@ def main() -> None:
                 f"t={t:6.1f}s stored={m['spans_stored_total']:9.0f} built="
                 f"{m['runs_built_total']:7.0f} staged={m['staged_spans']:7.0f} review_queue="
                 f"{m['review_queue_depth']:6.0f} review_lag={m['review_lag_seconds']:6.1f}s "
+                f"(counted {m.get('backlog_age_seconds', 0):.0f}s ago) "
                 f"rss={rss:6.1f}MB (+{helper_rss:.0f}MB background) "
                 f"load={os.getloadavg()[0]:.1f}",
                 flush=True,

@@ -5,7 +5,7 @@ Usage::
     python benchmarks/judge_accuracy.py [DATA_DIR] --judge offline|openai|anthropic
         [--model M] [--base-url URL] [--mode balanced|strict|lenient]
         [--min-coverage X] [--min-words N] [--folds 5] [--seed 0]
-        [--no-ablation] [--select] [--errors DATASET] [--limit N] [--json]
+        [--no-ablation] [--select] [--without RULES] [--errors DATASET] [--limit N] [--json]
 
 DATA_DIR defaults to ``$AGENTLENS_DATA`` or ``../shared/data`` (relative to the repository).
 
@@ -36,6 +36,9 @@ set and per mode (the offline judge: every mode unless ``--mode``):
 - (``--select``, offline ``balanced``) ``min_words`` and ``min_coverage`` chosen on the other
   folds for each fold (the best WiCE figure among settings with HaluEval >= 0.95 there) and
   scored on the fold itself: the honest estimate of choosing the thresholds on this data.
+
+``--without dates,initialisms`` also runs each mode without those rules (labelled ``MODE*``),
+to compare two rule sets on the same folds in one run.
 
 ``--errors wice`` (or ``halueval``) prints the cases the judge gets wrong in the first mode,
 to read them.
@@ -366,6 +369,23 @@ def _judges(args: argparse.Namespace) -> list[tuple[str, Any]]:
         if args.min_words is not None:
             kwargs["min_words"] = args.min_words
         out.append((mode, OfflineJudge(**kwargs)))
+    if args.without:
+        left_out = {name.strip() for name in args.without.split(",") if name.strip()}
+        unknown = sorted(left_out - set(RULES))
+        if unknown:
+            raise SystemExit(f"error: --without: unknown rule {unknown[0]!r}")
+        for label, judge in list(out):
+            out.append(
+                (
+                    f"{label}*",
+                    OfflineJudge(
+                        mode=judge.mode,
+                        min_coverage=judge.min_coverage,
+                        min_words=judge.min_words,
+                        rules=judge.rules - left_out,
+                    ),
+                )
+            )
     return out
 
 
@@ -387,6 +407,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="the fold shuffle's seed (default: 0)")
     p.add_argument("--no-ablation", action="store_true", help="skip the per-rule ablation")
     p.add_argument("--select", action="store_true", help="choose thresholds by nested CV")
+    p.add_argument(
+        "--without",
+        metavar="RULES",
+        help="offline judge: also run each mode without these rules (comma-separated), "
+        "labelled MODE* (such as the previous version's rules, to compare in one run)",
+    )
     p.add_argument("--errors", choices=DATASETS, help="print the cases judged wrong")
     p.add_argument("--limit", type=int, help="rows per data file")
     p.add_argument("--concurrency", type=int, default=8)
@@ -434,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         usage = judge.usage.as_dict()
         report.setdefault("cost_usd", {})[label] = usage["cost_usd"]
         if n == 0 and args.errors:
-            _print_errors(cases, outcomes, args.errors)
+            _print_errors(cases, outcomes, folds, args.errors)
     for dataset in DATASETS:
         report["results"][dataset]["baseline"] = baseline_by_fold(cases, folds, dataset, k)
     first = judges[0][1]
@@ -449,11 +475,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print_errors(cases: Sequence[Case], outcomes: Sequence[Outcome], dataset: str) -> None:
-    for case, o in zip(cases, outcomes, strict=True):
+def _print_errors(
+    cases: Sequence[Case], outcomes: Sequence[Outcome], folds: Sequence[int], dataset: str
+) -> None:
+    """The cases judged wrong, with their fold, the truth and the judge's reason (to stderr)."""
+    wrong = 0
+    for case, o, fold in zip(cases, outcomes, folds, strict=True):
         if case.dataset == dataset and case.unsupported != o.predicted_unsupported:
+            wrong += 1
             kind = "missed" if case.unsupported else "false alarm"
-            print(f"[{kind}] {case.claim_text}\n    -> {o.reason}", file=sys.stderr)
+            print(f"[{kind}, fold {fold}] {case.claim_text}\n    -> {o.reason}", file=sys.stderr)
+    print(f"{wrong} {dataset} cases judged wrong", file=sys.stderr)
 
 
 def _fmt_spread(s: dict[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The run-count rollup (schema migration 8) stays exact, and the rates read from it equal a
+"""The run-count rollup (schema migration 9) stays exact, and the rates read from it equal a
 direct count over ``runs``.
 
 ``run_rollup`` holds the runs (scored or not) per UTC day, role, release and project, kept by
@@ -7,7 +7,7 @@ deleted; scores written; and the paths a person or another tool could take by ha
 ``INSERT OR REPLACE``, ``INSERT OR IGNORE``, a failed ``INSERT``, ``UPDATE`` of a grouped
 column, with recursive triggers off and on), the table equals a rebuild from ``runs``, and
 every breakdown over random windows (edges inside a day, on midnights, open, empty) equals the
-same query with the runs counted from ``runs`` (schema 7's way), the scan over ``scores``
+same query with the runs counted from ``runs`` (as before migration 9), the scan over ``scores``
 (``tests/_rate_scan.py``) and, where the JSON documents were not edited by hand, the
 plain-Python reference.
 """
@@ -291,16 +291,16 @@ def test_migration_8_fills_the_run_rollup_of_an_existing_store(tmp_path: Path) -
             ],
         )
         expected = run_table(store)
-        assert expected[0] and store.schema_version >= 8
+        assert expected[0] and store.schema_version >= 9
     finally:
         store.close()
-    # Make it a schema-7 store again, as the agentlens before migration 8 left it.
+    # Make it a schema-8 store again, as the agentlens before migration 9 left it.
     conn = sqlite3.connect(path, isolation_level=None)
     for name in ("before_insert", "insert", "delete", "update"):
         conn.execute(f"DROP TRIGGER run_rollup_{name}")
     conn.execute("DROP TABLE run_rollup")
     conn.execute("DROP TABLE run_rollup_replaced")
-    conn.execute("DELETE FROM _agentlens_migrations WHERE version >= 8")
+    conn.execute("DELETE FROM _agentlens_migrations WHERE version >= 9")
     conn.close()
     store = open_store(f"sqlite:///{path}")
     try:

@@ -268,3 +268,143 @@ def test_configure_without_a_guard_loads_nothing_of_eval(tmp_path: Path) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
     )
     assert out.stdout.strip() == "False"
+
+
+# -- the fast path: a call made once keeps only its step; a call that comes back is compared --
+
+
+@agentlens.tool
+def search(query: Any, limit: Any = 10) -> str:
+    return "no flights"
+
+
+def test_equal_arguments_that_are_not_the_same_objects_are_the_same_call(
+    guarded: Guarded,
+) -> None:
+    guarded.configure(loop_guard="raise")
+    with agentlens.run(agent="ops"):
+        search("".join(["SFO", "-JFK"]))
+        search(query="SFO-JFK", limit=10)  # by keyword, the default given
+        search("SFO-JFK", 10.0)  # 10.0 is 10 once normalised
+        with pytest.raises(LoopDetected):
+            search("-".join(("SFO", "JFK")))
+    assert [e.count for e in guarded.events] == [3]
+
+
+def test_raw_forms_that_normalise_alike_are_the_same_call(guarded: Guarded) -> None:
+    """The first call's arguments are already canonical (their own key); the later ones are
+    not, and are normalised to it: whitespace, key order, a JSON object given as text."""
+    guarded.configure(loop_guard="warn")
+    with agentlens.run(agent="ops"):
+        search({"from": "SFO", "to": "JFK"})
+        search({"to": "JFK", "from": "SFO"})
+        search('{"from": "SFO",  "to": "JFK"}')
+    assert [e.count for e in guarded.events] == [3]
+    guarded.events.clear()
+    with agentlens.run(agent="ops"):
+        search("SFO JFK")
+        search("SFO  JFK ")
+        search("SFO\tJFK")
+    assert [e.count for e in guarded.events] == [3]
+
+
+def test_near_misses_of_the_fast_path_are_different_calls(guarded: Guarded) -> None:
+    guarded.configure(loop_guard="raise")
+    with agentlens.run(agent="ops"):
+        for query in ("SFO-JFK", "sfo-jfk", "SFO-JFK ", "SFO - JFK", "SFO-JFK."):
+            search(query)  # case and inner spacing are meaning; a trailing space is not
+        search("SFO-JFK", 11)  # another argument differs
+        search(["SFO", "JFK"])
+        search(["JFK", "SFO"])  # a list's order is meaning
+        search({"from": "SFO", "to": "JFK"})
+        search({"from": "SFO", "to": "JFK", "via": None})
+    assert guarded.events == []  # "SFO-JFK" (with the trailing-space one) came twice only
+    assert "loop_guard" not in guarded.last().metadata
+
+
+def test_arguments_mutated_between_calls_are_compared_as_they_were_when_called(
+    guarded: Guarded,
+) -> None:
+    guarded.configure(loop_guard="raise")
+    legs = ["SFO", "JFK"]
+    with agentlens.run(agent="ops"):
+        search(legs)
+        legs.append("BOS")  # the same list object, other arguments now
+        search(legs)
+        search(legs)
+        legs.pop()  # back to the first call's arguments: its third time
+        search(legs)
+        assert guarded.events == []  # SFO-JFK twice and SFO-JFK-BOS twice
+        search(legs)
+        assert [e.count for e in guarded.events] == [3]
+        with pytest.raises(LoopDetected):
+            search(["SFO", "JFK"])
+        legs.append("ORD")
+        assert search(legs) == "no flights"  # another call: runs
+    finding = guarded.last().metadata["loop_guard"][0]
+    assert finding["args"] == {"query": ["SFO", "JFK"], "limit": 10}
+    assert finding["step_ids"] == ["s1", "s4", "s5"]
+
+
+class Opaque:
+    """An argument that is neither JSON nor hashable: recorded by its repr."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.name!r})"
+
+
+def test_unhashable_and_nested_arguments(guarded: Guarded) -> None:
+    guarded.configure(loop_guard="raise")
+    nested = {"legs": [{"from": "SFO"}, {"to": "JFK"}], "dates": {"out": "2024-05-20"}}
+    with agentlens.run(agent="ops"):
+        for _ in range(3):
+            search(nested)
+        with pytest.raises(LoopDetected):
+            search({"dates": {"out": "2024-05-20"}, "legs": [{"from": "SFO"}, {"to": "JFK"}]})
+        search({"legs": [{"from": "SFO"}, {"to": "BOS"}], "dates": {"out": "2024-05-20"}})
+        search({1: "a"})  # a key that is not text
+        search({1: "a"})
+        for _ in range(2):
+            search(Opaque("x"))
+        search(Opaque("y"))
+        search(Opaque("x"))
+        with pytest.raises(LoopDetected):
+            search(Opaque("x"))
+    assert [e.count for e in guarded.events] == [3, 3]
+
+
+def test_concurrent_identical_calls_warn_once_with_exact_counts(guarded: Guarded) -> None:
+    """The first call with some arguments takes no lock: threads of one run calling the same
+    tool at once still see one loop, one warning, one finding."""
+    import contextvars
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    guarded.configure(loop_guard="warn")
+    start = threading.Barrier(8)
+
+    def worker(n: int) -> None:
+        start.wait()
+        for i in range(200):
+            search(f"Q{i % 50}")  # 50 calls, each made 32 times over the threads
+
+    with agentlens.run(agent="ops"), ThreadPoolExecutor(8) as pool:
+        for f in [pool.submit(contextvars.copy_context().run, worker, n) for n in range(8)]:
+            f.result()
+    trace = guarded.last()
+    assert len(trace.steps) == 8 * 200
+    assert sorted(e.args["query"] for e in guarded.events) == sorted(f"Q{i}" for i in range(50))
+    findings = trace.metadata["loop_guard"]
+    assert len(findings) == 50 and {f["count"] for f in findings} == {3}
+    by_query: dict[str, list[str]] = {}
+    for step in trace.steps:
+        by_query.setdefault(step.input["query"], []).append(step.id)
+    for finding in findings:
+        # the three steps named are three of that call's own
+        assert set(finding["step_ids"]) <= set(by_query[finding["args"]["query"]])
+        assert len(set(finding["step_ids"])) == 3

@@ -131,7 +131,7 @@ def test_health_and_metrics(api: Api) -> None:
     assert "# TYPE agentlens_runs_stored_total counter" in text
     assert "agentlens_runs_stored_total 1" in text
     for name in ("spans_received_total", "review_lag_seconds", "review_queue_depth",
-                 "spans_rejected_total", "writer_queue_depth"):  # fmt: skip
+                 "spans_rejected_total", "writer_queue_depth", "backlog_age_seconds"):  # fmt: skip
         assert f"agentlens_{name} " in text
 
 

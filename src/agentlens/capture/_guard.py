@@ -15,9 +15,13 @@ stops it. It applies the rule of ``repeated_tool_calls`` as the calls happen: on
 How calls and results are compared (the normalisation of ``repeated_tool_calls``, with the
 role's volatile parts and bookkeeping events) is given by the layer above
 (:func:`agentlens.configure`), as the :class:`RoleGuard`'s ``call_key`` and ``result_key``.
-A result is normalised only when a call's arguments come back with a result that is not
-exactly equal to one already seen (``==`` first): the cost per step stays a dictionary lookup
-in the common case (``benchmarks/bench_capture.py``).
+What a guarded step costs (``benchmarks/bench_capture.py``): its call key (for arguments that
+are already canonical, the common case, the arguments themselves as a sorted tuple; no
+fingerprint) and one atomic ``dict.setdefault`` that files the step under it. A call made once
+in the run, the usual case, keeps nothing else: no lock, no state object, no copy of its result
+(the step holds it). Only a call that comes back takes the lock and gets a state; its result is
+compared with the ones seen for those arguments, exactly first (``==``), normalised (the volatile
+parts masked) only when not equal. A call that already looped is not compared again.
 """
 
 from __future__ import annotations
@@ -40,8 +44,6 @@ logger = logging.getLogger("agentlens")
 
 BLOCKED = object()
 """The call key of a step the guard stopped (it is not a result to count)."""
-
-_GUARDED = frozenset({StepKind.TOOL, StepKind.RETRIEVAL})
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,45 +109,62 @@ class _Result:
 
 
 class _CallState:
+    """A call (tool and arguments) made more than once in the run: its distinct results."""
+
     __slots__ = ("finding", "results")
 
-    def __init__(self) -> None:
-        self.results: list[_Result] = []
+    def __init__(self, first: ActiveStep) -> None:
+        self.results: list[_Result] = [_Result(first._output, first._error, first.id)]
         self.finding: dict[str, Any] | None = None
         """Set once the call looped: the finding recorded on the run."""
 
 
-class RunGuard:
-    """The guard's state for one run being captured (made by the run; internal)."""
+_LOCK = threading.Lock()
+"""Taken only when a call comes back (its arguments were seen before in the run): the first
+call with some arguments is one atomic ``dict.setdefault``, with no lock."""
 
-    __slots__ = ("_calls", "_lock", "guard", "role", "run")
+
+class RunGuard:
+    """The guard's state for one run being captured (made by the run; internal).
+
+    ``_calls`` maps a call key to the *step* of the first call with those arguments (a call made
+    once, the common case: nothing else is kept, its result is the step's own), and to a
+    :class:`_CallState` once the call came back.
+    """
+
+    __slots__ = ("_call_key", "_calls", "_raise", "_skip", "guard", "role", "run")
 
     def __init__(self, run: Run, guard: LoopGuard, role: RoleGuard) -> None:
         self.run = run
         self.guard = guard
         self.role = role
-        self._calls: dict[Hashable, _CallState] = {}
-        self._lock = threading.Lock()
+        self._calls: dict[Hashable, Any] = {}
+        self._raise = role.mode == "raise"
+        self._skip = role.skip
+        self._call_key = role.call_key
 
     def _key(self, step: ActiveStep) -> Hashable | None:
-        name = step.name or str(step.kind)
-        if step.kind not in _GUARDED or name.lower() in self.role.skip:
+        kind = step.kind
+        if kind is not StepKind.TOOL and kind is not StepKind.RETRIEVAL:
             return None
-        return self.role.call_key(name, step._input)
+        name = step.name or str(kind)
+        if name.lower() in self._skip:
+            return None
+        return self._call_key(name, step._input)
 
     def before(self, step: ActiveStep) -> LoopDetected | None:
         """The error to raise instead of running the call, when the role's mode is ``raise``
         and this call already looped (the step is then marked as stopped)."""
-        if self.role.mode != "raise":
+        if not self._raise:
             return None
         key = self._key(step)
         step._guard_key = key
         state = self._calls.get(key) if key is not None else None
-        if state is None or state.finding is None:
+        if type(state) is not _CallState or state.finding is None:
             return None
         step._guard_key = BLOCKED
         finding = state.finding
-        with self._lock:
+        with _LOCK:
             finding["blocked_step_ids"].append(step.id)
             finding["action"] = "raised"
         return LoopDetected(finding["tool"], finding["args"], finding["count"], self.run.id)
@@ -153,19 +172,36 @@ class RunGuard:
     def after(self, step: ActiveStep) -> None:
         """Count the call's result; at the role's ``repeats``-th identical one, warn, call back
         and record the finding."""
-        key = step._guard_key if self.role.mode == "raise" else self._key(step)
-        if key is None or key is BLOCKED:
+        if self._raise:  # the key was computed before the call
+            key = step._guard_key
+            if key is None or key is BLOCKED:
+                return
+        else:  # self._key(step), written out: this runs for every step of a guarded run
+            kind = step.kind
+            if kind is not StepKind.TOOL and kind is not StepKind.RETRIEVAL:
+                return
+            name = step.name or str(kind)
+            if name.lower() in self._skip:
+                return
+            key = self._call_key(name, step._input)
+        calls = self._calls
+        state = calls.setdefault(key, step)
+        if state is step:  # the first call with these arguments in the run
             return
-        with self._lock:
-            state = self._calls.get(key)
-            if state is None:
-                state = self._calls[key] = _CallState()
+        if type(state) is _CallState and state.finding is not None:
+            return  # looped already: warned once, and in mode raise its repeats are stopped
+        with _LOCK:
+            state = calls[key]
+            if type(state) is not _CallState:
+                state = calls[key] = _CallState(state)
+            elif state.finding is not None:
+                return
             result = self._same(state, step._output, step._error)
             if result is None:
                 state.results.append(_Result(step._output, step._error, step.id))
                 return
             result.step_ids.append(step.id)
-            if state.finding is not None or len(result.step_ids) < self.role.repeats:
+            if len(result.step_ids) < self.role.repeats:
                 return
             state.finding = finding = self._record(step, result)
         self._announce(finding)
@@ -177,8 +213,6 @@ class RunGuard:
         for result in results:
             if result.output == output and result.error == error:
                 return result
-        if not results:
-            return None
         key = self.role.result_key(output, error)
         for result in results:
             if result.key is None:

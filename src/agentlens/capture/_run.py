@@ -435,10 +435,10 @@ class Run:
         self._closed = True
         if not self._recording:
             return
-        self.metadata = to_jsonable(self.metadata)
+        self.metadata = jsonable(self.metadata)
         for step in self.steps:
             if step._attributes:
-                step._attributes = to_jsonable(step._attributes)
+                step._attributes = jsonable(step._attributes)
         self.links = {str(k): _link(v) for k, v in self.links.items()}
         pipeline = self._pipeline
         if pipeline is not None and pipeline.processor is not None:

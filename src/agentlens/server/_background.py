@@ -5,8 +5,8 @@ append). Building runs from the staged spans and reviewing them is most of the C
 costs, so ``agentlens serve`` runs that part in a child process over the same store (SQLite's
 WAL lets both processes write, one transaction at a time; PostgreSQL claims rows): the two
 share the machine's cores instead of one interpreter lock, and the child runs at a lower
-scheduling priority (``nice`` +5), so under a burst the request path keeps its throughput and
-the review lag grows instead (it is reported on ``/metrics``; the staged spans wait on disk).
+scheduling priority (``nice`` +19, the lowest), so under a burst the request path keeps its
+throughput and the review lag grows instead (it is reported on ``/metrics``; the staged spans wait on disk).
 
 The child stops when the server stops (an event), or within half a second when the server
 died (its parent process changed); whatever it had not built yet is built by the next process
@@ -29,7 +29,7 @@ __all__ = ["BackgroundProcess", "start_reviewer"]
 
 logger = logging.getLogger("agentlens.server")
 
-NICE = 5
+NICE = 19
 """How much lower the child's scheduling priority is than the server's."""
 
 
@@ -92,14 +92,15 @@ def start_reviewer(store: Any) -> Any:
     """The review pipeline's background reviewer over ``store``, started. It claims the runs it
     reviews (under this process's name), so several servers (and ``agentlens worker``
     processes) on one store share the queue: no run is reviewed twice, and the runs of a
-    process that died are reviewed by another after the lease."""
+    process that died are reviewed by another after the lease (``review.lease``, 300 s)."""
     import os
     import socket
 
-    from agentlens.review import Reviewer
+    from agentlens.review import Reviewer, review_settings
 
     worker = f"serve:{socket.gethostname()}:{os.getpid()}"
-    return Reviewer(store, interval=1.0, worker=worker).start()
+    lease = review_settings().lease  # review.lease, AGENTLENS_REVIEW_LEASE
+    return Reviewer(store, interval=1.0, worker=worker, lease_s=lease).start()
 
 
 def _child(options: _Options, wake: Any, stop: Any, counts: Any, parent: int) -> None:

@@ -27,7 +27,7 @@ empty blob X'' (never equal to any text), so they can be keys; an undated run ha
 would impose its own conflict policy on them): they test existence instead.
 
 
-Migration 8 adds the denominator: ``run_rollup`` (day, agent, release, project) -> n, the runs
+Migration 9 adds the denominator: ``run_rollup`` (day, agent, release, project) -> n, the runs
 (scored or not) of each UTC day, role, release and project, kept by triggers on ``runs`` (see
 the section below).
 
@@ -303,7 +303,7 @@ def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
         raise
 
 
-# -- the run-count rollup (migration 8) ---------------------------------------------------------
+# -- the run-count rollup (migration 9) ---------------------------------------------------------
 #
 # ``run_rollup``: (day, agent, release, project) -> n, the number of runs (scored or not) of that
 # UTC day, role, release and project: the denominator of a rate and the runs of each group of a
@@ -382,7 +382,7 @@ RUN_ROLLUP_FILL: tuple[str, ...] = (
     f" SELECT {_run_group('r')}, count(*) FROM runs r INDEXED BY runs_project_groups"
     " GROUP BY 1, 2, 3, 4",
 )
-"""Statements that recompute ``run_rollup`` from ``runs`` in bulk (migration 8, and
+"""Statements that recompute ``run_rollup`` from ``runs`` in bulk (migration 9, and
 :func:`rebuild_run_rollup` after a bulk load that bypassed the triggers)."""
 
 RUN_ROLLUP_TRIGGERS: tuple[str, ...] = (
@@ -726,7 +726,7 @@ def rate_counts(
         The groups in key order (``None`` keys last; for ``mode``, the modes' order).
 
     How: see the module docs. ``run_rollup=False`` counts the runs of each group from
-    ``runs`` instead of ``run_rollup`` (what schema 7 did: the baseline of the benchmarks).
+    ``runs`` instead of ``run_rollup`` (as before migration 9: the baseline of the benchmarks).
     """
     check_breakdown(by)
     tally = _Tally(query, by)

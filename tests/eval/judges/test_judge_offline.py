@@ -184,13 +184,12 @@ def test_accuracy_targets_on_public_data(data_dir: Callable[[str], Path]) -> Non
         judged, baseline = res[dataset]["balanced"]["folds"], res[dataset]["baseline"]["folds"]
         assert len(judged) == 5
         assert all(j > b for j, b in zip(judged, baseline, strict=True))
-    # the HaluEval target (0.95) is met on average and nearly on every fold
-    assert res["halueval"]["balanced"]["mean"] >= 0.95
-    assert res["halueval"]["balanced"]["min"] >= 0.94
+    # the HaluEval target (0.95) is met on every fold
+    assert res["halueval"]["balanced"]["min"] >= 0.95
     assert res["halueval"]["strict"]["mean"] >= 0.95
-    # WiCE: the figures docs/judges.md reports (short of the 0.76 aim)
-    assert res["wice"]["balanced"]["mean"] >= 0.74
-    assert res["wice"]["lenient"]["mean"] >= 0.75
+    # WiCE: the 0.76 aim is met on the folds' mean in the default mode (docs/judges.md)
+    assert res["wice"]["balanced"]["mean"] >= 0.76
+    assert res["wice"]["lenient"]["mean"] >= 0.78
 
 
 def _question_and_knowledge(question: str, knowledge: str) -> list[EvidenceItem]:
@@ -370,3 +369,105 @@ def test_rules_can_be_left_out_for_ablation() -> None:
 
 def _all_but(*names: str) -> frozenset[str]:
     return frozenset(RULES) - set(names)
+
+
+# -- reading fixes (offline-6) ----------------------------------------------------------------
+
+
+def test_a_numeric_date_reads_as_its_year_month_and_day() -> None:
+    ev = (
+        "(meta data) PUBLISHED DATETIME: 2018-06-30T07:00:00Z\n"
+        "The inquiry into the warehouse fire in Leeds is still open."
+    )
+    claim = "The inquiry into the warehouse fire in Leeds was still open in June 2018."
+    assert verdict(claim, ev) is Label.SUPPORTED
+    assert verdict(claim, ev.replace("2018-06-30", "2018/06/30")) is Label.SUPPORTED
+    assert verdict(claim, ev.replace("2018-06-30", "30/06/2018")) is Label.SUPPORTED
+    assert verdict(claim, ev.replace("2018-06-30", "30.06.2018")) is Label.SUPPORTED
+    # a date in the claim is found by the same date written out
+    assert verdict("The inquiry opened on 2018-06-30.", "The inquiry opened on 30 June 2018.") is (
+        Label.SUPPORTED
+    )
+    # near misses: another month; a day and month in an unknown order give no month; a
+    # month's number is not a count; a score or a code is no date
+    assert verdict(claim, ev.replace("2018-06-30", "2018-07-30")) is Label.UNSUPPORTED
+    assert verdict(claim, ev.replace("2018-06-30", "06/07/2018")) is Label.UNSUPPORTED
+    assert verdict("The inquiry opened 6 times.", "The inquiry opened on 2018-06-30.") is (
+        Label.UNSUPPORTED
+    )
+    assert verdict("The inquiry opened in June 2018.", "The inquiry opened, code 2018-6.") is (
+        Label.UNSUPPORTED
+    )
+    assert verdict(claim, ev, rules=_all_but("dates")) is Label.UNSUPPORTED
+
+
+def test_a_short_year_range_is_two_years() -> None:
+    ev = "The new name will be used in full from the 2018-2019 academic year."
+    claim = "The new name will be used in full from the 2018–19 academic year."
+    assert verdict(claim, ev) is Label.SUPPORTED
+    assert verdict(claim.replace("2018–19", "2018/19"), ev) is Label.SUPPORTED
+    assert verdict("The new name will be used in full in 2019.", claim) is Label.SUPPORTED
+    # near misses: another range; two numbers that count down are no range of years
+    assert verdict(claim.replace("2018–19", "2018–20"), ev) is Label.UNSUPPORTED
+    assert verdict("The code was set in 1985.", "The code was set to 1990-85.") is (
+        Label.UNSUPPORTED
+    )
+    assert verdict(claim, ev, rules=_all_but("dates")) is Label.UNSUPPORTED
+
+
+def test_a_name_written_out_matches_its_acronym() -> None:
+    ev = "The case went before the U.S. District Court in Kansas and later the UN assembly."
+    assert verdict("The case went before the United States District Court in Kansas.", ev) is (
+        Label.SUPPORTED
+    )
+    assert verdict("The case went before the USA District Court in Kansas.", ev) is (
+        Label.SUPPORTED
+    )
+    assert verdict("The case later went before the United Nations assembly.", ev) is (
+        Label.SUPPORTED
+    )
+    assert (
+        verdict(
+            "The case went before the U.S. District Court in Kansas.",
+            ("The case went before the United States District Court in Kansas."),
+        )
+        is Label.SUPPORTED
+    )
+    # near misses: another country written out; a word of the name alone
+    assert verdict("The case went before the United Kingdom District Court in Kansas.", ev) is (
+        Label.UNSUPPORTED
+    )
+    assert verdict("The case went before the United District Court in Kansas.", ev) is (
+        Label.UNSUPPORTED
+    )
+    assert (
+        verdict(
+            "The case went before the United States District Court in Kansas.",
+            ev,
+            rules=_all_but("initialisms"),
+        )
+        is Label.UNSUPPORTED
+    )
+
+
+def test_a_negation_is_matched_in_any_sentence_that_negates_the_same_words() -> None:
+    ev = (
+        "Ojeda, a state senator from Logan County, voted for Trump in 2016 and now regrets that "
+        'vote. "Because he hasn\'t done anything," Ojeda said.'
+    )
+    # the closest sentence is the first; the negation is in the second
+    claim = (
+        "Ojeda, a state senator from Logan County, regrets his 2016 vote for Trump because he "
+        "hasn't done anything."
+    )
+    assert verdict(claim, ev) is Label.SUPPORTED
+    # near misses: a negation of other words, in the claim or in the evidence; a negation the
+    # evidence does not make at all
+    assert verdict(claim.replace("done anything", "kept his word"), ev) is Label.UNSUPPORTED
+    assert verdict(claim, ev.replace("done anything", "visited Logan")) is Label.UNSUPPORTED
+    contradicts = (
+        "Ojeda, a state senator from Logan County, voted for Trump in 2016 and does not regret "
+        "that vote."
+    )
+    assert verdict(contradicts, ev) is Label.UNSUPPORTED
+    assert verdict(claim, ev, rules=_all_but("negation-anywhere")) is Label.UNSUPPORTED

@@ -56,6 +56,8 @@ __all__ = [
     "async_wrapper",
     "estimate_cost",
     "fingerprint",
+    "member",
+    "plain",
     "require",
     "safe",
     "sync_wrapper",
@@ -92,6 +94,30 @@ MAX_JOINED = 256
 """Runs joined at once whose tool calls are tracked."""
 
 _FAILURE = re.compile(r"\s*(?:error|exception)\s*:|\s*Traceback \(most recent call last\)", re.I)
+
+
+def plain(value: Any) -> Any:
+    """A JSON-shaped form of an SDK value: pydantic objects dumped (``mode="json"``, without
+    ``None`` fields), mappings and sequences converted all the way down (keys as strings);
+    anything else, or an object whose dump fails, as it is."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json", exclude_none=True)
+        except Exception:
+            return value
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def member(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` of a mapping, ``obj.key`` of an SDK object (SDKs return either)."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
 
 
 def require(module: str, extra: str) -> ModuleType:

@@ -38,6 +38,8 @@ from agentlens.capture.integrations._common import (
     ToolResult,
     async_wrapper,
     fingerprint,
+    member,
+    plain,
     require,
     sync_wrapper,
 )
@@ -81,26 +83,6 @@ def wrap(
     return client
 
 
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", exclude_none=True)
-        except Exception:
-            return value
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
@@ -109,26 +91,26 @@ def _blocks(content: Any) -> list[Any]:
 
 def _text(content: Any) -> str:
     return "\n".join(
-        str(_get(b, "text"))
+        str(member(b, "text"))
         for b in _blocks(content)
-        if _get(b, "type") == "text" and _get(b, "text") is not None
+        if member(b, "type") == "text" and member(b, "text") is not None
     )
 
 
 def _result_content(content: Any) -> Any:
     """A ``tool_result``'s content: its text when it is text blocks, else as sent."""
-    if isinstance(content, list) and all(_get(b, "type") == "text" for b in content):
+    if isinstance(content, list) and all(member(b, "type") == "text" for b in content):
         return _text(content)
     return content
 
 
 def _message_fp(message: Any) -> str:
-    blocks = _blocks(_get(message, "content"))
+    blocks = _blocks(member(message, "content"))
     return fingerprint(
-        _get(message, "role"),
+        member(message, "role"),
         _text(blocks),
-        [_get(b, "id") for b in blocks if _get(b, "type") == "tool_use"],
-        [_get(b, "tool_use_id") for b in blocks if _get(b, "type") == "tool_result"],
+        [member(b, "id") for b in blocks if member(b, "type") == "tool_use"],
+        [member(b, "tool_use_id") for b in blocks if member(b, "type") == "tool_result"],
     )
 
 
@@ -136,41 +118,41 @@ def _usage(usage: Any) -> dict[str, int | None]:
     if usage is None:
         return {}
     return {
-        "input_tokens": _get(usage, "input_tokens"),
-        "output_tokens": _get(usage, "output_tokens"),
-        "cache_read_tokens": _get(usage, "cache_read_input_tokens"),
-        "cache_write_tokens": _get(usage, "cache_creation_input_tokens"),
+        "input_tokens": member(usage, "input_tokens"),
+        "output_tokens": member(usage, "output_tokens"),
+        "cache_read_tokens": member(usage, "cache_read_input_tokens"),
+        "cache_write_tokens": member(usage, "cache_creation_input_tokens"),
     }
 
 
 class _Messages:
     @staticmethod
     def begin(recorder: Recorder, kwargs: dict[str, Any]) -> Call | None:
-        messages = [_plain(m) for m in kwargs.get("messages") or []]
+        messages = [plain(m) for m in kwargs.get("messages") or []]
         results = []
         for message in messages:
-            for block in _blocks(_get(message, "content")):
-                if _get(block, "type") == "tool_result":
+            for block in _blocks(member(message, "content")):
+                if member(block, "type") == "tool_result":
                     results.append(
                         ToolResult(
-                            call_id=str(_get(block, "tool_use_id")),
-                            content=_result_content(_get(block, "content")),
-                            is_error=_get(block, "is_error") is True,
+                            call_id=str(member(block, "tool_use_id")),
+                            content=_result_content(member(block, "content")),
+                            is_error=member(block, "is_error") is True,
                         )
                     )
         first_user = next(
             (
-                _text(_get(m, "content"))
+                _text(member(m, "content"))
                 for m in messages
-                if _get(m, "role") == "user"
-                and not any(_get(b, "type") == "tool_result" for b in _blocks(_get(m, "content")))
+                if member(m, "role") == "user"
+                and not any(
+                    member(b, "type") == "tool_result" for b in _blocks(member(m, "content"))
+                )
             ),
             None,
         )
         system = kwargs.get("system")
-        shown: Any = (
-            messages if system is None else {"system": _plain(system), "messages": messages}
-        )
+        shown: Any = messages if system is None else {"system": plain(system), "messages": messages}
         return recorder.begin(
             model=kwargs.get("model"),
             input=shown,
@@ -184,11 +166,11 @@ class _Messages:
         _Messages.finish(
             recorder,
             call,
-            blocks=[_plain(b) for b in _get(message, "content") or []],
-            model=_get(message, "model"),
-            usage=_usage(_get(message, "usage")),
-            stop=_get(message, "stop_reason"),
-            response_id=_get(message, "id"),
+            blocks=[plain(b) for b in member(message, "content") or []],
+            model=member(message, "model"),
+            usage=_usage(member(message, "usage")),
+            stop=member(message, "stop_reason"),
+            response_id=member(message, "id"),
         )
 
     @staticmethod
@@ -245,29 +227,29 @@ class _Events:
         self.stop: str | None = None
 
     def add(self, event: Any) -> None:
-        kind = _get(event, "type")
+        kind = member(event, "type")
         if kind == "message_start":
-            message = _get(event, "message")
-            self.model = _get(message, "model")
-            self.id = _get(message, "id")
-            self.usage.update({k: v for k, v in _usage(_get(message, "usage")).items() if v})
+            message = member(event, "message")
+            self.model = member(message, "model")
+            self.id = member(message, "id")
+            self.usage.update({k: v for k, v in _usage(member(message, "usage")).items() if v})
         elif kind == "content_block_start":
-            block = _plain(_get(event, "content_block"))
-            self.blocks[_get(event, "index", 0)] = dict(block) if isinstance(block, dict) else {}
+            block = plain(member(event, "content_block"))
+            self.blocks[member(event, "index", 0)] = dict(block) if isinstance(block, dict) else {}
         elif kind == "content_block_delta":
-            index = _get(event, "index", 0)
+            index = member(event, "index", 0)
             block = self.blocks.setdefault(index, {"type": "text", "text": ""})
-            delta = _get(event, "delta")
-            dtype = _get(delta, "type")
+            delta = member(event, "delta")
+            dtype = member(delta, "type")
             if dtype == "text_delta":
-                block["text"] = block.get("text", "") + (_get(delta, "text") or "")
+                block["text"] = block.get("text", "") + (member(delta, "text") or "")
             elif dtype == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + (_get(delta, "thinking") or "")
+                block["thinking"] = block.get("thinking", "") + (member(delta, "thinking") or "")
             elif dtype == "input_json_delta":
-                self.json.setdefault(index, []).append(_get(delta, "partial_json") or "")
+                self.json.setdefault(index, []).append(member(delta, "partial_json") or "")
         elif kind == "message_delta":
-            self.stop = _get(_get(event, "delta"), "stop_reason") or self.stop
-            self.usage.update({k: v for k, v in _usage(_get(event, "usage")).items() if v})
+            self.stop = member(member(event, "delta"), "stop_reason") or self.stop
+            self.usage.update({k: v for k, v in _usage(member(event, "usage")).items() if v})
 
     def finish_call(self, recorder: Recorder, call: Call | None) -> None:
         for index, parts in self.json.items():

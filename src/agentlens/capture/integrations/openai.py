@@ -37,6 +37,8 @@ from agentlens.capture.integrations._common import (
     ToolResult,
     async_wrapper,
     fingerprint,
+    member,
+    plain,
     require,
     sync_wrapper,
 )
@@ -87,32 +89,13 @@ def wrap(
 # -- plain values from the SDK's objects ----------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
-    """A dict/list form of a pydantic object of the SDK (or the value as it is)."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", exclude_none=True)
-        except Exception:
-            return value
-    if isinstance(value, Mapping):
-        return dict(value)
-    return value
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
-
 def _text(content: Any) -> str | None:
     if content is None or isinstance(content, str):
         return content
     if isinstance(content, list):
         parts = []
         for part in content:
-            text = _get(part, "text")
+            text = member(part, "text")
             if isinstance(text, str):
                 parts.append(text)
             elif isinstance(part, str):
@@ -133,12 +116,12 @@ def _arguments(raw: Any) -> Any:
 def _usage(usage: Any) -> dict[str, int | None]:
     if usage is None:
         return {}
-    details = _get(usage, "prompt_tokens_details") or _get(usage, "input_tokens_details")
+    details = member(usage, "prompt_tokens_details") or member(usage, "input_tokens_details")
     return {
-        "input_tokens": _get(usage, "prompt_tokens", _get(usage, "input_tokens")),
-        "output_tokens": _get(usage, "completion_tokens", _get(usage, "output_tokens")),
-        "total_tokens": _get(usage, "total_tokens"),
-        "cache_read_tokens": _get(details, "cached_tokens") if details is not None else None,
+        "input_tokens": member(usage, "prompt_tokens", member(usage, "input_tokens")),
+        "output_tokens": member(usage, "completion_tokens", member(usage, "output_tokens")),
+        "total_tokens": member(usage, "total_tokens"),
+        "cache_read_tokens": member(details, "cached_tokens") if details is not None else None,
     }
 
 
@@ -150,7 +133,7 @@ class _Chat:
 
     @staticmethod
     def begin(recorder: Recorder, kwargs: dict[str, Any]) -> Call | None:
-        messages = [_plain(m) for m in kwargs.get("messages") or []]
+        messages = [plain(m) for m in kwargs.get("messages") or []]
         results = [
             ToolResult(
                 call_id=str(m.get("tool_call_id")),
@@ -161,7 +144,7 @@ class _Chat:
             if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id")
         ]
         first_user = next(
-            (_text(m.get("content")) for m in messages if _get(m, "role") == "user"), None
+            (_text(m.get("content")) for m in messages if member(m, "role") == "user"), None
         )
         return recorder.begin(
             model=kwargs.get("model"),
@@ -173,27 +156,27 @@ class _Chat:
 
     @staticmethod
     def end(recorder: Recorder, call: Call | None, response: Any) -> None:
-        choices = _get(response, "choices") or []
-        message = _get(choices[0], "message") if choices else None
-        content = _get(message, "content")
+        choices = member(response, "choices") or []
+        message = member(choices[0], "message") if choices else None
+        content = member(message, "content")
         calls = [
             ToolCall(
-                id=str(_get(tc, "id")),
-                name=str(_get(_get(tc, "function"), "name")),
-                arguments=_arguments(_get(_get(tc, "function"), "arguments")),
+                id=str(member(tc, "id")),
+                name=str(member(member(tc, "function"), "name")),
+                arguments=_arguments(member(member(tc, "function"), "arguments")),
             )
-            for tc in (_get(message, "tool_calls") or [])
+            for tc in (member(message, "tool_calls") or [])
         ]
         _Chat.finish(
             recorder,
             call,
             content=content,
-            refusal=_get(message, "refusal"),
+            refusal=member(message, "refusal"),
             calls=calls,
-            model=_get(response, "model"),
-            usage=_get(response, "usage"),
-            finish=_get(choices[0], "finish_reason") if choices else None,
-            response_id=_get(response, "id"),
+            model=member(response, "model"),
+            usage=member(response, "usage"),
+            finish=member(choices[0], "finish_reason") if choices else None,
+            response_id=member(response, "id"),
         )
 
     @staticmethod
@@ -235,12 +218,12 @@ class _Chat:
 
 
 def _message_fp(message: Any) -> str:
-    calls = [str(_get(tc, "id")) for tc in (_get(message, "tool_calls") or [])]
+    calls = [str(member(tc, "id")) for tc in (member(message, "tool_calls") or [])]
     return fingerprint(
-        _get(message, "role"),
-        _text(_get(message, "content")) or "",
+        member(message, "role"),
+        _text(member(message, "content")) or "",
         calls,
-        _get(message, "tool_call_id"),
+        member(message, "tool_call_id"),
     )
 
 
@@ -257,30 +240,30 @@ class _ChatChunks:
         self.id: str | None = None
 
     def add(self, chunk: Any) -> None:
-        self.model = _get(chunk, "model") or self.model
-        self.id = _get(chunk, "id") or self.id
-        if _get(chunk, "usage") is not None:
-            self.usage = _get(chunk, "usage")
-        for choice in _get(chunk, "choices") or []:
-            delta = _get(choice, "delta")
-            if _get(choice, "finish_reason"):
-                self.finish = _get(choice, "finish_reason")
+        self.model = member(chunk, "model") or self.model
+        self.id = member(chunk, "id") or self.id
+        if member(chunk, "usage") is not None:
+            self.usage = member(chunk, "usage")
+        for choice in member(chunk, "choices") or []:
+            delta = member(choice, "delta")
+            if member(choice, "finish_reason"):
+                self.finish = member(choice, "finish_reason")
             if delta is None:
                 continue
-            if _get(delta, "content"):
-                self.content.append(_get(delta, "content"))
-            if _get(delta, "refusal"):
-                self.refusal.append(_get(delta, "refusal"))
-            for tc in _get(delta, "tool_calls") or []:
+            if member(delta, "content"):
+                self.content.append(member(delta, "content"))
+            if member(delta, "refusal"):
+                self.refusal.append(member(delta, "refusal"))
+            for tc in member(delta, "tool_calls") or []:
                 slot = self.calls.setdefault(
-                    _get(tc, "index", 0), {"id": None, "name": "", "arguments": ""}
+                    member(tc, "index", 0), {"id": None, "name": "", "arguments": ""}
                 )
-                if _get(tc, "id"):
-                    slot["id"] = _get(tc, "id")
-                function = _get(tc, "function")
+                if member(tc, "id"):
+                    slot["id"] = member(tc, "id")
+                function = member(tc, "function")
                 if function is not None:
-                    slot["name"] += _get(function, "name") or ""
-                    slot["arguments"] += _get(function, "arguments") or ""
+                    slot["name"] += member(function, "name") or ""
+                    slot["arguments"] += member(function, "arguments") or ""
 
     def finish_call(self, recorder: Recorder, call: Call | None) -> None:
         calls = [
@@ -310,7 +293,7 @@ class _Responses:
     def begin(recorder: Recorder, kwargs: dict[str, Any]) -> Call | None:
         raw = kwargs.get("input")
         items = [{"role": "user", "content": raw}] if isinstance(raw, str) else raw or []
-        items = [_plain(i) for i in items]
+        items = [plain(i) for i in items]
         results = [
             ToolResult(call_id=str(i.get("call_id")), content=_output_text(i.get("output")))
             for i in items
@@ -338,7 +321,7 @@ class _Responses:
 
     @staticmethod
     def end(recorder: Recorder, call: Call | None, response: Any) -> None:
-        output = [_plain(i) for i in (_get(response, "output") or [])]
+        output = [plain(i) for i in (member(response, "output") or [])]
         calls = [
             ToolCall(
                 id=str(i.get("call_id")),
@@ -359,16 +342,16 @@ class _Responses:
             message["tool_calls"] = [
                 {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
             ]
-        status = _get(response, "status")
+        status = member(response, "status")
         recorder.end(
             call,
             output=message,
-            model=_get(response, "model"),
-            usage=_usage(_get(response, "usage")),
+            model=member(response, "model"),
+            usage=_usage(member(response, "usage")),
             tool_calls=calls,
             reply=[_item_fp(i) for i in output],
             text=content,
-            response_id=_get(response, "id"),
+            response_id=member(response, "id"),
             attributes={"status": status} if status else None,
         )
 
@@ -384,12 +367,12 @@ def _output_text(value: Any) -> Any:
 
 
 def _item_fp(item: Any) -> str:
-    kind = _get(item, "type") or "message"
+    kind = member(item, "type") or "message"
     if kind == "message":
-        return fingerprint("message", _get(item, "role"), _text(_get(item, "content")) or "")
+        return fingerprint("message", member(item, "role"), _text(member(item, "content")) or "")
     if kind in ("function_call", "function_call_output"):
-        return fingerprint(kind, _get(item, "call_id"))
-    return fingerprint(kind, _get(item, "id"))
+        return fingerprint(kind, member(item, "call_id"))
+    return fingerprint(kind, member(item, "id"))
 
 
 class _ResponseEvents:
@@ -400,11 +383,11 @@ class _ResponseEvents:
         self.text: list[str] = []
 
     def add(self, event: Any) -> None:
-        kind = _get(event, "type")
+        kind = member(event, "type")
         if kind in ("response.completed", "response.incomplete", "response.failed"):
-            self.response = _get(event, "response")
+            self.response = member(event, "response")
         elif kind == "response.output_text.delta":
-            self.text.append(_get(event, "delta") or "")
+            self.text.append(member(event, "delta") or "")
 
     def finish_call(self, recorder: Recorder, call: Call | None) -> None:
         if self.response is not None:

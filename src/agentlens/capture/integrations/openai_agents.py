@@ -45,7 +45,7 @@ from typing import Any
 from agentlens.capture._run import ActiveStep, Run, current_run
 from agentlens.capture._run import run as new_run
 from agentlens.capture._state import is_enabled
-from agentlens.capture.integrations._common import _internal, estimate_cost, require
+from agentlens.capture.integrations._common import _internal, estimate_cost, plain, require
 
 __all__ = ["AgentlensProcessor"]
 
@@ -189,7 +189,7 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             self._remember(state, data.input, _last_text(data.output))
         elif kind == "response":
             response = data.response
-            items = [_plain(i) for i in (getattr(response, "output", None) or [])]
+            items = [plain(i) for i in (getattr(response, "output", None) or [])]
             text = "\n".join(t for t in (_item_text(i) for i in items) if t) or None
             calls = [
                 {
@@ -203,11 +203,11 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             output: dict[str, Any] = {"role": "assistant", "content": text}
             if calls:
                 output["tool_calls"] = calls
-            step.input = _plain(data.input)
+            step.input = plain(data.input)
             step.output = output
             usage = getattr(response, "usage", None) or getattr(data, "usage", None)
             self._llm(
-                step, getattr(response, "model", None), _plain(usage), getattr(response, "id", None)
+                step, getattr(response, "model", None), plain(usage), getattr(response, "id", None)
             )
             self._remember(state, step.input, text)
         elif kind == "handoff":
@@ -281,20 +281,6 @@ def _json(value: Any) -> Any:
             return json.loads(value)
         except ValueError:
             return value
-    return value
-
-
-def _plain(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        try:
-            return dump(mode="json", exclude_none=True)
-        except Exception:
-            return value
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
     return value
 
 

@@ -18,12 +18,15 @@ and how many times it was made, and what the wasted steps cost (``attributes.was
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import orjson
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, _reply_of, text_of
@@ -1136,56 +1139,65 @@ class LoopRule:
     result_key: Callable[[Any, Any], Hashable]
 
 
-_UNSAFE_START = frozenset({" ", "{", "["})
+_KEY_TEXT_MAX = 512
+"""A call key keeps the arguments' canonical JSON text up to this size, a digest of it above."""
 
 
-def _plain(value: Any) -> bool:
-    """A value :func:`canonical` leaves as it is: one-line text with no whitespace to normalise
-    (and not JSON), an integer, ``None``."""
-    if type(value) is str:
-        return (
-            value.isprintable()
-            and value[:1] not in _UNSAFE_START
-            and value[-1:] != " "
-            and "  " not in value
+def _canonical_text(text: str) -> bool:
+    """True when compact JSON text (``orjson``'s, keys sorted) is already the text of its value's
+    :func:`canonical` form, told from the text alone: read as JSON, nothing in it is what
+    :func:`canonical` rewrites. Every test errs on the side of ``False`` (the full normalisation,
+    never a wrong key):
+
+    - ASCII only and no escape (``orjson`` escapes the control characters, ``"`` and ``\\``),
+      hence no white space but the space, which a string may hold, once at a time, and neither
+      first nor last (compact JSON has no space outside strings, and every ``"`` delimits one:
+      ``" `` opens a string with a space, `` "`` closes one with it);
+    - no string that starts with ``{`` or ``[`` (``"{``, ``"[``: nothing else puts a bracket
+      right after a quote), which may hold JSON to parse;
+    - no integral float (``10.0``, ``-0.0``, ``1e+16``), which becomes an integer.
+
+    Substring tests on ``str``, not ``bytes``: several times faster on short texts (measured).
+    """
+    if not text.isascii() or "\\" in text or "e+" in text:
+        return False
+    if " " in text and ('" ' in text or ' "' in text or "  " in text):
+        return False
+    if '"{' in text or '"[' in text:
+        return False
+    return ".0" not in text or not (
+        ".0," in text or ".0}" in text or ".0]" in text or text.endswith(".0")
+    )
+
+
+def _canonical_args(args: Any) -> str:
+    """The compact JSON text, keys sorted, of the canonical form of ``args`` (JSON data as
+    capture records it): one ``orjson`` call when the arguments are already canonical (the
+    common case, told by :func:`_canonical_text`), else :func:`canonical` first. Equal for
+    arguments whose canonical forms are equal, and only for them."""
+    try:
+        text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # an integer past 64 bits, a lone surrogate, a key that is not text
+        text = None
+    if text is not None and _canonical_text(text):
+        return text
+    canon = canonical(args)
+    try:
+        return orjson.dumps(canon, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:
+        return json.dumps(
+            canon, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr
         )
-    return type(value) is int or value is None
-
-
-def _flat_key(args: Any) -> tuple[tuple[str, Any], ...] | None:
-    """Arguments that are already in canonical form, as a sorted tuple: a dict of identifier keys
-    and plain values or lists of them (a list becomes a tuple). Other arguments (``None`` for
-    them) need :func:`canonical` first."""
-    if type(args) is not dict:
-        return None
-    items: list[tuple[str, Any]] = []
-    for key, value in args.items():
-        if type(key) is not str or not key.isidentifier():
-            return None
-        if type(value) is list:
-            for item in value:
-                if not _plain(item):
-                    return None
-            value = tuple(value)
-        elif not _plain(value):
-            return None
-        items.append((key, value))
-    if len(items) > 1:
-        items.sort()
-    return tuple(items)
 
 
 def _call_key(tool: str, args: Any) -> Hashable:
-    """Equal for calls with the same tool and the same normalised arguments: the arguments
-    themselves when they are already canonical (no fingerprint to compute), else the flat form
-    of their canonical form, else its fingerprint."""
-    flat = _flat_key(args)
-    if flat is None:
-        canon = canonical(args)
-        flat = _flat_key(canon)
-        if flat is None:
-            return (tool, fingerprint(canon))
-    return (tool, flat)
+    """Equal for calls with the same tool and the same normalised arguments (the equality of
+    ``repeated_tool_calls``' call fingerprints): the tool and the canonical text of the
+    arguments (:func:`_canonical_args`), or a digest of a long one."""
+    text = _canonical_args(args)
+    if len(text) <= _KEY_TEXT_MAX:
+        return (tool, text)
+    return (tool, hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest(), len(text))
 
 
 def loop_rule(options: Mapping[str, Any]) -> LoopRule:

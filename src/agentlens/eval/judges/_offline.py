@@ -5,12 +5,15 @@ For each claim it
 1. aligns the claim to the evidence: the evidence is cut into segments (sentences of prose, the
    innermost objects of JSON), and segments are ranked by BM25 over the claim's content words;
 2. measures coverage: which of the claim's content words (lightly stemmed, diacritics folded, no
-   synonyms; see :data:`RULES` for what else matches: ``singer`` = ``singing``, ``died`` =
+   synonyms; see :data:`RULES` for what else matches: ``Canadian`` = ``Canada``, ``died`` =
    ``dies``, ``TechCrunch`` = ``Tech Crunch``...) the best aligned segment contains, and which
    the evidence contains anywhere; numbers match by value across formats (``1,000`` =
-   ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` = ``12``, ``1990s`` by ``1994``);
+   ``1000``, ``5.2 million`` = ``5200000``, ``twelve`` = ``12``, ``1990s`` by ``1994``), a
+   numeric date by what it says (``2018-06-30`` = ``30 June 2018``) and ``United States`` as
+   ``U.S.``;
 3. checks agreement: a number or name of the claim that is absent from the evidence, or a
-   negation on one side only, makes the claim unsupported.
+   negation on one side only, makes the claim unsupported (a claim's negation may be in any
+   sentence that negates the same words).
 
 Three modes:
 
@@ -65,6 +68,8 @@ from agentlens.eval.judges._text import (
     lemma,
     negation_word,
     number_values,
+    read_dates,
+    read_initialisms,
     stem,
     tokenize,
 )
@@ -93,12 +98,21 @@ RULES: dict[str, str] = {
     "evidence as a number",
     "decades": "a decade is a span: '1990s' is found by 1994, and '1990' is not found by '1990s'",
     "fragments": "a claim of one letter ('N.') is a fragment, with nothing to check",
+    "dates": "a numeric date reads as its year, month and day: 2018-06-30 = 30 June 2018; "
+    "a short year range is two years: 2018-19 = 2018 to 2019",
+    "initialisms": "a name written out matches its acronym: United States = U.S. = USA, "
+    "United Nations = UN",
+    "negation-anywhere": "a claim's negation is matched by a negation of the same words in any "
+    "sentence of the evidence, not only in the closest one",
 }
 """The judge's rules that can be left out, all on by default. ``benchmarks/judge_accuracy.py``
 prints one ablation line per rule: what it changes on each cross-validation fold."""
 
 READING_FIXES = frozenset(
-    ["inflections", "negation-forms", "compounds", "count-words", "decades", "fragments"]
+    [
+        *("inflections", "negation-forms", "compounds", "count-words", "decades"),
+        *("fragments", "dates", "initialisms"),
+    ]
 )
 """The rules that correct how a form is read (each pinned by unit tests and near misses). The
 others are heuristics, kept only because they raised every fold whose verdicts they change."""
@@ -131,10 +145,16 @@ class _Segment:
 
 
 def _read(text: str, rules: frozenset[str]) -> list[Token]:
-    """The tokens of ``text`` as the judge reads them under ``rules``: with ``negation-forms``
-    every negation is the word ``not`` (and ``not only`` none), with ``decades`` a decade keeps
-    its ``s`` (``1990s``, not the year ``1990``)."""
+    """The tokens of ``text`` as the judge reads them under ``rules``: with ``dates`` a numeric
+    date is its year, month name and day and ``2018–19`` two years, with ``initialisms``
+    ``United States`` is ``usa`` (as ``U.S.``), with ``negation-forms`` every negation is the
+    word ``not`` (and ``not only`` none), with ``decades`` a decade keeps its ``s`` (``1990s``,
+    not the year ``1990``)."""
     toks = tokenize(text)
+    if "dates" in rules:
+        toks = read_dates(text, toks)
+    if "initialisms" in rules:
+        toks = read_initialisms(text, toks)
     negations = "negation-forms" in rules
     decades = "decades" in rules
     for i, tok in enumerate(toks):
@@ -440,6 +460,21 @@ def _negated_about(scopes: tuple[tuple[str, ...], ...], stems: set[str]) -> bool
     return any(stems.intersection(scope) for scope in scopes)
 
 
+def _negation_elsewhere(
+    claim_scopes: tuple[tuple[str, ...], ...], segments: Sequence[_Segment]
+) -> bool:
+    """True when some segment negates every content word one of the claim's negations bears
+    on (rule ``negation-anywhere``): ``he hasn't done it`` is matched by ``"Because he hasn't
+    done it," he said`` even when another sentence is the closest to the whole claim."""
+    for scope in claim_scopes:
+        words = {w for w in scope if w not in STOPWORDS}
+        if words and any(
+            words.issubset(seg_scope) for seg in segments for seg_scope in seg.negations
+        ):
+            return True
+    return False
+
+
 class OfflineJudge:
     """A deterministic, lexical judge: no network, no model, no download.
 
@@ -456,7 +491,7 @@ class OfflineJudge:
     """
 
     name = "offline"
-    prompt_version = "offline-5"
+    prompt_version = "offline-6"
 
     def __init__(
         self,
@@ -606,6 +641,13 @@ class OfflineJudge:
         shared = {t.stem for t in prepared.content if t.stem in best.stems}
         claim_neg = _negated_about(prepared.negations, shared | {t.stem for t in prepared.content})
         ev_neg = _negated_about(best.negations, shared)
+        if (
+            claim_neg
+            and not ev_neg
+            and "negation-anywhere" in self.rules
+            and _negation_elsewhere(prepared.negations, index.segments)
+        ):
+            ev_neg = True
         if self.mode != "lenient" and claim_neg != ev_neg:
             side = "the claim" if claim_neg else "the evidence"
             return ClaimVerdict(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 import unicodedata
 from typing import NamedTuple
@@ -24,6 +25,8 @@ __all__ = [
     "lemma",
     "negation_word",
     "number_values",
+    "read_dates",
+    "read_initialisms",
     "stem",
     "tokenize",
 ]
@@ -661,3 +664,136 @@ def char_ngrams(text: str, n: int = 4) -> set[str]:
     """Character n-grams of the lower-cased text with spaces collapsed."""
     t = " " + re.sub(r"\s+", " ", text.lower()) + " "
     return {t[i : i + n] for i in range(max(0, len(t) - n + 1))}
+
+
+_MONTH_NAMES = (
+    *("january", "february", "march", "april", "may", "june", "july"),
+    *("august", "september", "october", "november", "december"),
+)
+_NUMERIC_DATE = re.compile(
+    r"(?<![\w.,:/–-])(?:"
+    r"(?P<y>[12]\d{3})(?P<s1>[-/.])(?P<m>\d{1,2})(?P=s1)(?P<d>\d{1,2})"
+    r"|(?P<a>\d{1,2})(?P<s2>[-/.])(?P<b>\d{1,2})(?P=s2)(?P<y2>[12]\d{3})"
+    r"|(?P<y3>[12]\d{3})(?P<s3>[-–—/])(?P<yy>\d{2})"
+    r")(?![\d]|[-/.–—]\d)"
+)
+
+_DATE_HINT = re.compile(r"\d[-/.–—]\d")
+"""What every numeric date or range has: a quick test before the full pattern."""
+
+
+def read_dates(text: str, toks: list[Token]) -> list[Token]:
+    """``toks`` with numeric dates and short year ranges read as what they say.
+
+    - ``2018-06-30`` (or ``2018/06/30``) is the year 2018, the month June (its name, as the
+      other text may spell it) and the day 30;
+    - ``30/06/2018`` is the year 2018, and the month's name when the order is plain (one of the
+      first two numbers is over 12); otherwise its first two numbers stay one unreadable number;
+    - ``2018–19`` (or ``2018-19``, ``2018/19``) is the range from 2018 to 2019.
+
+    Anything else (``10-7``, ``5.2``, ``2018-1995``, a month or day out of range) is left as is.
+    """
+    if _DATE_HINT.search(text) is None:
+        return toks
+    spans: list[tuple[int, int, list[Token]]] = []
+    for m in _NUMERIC_DATE.finditer(text):
+        new = _date_tokens(m)
+        if new is not None:
+            spans.append((m.start(), m.end(), new))
+    if not spans:
+        return toks
+    out: list[Token] = []
+    k = 0
+    for start, end, new in spans:
+        while k < len(toks) and toks[k].start < start:
+            out.append(toks[k])
+            k += 1
+        while k < len(toks) and toks[k].start < end:
+            k += 1  # the tokens the date is read in place of
+        out.extend(new)
+    out.extend(toks[k:])
+    return out
+
+
+def _date_tokens(m: re.Match[str]) -> list[Token] | None:
+    def num(group: str, value: int | None = None) -> Token:
+        return Token(
+            str(int(m.group(group)) if value is None else value),
+            m.start(group),
+            m.end(group),
+            False,
+            True,
+        )
+
+    def month(group: str) -> Token:
+        name = _MONTH_NAMES[int(m.group(group)) - 1]
+        return Token(name, m.start(group), m.end(group), False, False)
+
+    if m.group("y") is not None:
+        mm, dd = int(m.group("m")), int(m.group("d"))
+        if not (1 <= mm <= 12 and 1 <= dd <= 31):
+            return None
+        return [num("y"), month("m"), num("d")]
+    if m.group("y2") is not None:
+        a, b = int(m.group("a")), int(m.group("b"))
+        if not (1 <= a <= 31 and 1 <= b <= 31) or (a > 12 and b > 12):
+            return None
+        if a > 12:
+            first = [num("a"), month("b")]
+        elif b > 12:
+            first = [month("a"), num("b")]
+        else:
+            raw = f"{a}/{b}"  # day and month in an unknown order: one number, found as written
+            first = [Token(raw, m.start("a"), m.end("b"), False, True)]
+        return [*first, num("y2")]
+    year, yy = int(m.group("y3")), int(m.group("yy"))
+    if yy <= year % 100:
+        return None  # 1990-85 is no range of years (a score, a code)
+    return [num("y3"), num("yy", year - year % 100 + yy)]
+
+
+_INITIALISMS = {
+    ("united", "states", "of", "america"): "usa",
+    ("united", "states"): "usa",
+    ("united", "kingdom"): "uk",
+    ("united", "nations"): "un",
+    ("european", "union"): "eu",
+}
+"""Names written out and the acronym they are also written as (``United States`` = ``U.S.`` =
+``US`` = ``USA``; the acronyms' one spelling is in ``_ACRONYMS``)."""
+_INITIAL_WORDS = frozenset(words[0] for words in _INITIALISMS)
+
+
+def read_initialisms(text: str, toks: list[Token]) -> list[Token]:
+    """``toks`` with a name written out in full read as its acronym: ``United States`` (as
+    ``U.S.``), ``United Kingdom``, ``United Nations``, ``European Union``. The name must start
+    with a capital; its words stay apart otherwise (``united`` alone is a plain word)."""
+    lower = text.lower()
+    if not any(word + " " in lower for word in _INITIAL_WORDS):
+        return toks
+    out: list[Token] = []
+    i = 0
+    n = len(toks)
+    while i < n:
+        tok = toks[i]
+        if tok.capital and text[tok.start : tok.end].lower() in _INITIAL_WORDS:
+            for words, acronym in _INITIALISMS.items():
+                j = i + len(words)
+                if (
+                    j <= n
+                    and all(
+                        text[t.start : t.end].lower() == w
+                        for t, w in zip(toks[i:j], words, strict=True)
+                    )
+                    and all(text[a.end : b.start] == " " for a, b in itertools.pairwise(toks[i:j]))
+                ):
+                    out.append(Token(acronym, tok.start, toks[j - 1].end, True, False))
+                    i = j
+                    break
+            else:
+                out.append(tok)
+                i += 1
+            continue
+        out.append(tok)
+        i += 1
+    return out
