@@ -87,14 +87,15 @@ def assert_counts_agree(
 
 
 # By hand, on the store's own connection: ("sql_replace", key, hours, agent, release, project)
-# rewrites a stored run's row with INSERT OR REPLACE; ("sql_ignore", key) inserts it again with
-# INSERT OR IGNORE; ("sql_fail", key) with a plain INSERT (refused: the id is taken);
+# rewrites a stored run's row with INSERT OR REPLACE ("sql_upsert": with INSERT ... ON CONFLICT
+# DO UPDATE); ("sql_ignore", key) inserts it again with INSERT OR IGNORE (ignored),
+# ("sql_ignore_new", key) a copy of it under a new id (inserted); ("sql_fail", key) with a plain INSERT (refused: the id is taken);
 # ("sql_update", key, column, value) changes one grouped column; ("recursive", on) turns
 # recursive triggers on or off (with them on, REPLACE fires the delete trigger too).
 _hours = st.one_of(st.none(), st.integers(-6, 24 * 5 * 4).map(lambda q: q / 4))
 _manual = st.one_of(
     st.tuples(
-        st.just("sql_replace"),
+        st.sampled_from(["sql_replace", "sql_upsert"]),
         st.integers(0, 7),
         _hours,
         st.sampled_from(["support", "billing", None]),
@@ -102,6 +103,7 @@ _manual = st.one_of(
         st.sampled_from(["alpha", "beta"]),
     ),
     st.tuples(st.just("sql_ignore"), st.integers(0, 7)),
+    st.tuples(st.just("sql_ignore_new"), st.integers(0, 7)),
     st.tuples(st.just("sql_fail"), st.integers(0, 7)),
     st.tuples(
         st.just("sql_update"),
@@ -143,12 +145,24 @@ def apply_manual(store: Any, op: tuple[Any, ...]) -> None:
         if row is None:
             return
         values = list(row)
-        if kind == "sql_replace":
+        if kind in ("sql_replace", "sql_upsert"):
             _, hours, agent, release, project = rest
             started = _us(hours)
             values[1], values[2], values[10] = project, agent, release
             values[5], values[7] = started, -(2**63) if started is None else started
+            if kind == "sql_upsert":  # the conflict turns the insert into an UPDATE
+                conn.execute(
+                    f"INSERT INTO runs VALUES ({', '.join('?' * len(values))}) ON CONFLICT (id)"
+                    " DO UPDATE SET project = excluded.project, agent = excluded.agent,"
+                    " release = excluded.release, started_at = excluded.started_at,"
+                    " sort_at = excluded.sort_at",
+                    values,
+                )
+                return
             verb = "INSERT OR REPLACE"
+        elif kind == "sql_ignore_new":  # a copy under a new id: inserted, OR IGNORE
+            values[0] = f"{run_id}-copy"
+            verb = "INSERT OR IGNORE"
         elif kind == "sql_update":
             _, (column, value) = rest
             if column == "sort_at":  # a run's start time moved (both columns, as put_traces)
