@@ -158,6 +158,7 @@ def _one_run(
     rows["runs"].append((run_id, project, agent, f"refund {order}", "ok", started,
                          started + 2_000_000, started, 1, 2, release, doc,
                          _steps(run_id, started, order)))  # fmt: skip
+    rows["run_links"].extend((kind, item, run_id, started) for kind, item in links.items())
     modes: list[str] = []
     pairs: list[tuple[str, str]] = []  # (scorer, mode) of each flagged finding
     state = "clean"
@@ -223,6 +224,7 @@ _INSERTS = {
     "run_flag_modes": "INSERT INTO run_flag_modes (run_id, mode) VALUES (?,?)",
     "content_flags": "INSERT OR IGNORE INTO content_flags (kind, item_id, run_id, reason,"
     " flagged_at, dismissed) VALUES (?,?,?,?,?,?)",
+    "run_links": "INSERT INTO run_links (kind, item_id, run_id, sort_at) VALUES (?,?,?,?)",
 }
 
 

@@ -23,6 +23,14 @@ run uses a new schema, dropped at the end (``--keep`` keeps it). Figures from a 
 machine vary run to run: compare the backends within one run.
 
 Usage: ``python benchmarks/bench_postgres.py [--runs N] [--big N] [--repeat K] [--pg URL]``.
+
+Old and new code on the same million runs (``--ab SCHEMA``, a schema kept by ``--keep``): the
+rate over the 7 days of part 2 is timed in separate processes, this code's and the code in
+``--baseline-src DIR`` (a checkout's ``src/``), alternating for ``--rounds`` rounds; each process
+prints the median wall time of ``--repeat`` calls, and, per call over all of them, its own CPU
+time and the CPU time of the PostgreSQL backend that served it (from ``/proc``: the server runs
+on this machine), so that the comparison does not depend on the load. The baseline opens the schema without migrating it (the
+newer schema keeps every column the old code reads). The flagged ids of both must be equal.
 """
 
 from __future__ import annotations
@@ -130,9 +138,14 @@ SELECT 'big-' || lpad(g::text, 8, '0'), 'default', (ARRAY['support','billing','t
     1, 'v' || (g %% 4), %(t0)s, decode(md5(g::text), 'hex'),
     json_build_object('schema_version', 1, 'id', 'big-' || lpad(g::text, 8, '0'),
         'project', 'default', 'status', 'ok', 'metadata',
-        json_build_object('release', 'v' || (g %% 4))),
+        json_build_object('release', 'v' || (g %% 4)),
+        'links', CASE WHEN g %% 5 = 0 THEN json_build_object('ticket', 'T-' || (g %% 50000))
+            ELSE '{}'::json END),
     '[]'::json
 FROM generate_series(0::bigint, %(n)s - 1) AS g;
+INSERT INTO run_links (kind, item_id, run_id, sort_at)
+SELECT 'ticket', 'T-' || (g %% 50000), 'big-' || lpad(g::text, 8, '0'), %(t0)s + g * %(step)s
+FROM generate_series(0::bigint, %(n)s - 1, 5) AS g;
 INSERT INTO scores (run_id, scorer, version, verdict, passed, value, detail, error, finding_count,
     scored_at, modes, mode_findings, run_project, run_agent, run_release, run_started_at,
     run_sort_at, doc)
@@ -196,8 +209,15 @@ _SQLITE_BULK = (
         CASE x % 3 WHEN 0 THEN 'support' WHEN 1 THEN 'billing' ELSE 'triage' END, NULL, 'ok',
         :t0 + x * :step, :t0 + x * :step + 4000000, :t0 + x * :step, 1, 1, 'v' || (x % 4),
         json_object('schema_version', 1, 'id', printf('big-%08d', x), 'project', 'default',
-            'status', 'ok', 'metadata', json_object('release', 'v' || (x % 4))), '[]'
+            'status', 'ok', 'metadata', json_object('release', 'v' || (x % 4)),
+            'links', CASE WHEN x % 5 = 0 THEN json_object('ticket', 'T-' || (x % 50000))
+                ELSE json_object() END), '[]'
     FROM g
+    """,
+    """
+    WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 5 FROM g WHERE x < :n - 5)
+    INSERT INTO run_links (kind, item_id, run_id, sort_at)
+    SELECT 'ticket', 'T-' || (x % 50000), printf('big-%08d', x), :t0 + x * :step FROM g
     """,
     """
     WITH RECURSIVE g(x) AS (SELECT 0 UNION ALL SELECT x + 1 FROM g WHERE x < :n - 1)
@@ -277,7 +297,63 @@ def _big_rates(store: Any, now: datetime, repeat: int) -> dict[str, Any]:
         "flagged": report.flagged,
         "rate_7d_ms": round(rate_ms, 1),
         "rate_by_day_7d_ms": round(by_day_ms, 1),
+        **_link_pages(store, repeat),
     }
+
+
+def _link_pages(store: Any, repeat: int) -> dict[str, Any]:
+    """``/api/runs?link=ticket:ID``'s page (the newest 50 runs of one content item): from the
+    ``run_links`` table, and, as it was read before that table, by the runs' documents (the
+    same SQL as the old page, median of at most 3 calls: it reads every run)."""
+    from agentlens.store._server import list_runs_page
+
+    out: dict[str, Any] = {}
+    for label, item in (("20_runs", "T-125"), ("none", "T-123")):
+        page, _ = list_runs_page(store, None, before=None, limit=50, link=("ticket", item))
+        out[f"link_page_{label}_found"] = len(page)
+        out[f"link_page_{label}_ms"] = round(
+            median_ms(
+                lambda item=item: list_runs_page(
+                    store, None, before=None, limit=50, link=("ticket", item)
+                ),
+                repeat,
+            ),
+            1,
+        )
+        found, ms = _old_link_page(store, item, min(repeat, 3))
+        assert found == len(page), (found, len(page))
+        out[f"link_page_{label}_by_documents_ms"] = round(ms, 1)
+    return out
+
+
+def _old_link_page(store: Any, item: str, repeat: int) -> tuple[int, float]:
+    """The link page as it was read before ``run_links``: ``links.ticket`` of each run's JSON."""
+    from agentlens.store._sqlite_review import SUMMARY_COLUMNS
+
+    if hasattr(store, "runs_page"):  # PostgreSQL
+        from agentlens.store._pg_review import pg_summary_columns
+
+        sql = (
+            f"SELECT r.sort_at, r.id, {pg_summary_columns()} FROM runs r"
+            " LEFT JOIN run_review f ON f.run_id = r.id"
+            " WHERE json_extract_path_text(r.doc, 'links', %s) = %s"
+            " ORDER BY r.sort_at DESC, r.id DESC LIMIT %s"
+        )
+
+        def page() -> int:
+            return len(store._query(sql, ("ticket", item, 51)))
+    else:
+        sql = (
+            f"SELECT r.sort_at, r.id, {SUMMARY_COLUMNS} FROM runs r"
+            " LEFT JOIN run_review f ON f.run_id = r.id WHERE json_extract(r.doc, ?) = ?"
+            " ORDER BY r.sort_at DESC, r.id DESC LIMIT ?"
+        )
+
+        def page() -> int:
+            rows = store.read(lambda c: c.execute(sql, ('$.links."ticket"', item, 51)).fetchall())
+            return len(rows)
+
+    return page(), median_ms(page, repeat)
 
 
 _schemas: list[str] = []
@@ -289,6 +365,109 @@ def _schema_url(pg: str) -> str:
     return f"{pg}{'&' if '?' in pg else '?'}schema={schema}"
 
 
+def _backend_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a local process (a PostgreSQL backend), from ``/proc``."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ab_child(pg: str, schema: str, repeat: int) -> dict[str, Any]:
+    """One side of ``--ab``: the 7-day rate on ``schema``, timed in this process."""
+    import hashlib
+    import os
+
+    import psycopg
+
+    if os.environ.get("BENCH_NO_MIGRATE") == "1":  # the baseline: read the newer schema as is
+        import agentlens.store._postgres as pg_module
+
+        pg_module.migrate_pg = lambda conn, schema, where: 0  # type: ignore[assignment]
+    with psycopg.connect(pg, options=f"-c search_path={schema}") as conn:
+        (t0,) = conn.execute("SELECT min(started_at) FROM runs").fetchone()
+    now = from_us_utc(t0) + timedelta(days=7) - timedelta(minutes=1)  # part 2's "now"
+    sep = "&" if "?" in pg else "?"
+    store: Any = open_store(f"{pg}{sep}schema={schema}&pool_max=1")
+    settings = Settings()
+
+    def rate() -> Any:
+        return hallucination_rate(
+            store=store, settings=settings, since_hours=168, scorers=SCORERS[:1], now=now
+        )
+
+    def by_day() -> Any:
+        return rate_breakdown(
+            "day", store=store, settings=settings, since_hours=168, scorers=SCORERS[:1], now=now
+        )
+
+    def timed_calls(fn: Callable[[], Any], pid: int) -> dict[str, float]:
+        walls = []
+        s0, c0 = _backend_cpu_s(pid), time.process_time()
+        for _ in range(repeat):
+            w0 = time.perf_counter()
+            fn()
+            walls.append(time.perf_counter() - w0)
+        # CPU per call over all the calls (/proc counts in clock ticks of 10 ms)
+        client = (time.process_time() - c0) / repeat
+        server = (_backend_cpu_s(pid) - s0) / repeat
+        return {
+            "wall_ms": round(statistics.median(walls) * 1000, 1),
+            "client_cpu_ms": round(client * 1000, 1),
+            "server_cpu_ms": round(server * 1000, 1),
+            "cpu_ms": round((client + server) * 1000, 1),
+        }
+
+    try:
+        report = rate()  # warm (and the schema migrated, for this code)
+        days = by_day()
+        (pid,) = store.read(lambda c: c.execute("SELECT pg_backend_pid()").fetchone())
+        ids = "\n".join(report.flagged_run_ids).encode()
+        for group in days.groups:
+            ids += "\n".join(group.flagged_run_ids).encode()
+        return {
+            "rate": timed_calls(rate, pid),
+            "by_day": timed_calls(by_day, pid),
+            "runs": report.runs,
+            "flagged": report.flagged,
+            "ids_digest": hashlib.sha256(ids).hexdigest()[:16],
+        }
+    finally:
+        store.close()
+
+
+def from_us_utc(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, UTC)
+
+
+def ab(pg: str, schema: str, baseline: str, rounds: int, repeat: int) -> dict[str, Any]:
+    """``--ab``: this code and ``baseline``'s, alternating, each in its own process."""
+    import os
+    import subprocess
+    import sys
+
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    sides = {"before": (baseline, "1"), "after": (here, "0")}
+    out: dict[str, list[dict[str, Any]]] = {k: [] for k in sides}
+    # this code opens the schema first (migrating it), then it is vacuumed as after part 2's load
+    env = dict(os.environ, PYTHONPATH=here, BENCH_NO_MIGRATE="0")
+    cmd = [sys.executable, __file__, "--child", schema, "--pg", pg, "--repeat", "1"]
+    subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+    import psycopg
+
+    with psycopg.connect(pg, autocommit=True, options=f"-c search_path={schema}") as conn:
+        conn.execute("VACUUM ANALYZE")
+    for _ in range(rounds):
+        for name, (src, no_migrate) in sides.items():
+            env = dict(os.environ, PYTHONPATH=src, BENCH_NO_MIGRATE=no_migrate)
+            cmd = [sys.executable, __file__, "--child", schema, "--pg", pg, "--repeat", str(repeat)]
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+            out[name].append(json.loads(done.stdout))
+            print(name, out[name][-1], file=sys.stderr)
+    digests = {r["ids_digest"] for rows in out.values() for r in rows}
+    return {"rounds": out, "same_flagged_ids": len(digests) == 1, "load": os.getloadavg()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=4000)
@@ -296,7 +475,21 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--ab", metavar="SCHEMA", help="old and new code on a kept schema")
+    parser.add_argument("--baseline-src", metavar="DIR", help="the old code's src/ (for --ab)")
+    parser.add_argument("--rounds", type=int, default=4, help="alternating rounds (for --ab)")
+    parser.add_argument("--child", metavar="SCHEMA", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        print(json.dumps(ab_child(args.pg, args.child, args.repeat)))
+        return
+    if args.ab:
+        if not args.baseline_src:
+            raise SystemExit("--ab needs --baseline-src DIR")
+        print(
+            json.dumps(ab(args.pg, args.ab, args.baseline_src, args.rounds, args.repeat), indent=2)
+        )
+        return
     import psycopg
 
     now = datetime.now(UTC).replace(microsecond=0)

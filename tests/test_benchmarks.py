@@ -85,6 +85,38 @@ def test_bench_postgres_runs_on_a_small_store() -> None:
     assert found["postgres_big"]["flagged"] == found["sqlite_big"]["flagged"] == 90
 
 
+def test_bench_postgres_ab_times_two_codes_on_one_schema(pg_url: str) -> None:
+    """``--ab``: both sides (here this code twice) read the same schema and list the same ids."""
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.eval import get_scorer
+    from agentlens.model import Score, ScoreResult, Trace
+    from agentlens.store import open_store
+
+    version = get_scorer("no_fabricated_refs").version  # the version the rate counts
+    store = open_store(pg_url)
+    start = datetime.now(UTC) - timedelta(days=2)
+    try:
+        store.put_traces([Trace(id=f"r{i}", started_at=start + timedelta(hours=i), output="a")
+                          for i in range(30)])  # fmt: skip
+        store.put_scores([Score.of(ScoreResult(passed=i % 3 != 0), run_id=f"r{i}",
+                                   scorer="no_fabricated_refs", version=version)
+                          for i in range(30)])  # fmt: skip
+    finally:
+        store.close()
+    base, schema = pg_url.split("?schema=")
+    src = str(BENCHMARKS.parent / "src")
+    out = _run(str(BENCHMARKS / "bench_postgres.py"), "--ab", schema, "--baseline-src", src,
+               "--rounds", "1", "--repeat", "2", "--pg", base)  # fmt: skip
+    found = json.loads(out)
+    assert found["same_flagged_ids"] is True
+    assert set(found["rounds"]) == {"before", "after"}
+    for side in found["rounds"].values():
+        assert side[0]["rate"]["cpu_ms"] > 0
+        assert (side[0]["runs"], side[0]["flagged"]) == (30, 10)
+
+
 @pytest.mark.e2e
 def test_bench_server_runs_end_to_end() -> None:
     """A few seconds of the server benchmark (its figures are in docs/server.md)."""

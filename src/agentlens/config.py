@@ -554,6 +554,14 @@ SETTINGS: tuple[Setting, ...] = (
         env=None,
         default=10.0,
     ),
+    _review(
+        "lease",
+        "float",
+        _number(float),
+        "Seconds an agentlens serve process's review claim holds its runs: the runs a killed "
+        "server held are reviewed by another process after it (agentlens worker: --lease).",
+        default=300.0,
+    ),
 )
 """Every setting: argument, environment variable, file key, type and default in one place."""
 

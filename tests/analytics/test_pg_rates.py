@@ -3,6 +3,7 @@ every kind of window; the trigger-kept rollups equal a rebuild; compaction chang
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -31,38 +32,59 @@ def pg(pg_url: str) -> Iterator[Any]:
 
 
 def pg_tables(store: Any) -> tuple[list[Any], list[Any], list[Any]]:
-    """``rate_runs``, and the rollups summed per key (what a query reads)."""
+    """``rate_runs``, and the rollups summed per key (what a query reads), each key of
+    ``rate_rollup`` with the run ids its rows hold (added less removed), which must be the ids of
+    its runs in ``rate_runs`` when their signature holds a flagged verdict."""
 
     def read(conn: Any) -> tuple[list[Any], list[Any], list[Any]]:
         runs = conn.execute(
-            "SELECT r.run_id, r.started_at, r.hour, r.agent, r.release, g.sig FROM rate_runs r"
-            " JOIN rate_sigs g ON g.id = r.sig ORDER BY 1"
+            "SELECT r.run_id, r.started_at, r.hour, r.agent, r.release, r.project, r.flags, g.sig"
+            " FROM rate_runs r JOIN rate_sigs g ON g.id = r.sig ORDER BY 1"
         ).fetchall()
-        rollup = conn.execute(
-            "SELECT r.hour, r.agent, r.release, g.sig, sum(r.n) FROM rate_rollup r"
-            " JOIN rate_sigs g ON g.id = r.sig GROUP BY 1, 2, 3, 4 HAVING sum(r.n) <> 0"
-            " ORDER BY 1, 2, 3, 4"
+        rows = conn.execute(
+            "SELECT r.hour, r.agent, r.release, r.project, g.sig, r.n, r.run_ids"
+            " FROM rate_rollup r JOIN rate_sigs g ON g.id = r.sig"
         ).fetchall()
+        keyed: dict[tuple[Any, ...], list[Any]] = {}
+        for *key, n, ids in rows:
+            total, held = keyed.setdefault(tuple(key), [0, Counter()])
+            keyed[tuple(key)][0] = total + n
+            for i in ids or []:
+                held[i] += 1 if n > 0 else -1
+        rollup = sorted(
+            (*key, total, sorted(i for i, k in held.items() if k > 0))
+            for key, (total, held) in keyed.items()
+            if total
+        )
+        expected_ids: dict[tuple[Any, ...], list[str]] = {}
+        for run_id, _, hour, agent, release, project, flags, sig in runs:
+            if flags:
+                expected_ids.setdefault((hour, agent, release, project, sig), []).append(run_id)
+        assert {tuple(k[:5]): k[6] for k in rollup if k[6]} == {
+            k: sorted(v) for k, v in expected_ids.items()
+        }
         run_rollup = conn.execute(
-            "SELECT hour, agent, release, sum(n) FROM run_rollup GROUP BY 1, 2, 3"
-            " HAVING sum(n) <> 0 ORDER BY 1, 2, 3"
+            "SELECT hour, agent, release, project, sum(n) FROM run_rollup GROUP BY 1, 2, 3, 4"
+            " HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4"
         ).fetchall()
         return runs, rollup, run_rollup
 
     return store.read(read)  # type: ignore[no-any-return]
 
 
-def assert_same_rates(pg: Any, lite: Any, windows: list[Window]) -> None:
+def assert_same_rates(pg: Any, lite: Any, windows: list[Window], *, light: bool = False) -> None:
+    """Every query and breakdown gives the same counts on both (``light``: a few of them)."""
     for window in windows:
         selectors, _ = resolve_selection(lite, CFG, window, ["t_refs", "t_loops"])
         assert resolve_selection(pg, CFG, window, ["t_refs", "t_loops"])[0] == selectors
-        for modes in (None, ["fabricated_grounding"]):
-            for agent in (None, "support"):
-                query = _query(window, agent, modes, selectors)
+        for modes in (None,) if light else (None, ["fabricated_grounding"]):
+            for agent, project in [(a, p) for a in (None, "support") for p in (None, "alpha")]:
+                query = replace(_query(window, agent, modes, selectors), project=project)
                 every = replace(query, any_version_of=("t_refs", "t_loops"))
-                for q, by in [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]:
+                pairs = [(query, by) for by in BREAKDOWNS] + [(every, "scorer_version")]
+                for q, by in pairs[:2] if light else pairs:
                     expected = lite.rate_counts(q, by)
-                    assert pg.rate_counts(q, by) == expected, (window, modes, agent, by)
+                    assert pg.rate_counts(q, by) == expected, (window, modes, agent, project, by)
 
 
 def _clear(store: Any) -> None:
@@ -83,6 +105,8 @@ def test_the_same_writes_give_the_same_rates(pg: Any, ops: list[tuple[Any, ...]]
         apply(lite, ops)
         assert sorted(r.id for r in pg.list_runs()) == sorted(r.id for r in lite.list_runs())
         kept = pg_tables(pg)
+        # before compaction (the flagged ids read from delta rows), then after (merged rows)
+        assert_same_rates(pg, lite, WINDOWS, light=True)
         assert pg.compact_rollups() >= 0
         assert pg_tables(pg) == kept
         assert_same_rates(pg, lite, WINDOWS)
@@ -183,3 +207,43 @@ def test_counts_without_the_flagged_ids(pg: Any) -> None:
         assert [g.model_dump(exclude={"flagged_run_ids"}) for g in bare.groups] == [
             g.model_dump(exclude={"flagged_run_ids"}) for g in full
         ]
+
+
+def test_migration_6_rebuilds_the_rollups_of_a_filled_store(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written at schema 5 (rollups without project or ids) reads the same rates once
+    migration 6 has rebuilt them, per project too."""
+    from test_rollup import run
+
+    from agentlens.store import _pg_migrations
+
+    assert _pg_migrations.PG_MIGRATIONS[5].version == 6
+    monkeypatch.setattr(_pg_migrations, "PG_MIGRATIONS", _pg_migrations.PG_MIGRATIONS[:5])
+    old: Any = open_store(pg_url)
+    traces = [run(k, 2 + 7 * k, ["support", "billing"][k % 2], "v1") for k in range(8)]
+    try:
+        assert old.schema_version == 5
+        old.put_traces(traces)
+        flagged = frozenset({"no_progress"})
+        old.put_scores(
+            [_score(t.id, "t_refs", "1", "passed", frozenset()) if k % 3 == 0
+             else _score(t.id, "t_refs", "1", "flagged", flagged) for k, t in enumerate(traces)]
+        )  # fmt: skip
+    finally:
+        old.close()
+    monkeypatch.undo()
+    new: Any = open_store(pg_url)
+    lite: Any = open_store("sqlite:///:memory:")
+    try:
+        assert new.schema_version == _pg_migrations.latest_pg_version()
+        lite.put_traces(traces)
+        lite.put_scores([s for t in traces for s in new.get_scores(t.id)])
+        kept = pg_tables(new)
+        assert kept[1] and any(row[6] for row in kept[1])  # flagged ids in the rollup
+        assert_same_rates(new, lite, WINDOWS)
+        new.rebuild_rate_rollup()
+        assert pg_tables(new) == kept
+    finally:
+        lite.close()
+        new.close()

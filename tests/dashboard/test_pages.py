@@ -82,6 +82,16 @@ def test_content_links_are_escaped_path_segments(client: Any) -> None:
     assert "/content/url/javascript%3Aalert%28%27link%27%29" in text
 
 
+def test_a_content_page_lists_the_runs_that_produced_it(client: Any, store: Any) -> None:
+    store.put_traces([fabricated(f"made-{i}", minutes_ago=10 + i, links={"ticket": "T-9"})
+                      for i in range(3)])  # fmt: skip
+    text = client.get("/content/ticket/T-9").text
+    produced = text.split('id="content-produced"', 1)[1]
+    found = re.findall(r'href="/runs/(made-\d)"', produced)
+    assert found == ["made-0", "made-1", "made-2"]  # newest first
+    assert "No stored run links this item" in client.get("/content/ticket/T-10").text
+
+
 def test_bad_filters_are_a_clear_error(client: Any) -> None:
     response = client.get("/runs?since=forever")
     assert response.status_code == 400

@@ -1,5 +1,6 @@
 """A key's view of a store that holds several projects: its rates come from the store's rollup
-(per project) and equal what counting in Python over the project's runs gives."""
+(per project: SQLite's migration 6, PostgreSQL's migration 6) and equal what counting in Python
+over the project's runs gives, on both backends."""
 
 from __future__ import annotations
 
@@ -32,9 +33,24 @@ class _NoProjectRates:
         return getattr(self._store, name)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A fresh store of each backend: SQLite (a file) and PostgreSQL (a schema of its own)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 's.db'}"
+        return
+    from pg_support import new_pg_schema
+
+    url, drop = new_pg_schema()
+    try:
+        yield url
+    finally:
+        drop()
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Any:
-    opened: Any = open_store(f"sqlite:///{tmp_path / 's.db'}")
+def store(store_url: str) -> Any:
+    opened: Any = open_store(store_url)
     for i in range(24):
         project = ("alpha", "beta", "gamma")[i % 3]
         run = Trace(

@@ -285,6 +285,8 @@ class _Pages:
     # -- content --------------------------------------------------------------------------------
 
     def content(self, request: Request, viewer: Viewer) -> Response:
+        from agentlens.store._server import list_runs_page
+
         kind = request.path_params["kind"]
         item_id = request.path_params["item_id"]
         runs, suspected = self._content_state(viewer, kind, item_id)
@@ -294,9 +296,14 @@ class _Pages:
             if ids
             else {}
         )
+        # every run that produced the item, newest first (the run_links table's key)
+        produced, more = list_runs_page(
+            self.store, RunFilter(project=viewer.project), before=None, limit=PAGE_SIZE,
+            link=(kind, item_id),
+        )  # fmt: skip
         return page(
             request, "content.html", viewer, kind=kind, item_id=item_id, runs=runs,
-            suspected=suspected, summaries=summaries,
+            suspected=suspected, summaries=summaries, produced=produced, more=more is not None,
         )  # fmt: skip
 
     # -- review ---------------------------------------------------------------------------------

@@ -69,6 +69,8 @@ class ReviewSettings:
     only)."""
     base_url: str | None = None
     """The dashboard's base URL: payloads link to ``{base_url}/runs/{id}``."""
+    lease: float = 300.0
+    """Seconds an ``agentlens serve`` process's review claims hold (``review.lease``)."""
 
     def scorers_for(self, agent: str | None) -> tuple[str, ...]:
         """The review scorer names of an agent role."""
@@ -212,4 +214,5 @@ def review_settings(settings: Settings | None = None) -> ReviewSettings:
             float,
             0.001,
         ),
+        lease=_number(table["lease"], at("lease"), "review.lease", float, 0.001),
     )

@@ -92,14 +92,15 @@ def start_reviewer(store: Any) -> Any:
     """The review pipeline's background reviewer over ``store``, started. It claims the runs it
     reviews (under this process's name), so several servers (and ``agentlens worker``
     processes) on one store share the queue: no run is reviewed twice, and the runs of a
-    process that died are reviewed by another after the lease."""
+    process that died are reviewed by another after the lease (``review.lease``, 300 s)."""
     import os
     import socket
 
-    from agentlens.review import Reviewer
+    from agentlens.review import Reviewer, review_settings
 
     worker = f"serve:{socket.gethostname()}:{os.getpid()}"
-    return Reviewer(store, interval=1.0, worker=worker).start()
+    lease = review_settings().lease  # review.lease, AGENTLENS_REVIEW_LEASE
+    return Reviewer(store, interval=1.0, worker=worker, lease_s=lease).start()
 
 
 def _child(options: _Options, wake: Any, stop: Any, counts: Any, parent: int) -> None:

@@ -13,7 +13,9 @@ tables hold.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -48,6 +50,9 @@ class Migration:
     """A short description, recorded with the version."""
     statements: tuple[str, ...]
     """The SQL statements to run, in order, inside the migration transaction."""
+    then: Callable[[sqlite3.Connection], None] | None = None
+    """Python to run after the statements, in the same transaction (what SQL cannot do
+    exactly, such as reading JSON text that holds a NUL)."""
 
 
 _INITIAL = Migration(
@@ -326,8 +331,66 @@ _BULK_ROLLUP = Migration(
     BULK_ROLLUP,
 )
 
+# -- migration 8: the runs' content links as rows ------------------------------------------------
+#
+# ``run_links`` (kind, item_id, run_id, sort_at): one row per entry of a run's ``links``, written
+# with the run by ``put_traces`` and deleted with it (a replaced run's rows are written again), so
+# ``/api/runs?link=KIND:ID`` reads the item's runs from the primary key, newest first, instead of
+# scanning ``json_extract(doc, '$.links...')`` run after run. Filled here from the stored runs:
+# in SQL for documents without a NUL character (SQLite's JSON functions cut text at a NUL), in
+# Python for the others.
+
+_NUL_JSON = "\\u0000"
+"""A NUL character as the stored JSON text writes it."""
+
+
+def _fill_links_with_nul(conn: sqlite3.Connection) -> None:
+    rows = conn.execute(
+        "SELECT id, sort_at, doc FROM runs WHERE instr(doc, ?) > 0", (_NUL_JSON,)
+    ).fetchall()
+    for run_id, sort_at, doc in rows:
+        try:
+            links = json.loads(doc).get("links")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(links, dict):
+            conn.executemany(
+                "INSERT OR IGNORE INTO run_links (kind, item_id, run_id, sort_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(k, str(v), run_id, sort_at) for k, v in links.items()],
+            )
+
+
+RUN_LINKS_SCHEMA: tuple[str, ...] = (
+    """
+    CREATE TABLE IF NOT EXISTS run_links (
+        kind    TEXT    NOT NULL,
+        item_id TEXT    NOT NULL,
+        run_id  TEXT    NOT NULL,
+        sort_at INTEGER NOT NULL,
+        PRIMARY KEY (kind, item_id, sort_at, run_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX IF NOT EXISTS run_links_by_run ON run_links (run_id)",
+)
+
+_RUN_LINKS = Migration(
+    8,
+    "run_links: the runs' content links, for /api/runs?link=",
+    (
+        *RUN_LINKS_SCHEMA,
+        "INSERT OR IGNORE INTO run_links (kind, item_id, run_id, sort_at)"
+        " SELECT l.key, CAST(l.value AS TEXT), r.id, r.sort_at"
+        " FROM runs r, json_each(r.doc, '$.links') l"
+        f" WHERE instr(r.doc, '{_NUL_JSON}') = 0 AND json_valid(r.doc)"
+        " AND json_type(r.doc, '$.links') = 'object'",
+    ),
+    _fill_links_with_nul,
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES, _CLAIMS, _ROLLUP_BY_PROJECT, _BULK_ROLLUP,
+    _RUN_LINKS,
 )  # fmt: skip
 """Every migration, oldest first. Versions are 1..N without gaps."""
 
@@ -390,6 +453,8 @@ def migrate(
                 continue
             for statement in migration.statements:
                 conn.execute(statement)
+            if migration.then is not None:
+                migration.then(conn)
             conn.execute(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, datetime.now(UTC).isoformat()),

@@ -14,6 +14,8 @@ Functions carry ``SET search_path FROM CURRENT`` so triggers resolve tables in t
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +28,8 @@ __all__ = [
     "MIGRATIONS_TABLE",
     "NO_HOUR",
     "PG_MIGRATIONS",
+    "RATE_ROLLUP_FILL",
+    "REMOVED_FROM_ROLLUP",
     "PgMigration",
     "latest_pg_version",
     "migrate_pg",
@@ -44,6 +48,8 @@ class PgMigration:
     version: int
     name: str
     statements: tuple[str, ...]
+    then: Callable[[Any], None] | None = None
+    """Python to run after the statements, in the same transaction (given the connection)."""
 
 
 def _hour(t: str) -> str:
@@ -259,7 +265,7 @@ END
 $fn$
 """
 
-RATE_ROLLUP_FILL: tuple[str, ...] = (
+_RATE_ROLLUP_FILL_V1: tuple[str, ...] = (
     "DELETE FROM rate_rollup",
     "DELETE FROM rate_runs",
     "DELETE FROM run_rollup",
@@ -268,8 +274,7 @@ RATE_ROLLUP_FILL: tuple[str, ...] = (
     " release, count(*) FROM runs GROUP BY 1, 2, 3",
     "SELECT agentlens_compact_rollups()",
 )
-"""Statements that recompute the rate tables from ``runs`` and ``scores`` (for a bulk load that
-bypassed the triggers, and for the tests that check the triggers)."""
+"""Migration 2's statements that filled its rate tables (the current ones: :data:`RATE_ROLLUP_FILL`)."""
 
 _RATE_ROLLUP = PgMigration(
     2,
@@ -330,7 +335,7 @@ _RATE_ROLLUP = PgMigration(
         "CREATE TRIGGER rate_runs_update AFTER UPDATE ON runs"
         " REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"
         " FOR EACH STATEMENT EXECUTE FUNCTION agentlens_runs_changed()",
-        *RATE_ROLLUP_FILL,
+        *_RATE_ROLLUP_FILL_V1,
     ),
 )
 
@@ -427,7 +432,276 @@ _REVIEW = PgMigration(
 
 _SERVER_TABLES = PgMigration(4, "server: api_keys, otlp_spans, otlp_traces", SERVER_TABLES)
 
-PG_MIGRATIONS: tuple[PgMigration, ...] = (_INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES)
+# -- migration 5: the runs' content links as rows (SQLite's migration 8) ------------------------
+#
+# ``run_links`` (kind, item_id, run_id, sort_at), text escaped as every column (``enc``): one row
+# per entry of a run's ``links``, written with the run and deleted with it, so
+# ``/api/runs?link=KIND:ID`` reads the item's runs from the primary key, newest first. Filled from
+# the stored runs in SQL, except documents holding a NUL (PostgreSQL's JSON functions refuse to
+# turn ``\u0000`` into text), which are read in Python.
+
+_NUL_JSON = "\\u0000"
+"""A NUL character as the stored JSON text writes it."""
+
+
+def _enc_sql(v: str) -> str:
+    """SQL: :func:`agentlens.store._pg_text.enc` of a text that holds no NUL."""
+    return f"(CASE WHEN left({v}, 1) = chr(1) THEN chr(1) || replace({v}, chr(1), chr(1) || chr(1)) ELSE {v} END)"
+
+
+def _fill_links_with_nul(conn: Any) -> None:
+    from agentlens.store._pg_text import enc
+
+    rows = conn.execute(
+        "SELECT id, sort_at, doc::text FROM runs WHERE strpos(doc::text, %s) > 0", (_NUL_JSON,)
+    ).fetchall()
+    for run_id, sort_at, doc in rows:
+        try:
+            links = json.loads(doc).get("links")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(links, dict) and links:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO run_links (kind, item_id, run_id, sort_at) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT DO NOTHING",
+                    [(enc(k), enc(str(v)), run_id, sort_at) for k, v in links.items()],
+                )
+
+
+_RUN_LINKS = PgMigration(
+    5,
+    "run_links: the runs' content links, for /api/runs?link=",
+    (
+        """
+        CREATE TABLE IF NOT EXISTS run_links (
+            kind    text COLLATE "C" NOT NULL,
+            item_id text COLLATE "C" NOT NULL,
+            run_id  text COLLATE "C" NOT NULL,
+            sort_at bigint NOT NULL,
+            PRIMARY KEY (kind, item_id, sort_at, run_id)
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS run_links_by_run ON run_links (run_id)",
+        # a CASE, not a WHERE: its branches are tried in order (the planner may reorder quals),
+        # so a document holding a NUL never reaches a JSON operator
+        "INSERT INTO run_links (kind, item_id, run_id, sort_at)"
+        f" SELECT {_enc_sql('l.key')}, {_enc_sql('l.value')}, r.id, r.sort_at FROM runs r,"
+        f" json_each_text(CASE WHEN strpos(r.doc::text, '{_NUL_JSON}') > 0 THEN NULL"
+        " WHEN json_typeof(r.doc -> 'links') = 'object' THEN r.doc -> 'links' END) AS l"
+        " ON CONFLICT DO NOTHING",
+    ),
+    _fill_links_with_nul,
+)
+
+# -- migration 6: the rate rollups by project, with the flagged runs' ids ------------------------
+#
+# The rate tables of migration 2, made again with two more things in them:
+#
+# - ``project`` (of ``rate_runs``, and part of the key of ``rate_rollup`` and ``run_rollup``), so
+#   a server key's rate (one project's) is read from the rollups, as on SQLite (its migration 6),
+#   instead of being counted in Python over the project's runs.
+# - ``rate_rollup.run_ids``: the ids of the runs a delta row counts, when their signature holds a
+#   ``flagged`` verdict (``rate_runs.flags``; ``NULL`` otherwise). A rate lists its flagged runs
+#   (every id is in the JSON of ``agentlens rate``): with the ids in the rollup, that is reading
+#   the window's compacted rows (one array per hour, role, release, project and signature) instead
+#   of an index scan of every flagged run and an ``array_agg`` of them. A delta row of a removal
+#   carries the removed ids: the ids of a key are those of its positive rows less those of its
+#   negative ones, which is what ``agentlens_compact_rollups()`` merges them to (sorted) and what
+#   a reader does with a key's rows that are not merged yet.
+#
+# The old tables are dropped and filled again from ``scores`` and ``runs`` (``rate_sigs`` is
+# kept: a signature's id is the md5 of its text).
+
+
+def _refresh_body_v2(where: str) -> str:
+    """:func:`_refresh_body` of migration 6 (with ``project``, ``flags`` and the flagged ids)."""
+    return f"""
+    WITH cur AS (
+        SELECT s.run_id, min(s.run_started_at) AS started_at, min(s.run_agent) AS agent,
+            min(s.run_release) AS release, min(s.run_project) AS project,
+            bool_or(s.verdict = 'flagged') AS flags, {_SIG} AS sig
+        FROM scores s WHERE {where} GROUP BY s.run_id),
+    sigs AS (
+        INSERT INTO rate_sigs (id, sig) SELECT DISTINCT md5(sig)::uuid, sig FROM cur
+        ON CONFLICT DO NOTHING),
+    ins AS (
+        INSERT INTO rate_runs (run_id, started_at, hour, agent, release, project, flags, sig)
+        SELECT run_id, started_at, {_hour("started_at")}, agent, release, project, flags,
+            md5(sig)::uuid
+        FROM cur RETURNING run_id, hour, agent, release, project, flags, sig)
+    INSERT INTO rate_rollup (hour, agent, release, project, sig, n, run_ids)
+        SELECT hour, agent, release, project, sig, count(*),
+            array_agg(run_id) FILTER (WHERE flags)
+        FROM ins GROUP BY 1, 2, 3, 4, 5"""
+
+
+REMOVED_FROM_ROLLUP = """
+    INSERT INTO rate_rollup (hour, agent, release, project, sig, n, run_ids)
+        SELECT hour, agent, release, project, sig, -count(*), array_agg(run_id) FILTER (WHERE flags)
+        FROM old GROUP BY 1, 2, 3, 4, 5"""
+"""SQL after a CTE ``old`` of deleted ``rate_runs`` rows: their negative delta rows."""
+
+_REFRESH_FN_V2 = f"""
+CREATE OR REPLACE FUNCTION agentlens_rate_refresh(ids text[]) RETURNS void LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+BEGIN
+    WITH old AS (DELETE FROM rate_runs WHERE run_id = ANY(ids)
+                 RETURNING run_id, hour, agent, release, project, flags, sig)
+    {REMOVED_FROM_ROLLUP};
+    {_refresh_body_v2("s.run_id = ANY(ids)")};
+END
+$fn$
+"""
+
+_RUNS_TRIGGER_FN_V2 = f"""
+CREATE OR REPLACE FUNCTION agentlens_runs_changed() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+BEGIN
+    IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
+        INSERT INTO run_rollup (hour, agent, release, project, n)
+            SELECT {_hour("started_at")}, agent, release, project, count(*) FROM new_rows
+            GROUP BY 1, 2, 3, 4;
+    END IF;
+    IF TG_OP = 'DELETE' OR TG_OP = 'UPDATE' THEN
+        INSERT INTO run_rollup (hour, agent, release, project, n)
+            SELECT {_hour("started_at")}, agent, release, project, -count(*) FROM old_rows
+            GROUP BY 1, 2, 3, 4;
+    END IF;
+    RETURN NULL;
+END
+$fn$
+"""
+
+_SAME_KEY = (
+    "{a}.hour = {b}.hour AND {a}.agent IS NOT DISTINCT FROM {b}.agent"
+    " AND {a}.release IS NOT DISTINCT FROM {b}.release AND {a}.project = {b}.project"
+)
+
+_COMPACT_FN_V2 = f"""
+CREATE OR REPLACE FUNCTION agentlens_compact_rollups() RETURNS bigint LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $fn$
+DECLARE
+    merged bigint := 0;
+    k bigint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(8318, hashtext(current_schema())) THEN
+        RETURN -1;  -- another compaction is running
+    END IF;
+    WITH keys AS (SELECT DISTINCT hour, agent, release, project, sig FROM rate_rollup WHERE fresh),
+    gone AS (
+        DELETE FROM rate_rollup r USING keys k
+        WHERE {_SAME_KEY.format(a="r", b="k")} AND r.sig = k.sig
+        RETURNING r.hour, r.agent, r.release, r.project, r.sig, r.n, r.run_ids),
+    sums AS (
+        SELECT hour, agent, release, project, sig, sum(n) AS n FROM gone
+        GROUP BY 1, 2, 3, 4, 5 HAVING sum(n) <> 0),
+    held AS (  -- the ids of each key: added by its positive rows, not removed by a negative one
+        SELECT hour, agent, release, project, sig, array_agg(i ORDER BY i COLLATE "C") AS ids
+        FROM (SELECT hour, agent, release, project, sig, i FROM gone, unnest(gone.run_ids) AS i
+              GROUP BY 1, 2, 3, 4, 5, 6
+              HAVING sum(CASE WHEN n > 0 THEN 1 ELSE -1 END) > 0) AS x
+        GROUP BY 1, 2, 3, 4, 5),
+    ins AS (
+        INSERT INTO rate_rollup (hour, agent, release, project, sig, n, run_ids, fresh)
+        SELECT s.hour, s.agent, s.release, s.project, s.sig, s.n, h.ids, false
+        FROM sums s LEFT JOIN held h ON {_SAME_KEY.format(a="h", b="s")} AND h.sig = s.sig
+        RETURNING 1)
+    SELECT (SELECT count(*) FROM gone) INTO k;
+    merged := merged + k;
+    WITH keys AS (SELECT DISTINCT hour, agent, release, project FROM run_rollup WHERE fresh),
+    gone AS (
+        DELETE FROM run_rollup r USING keys k WHERE {_SAME_KEY.format(a="r", b="k")}
+        RETURNING r.hour, r.agent, r.release, r.project, r.n),
+    ins AS (
+        INSERT INTO run_rollup (hour, agent, release, project, n, fresh)
+        SELECT hour, agent, release, project, sum(n), false FROM gone GROUP BY 1, 2, 3, 4
+        HAVING sum(n) <> 0 RETURNING 1)
+    SELECT (SELECT count(*) FROM gone) INTO k;
+    RETURN merged + k;
+END
+$fn$
+"""
+
+RATE_ROLLUP_FILL: tuple[str, ...] = (
+    "DELETE FROM rate_rollup",
+    "DELETE FROM rate_runs",
+    "DELETE FROM run_rollup",
+    _refresh_body_v2("TRUE"),
+    f"INSERT INTO run_rollup (hour, agent, release, project, n) SELECT {_hour('started_at')},"
+    " agent, release, project, count(*) FROM runs GROUP BY 1, 2, 3, 4",
+    "SELECT agentlens_compact_rollups()",
+)
+"""Statements that recompute the rate tables from ``runs`` and ``scores`` (for a bulk load that
+bypassed the triggers, and for the tests that check the triggers)."""
+
+RATE_ROLLUP_SCHEMA_V2: tuple[str, ...] = (
+    """
+    CREATE TABLE rate_runs (
+        run_id     text COLLATE "C" PRIMARY KEY,
+        started_at bigint,
+        hour       bigint NOT NULL,
+        agent      text COLLATE "C",
+        release    text COLLATE "C",
+        project    text COLLATE "C" NOT NULL,
+        flags      boolean NOT NULL,
+        sig        uuid NOT NULL
+    )
+    """,
+    "CREATE INDEX rate_runs_by_sig ON rate_runs (sig, started_at)"
+    " INCLUDE (run_id, agent, release, project)",
+    "CREATE INDEX rate_runs_by_time ON rate_runs (started_at, agent, release, project, sig)",
+    """
+    CREATE TABLE rate_rollup (
+        hour    bigint NOT NULL,
+        agent   text COLLATE "C",
+        release text COLLATE "C",
+        project text COLLATE "C" NOT NULL,
+        sig     uuid NOT NULL,
+        n       bigint NOT NULL,
+        run_ids text[] COLLATE "C",
+        fresh   boolean NOT NULL DEFAULT true
+    )
+    """,
+    "CREATE INDEX rate_rollup_by_hour ON rate_rollup (hour)",
+    "CREATE INDEX rate_rollup_fresh ON rate_rollup (hour) WHERE fresh",
+    """
+    CREATE TABLE run_rollup (
+        hour    bigint NOT NULL,
+        agent   text COLLATE "C",
+        release text COLLATE "C",
+        project text COLLATE "C" NOT NULL,
+        n       bigint NOT NULL,
+        fresh   boolean NOT NULL DEFAULT true
+    )
+    """,
+    "CREATE INDEX run_rollup_by_hour ON run_rollup (hour)",
+    "CREATE INDEX run_rollup_fresh ON run_rollup (hour) WHERE fresh",
+)
+
+_ROLLUP_BY_PROJECT = PgMigration(
+    6,
+    "rate rollups by project, with the flagged runs' ids (rate_rollup.run_ids)",
+    (
+        "DROP TABLE rate_rollup",
+        "DROP TABLE rate_runs",
+        "DROP TABLE run_rollup",
+        *RATE_ROLLUP_SCHEMA_V2,
+        _REFRESH_FN_V2,
+        _RUNS_TRIGGER_FN_V2,
+        _COMPACT_FN_V2,
+        *RATE_ROLLUP_FILL,
+    ),
+)
+
+PG_MIGRATIONS: tuple[PgMigration, ...] = (
+    _INITIAL,
+    _RATE_ROLLUP,
+    _REVIEW,
+    _SERVER_TABLES,
+    _RUN_LINKS,
+    _ROLLUP_BY_PROJECT,
+)
 """Every PostgreSQL migration, oldest first. Versions are 1..N without gaps."""
 
 
@@ -475,6 +749,8 @@ def migrate_pg(conn: Any, schema: str, where: str) -> int:
                 continue
             for statement in migration.statements:
                 conn.execute(statement)
+            if migration.then is not None:
+                migration.then(conn)
             conn.execute(
                 f"INSERT INTO {MIGRATIONS_TABLE} (version, name, applied_at) VALUES (%s, %s, %s)",
                 (migration.version, migration.name, datetime.now(UTC).isoformat()),

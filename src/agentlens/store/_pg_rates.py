@@ -62,8 +62,17 @@ def _edges(q: RateQuery) -> tuple[list[tuple[str, list[Any]]], list[tuple[int, i
     return [(cond, args)], partial
 
 
-def _agent(q: RateQuery, column: str = "agent") -> tuple[str, list[Any]]:
-    return (f" AND {column} = %s", [enc(q.agent)]) if q.agent is not None else ("", [])
+def _agent(q: RateQuery) -> tuple[str, list[Any]]:
+    """SQL (each condition after `` AND``) for ``q``'s agent role and project, on columns
+    ``agent`` and ``project`` (every rate table has both), and its parameters."""
+    sql, args = "", []
+    if q.agent is not None:
+        sql += " AND agent = %s"
+        args.append(enc(q.agent))
+    if q.project is not None:
+        sql += " AND project = %s"
+        args.append(enc(q.project))
+    return sql, args
 
 
 def _keys(by: str | None, time_sql: str | None) -> tuple[str, str]:
@@ -181,40 +190,101 @@ def pg_rate_counts(store: Any, query: RateQuery, by: str | None = None) -> list[
 
 
 def _add_flagged_ids(conn: Any, query: RateQuery, by: str | None, tally: _Tally) -> None:
-    """The ids of the window's runs of the flagging signatures, grouped in the server by what
-    the breakdown tells apart: a row per (signature, agent, day or release), not per run."""
+    """The ids of the window's runs of the flagging signatures: for its whole hours, the arrays
+    of ``rate_rollup.run_ids`` (PostgreSQL migration 6), for its partial hours the rows of
+    ``rate_runs``, grouped in the server; each handed to the tally once per (signature, agent,
+    and day or release when the breakdown tells them apart)."""
     agent_sql, agent_args = _agent(query)
-    clauses, args = [], []
-    if query.start_us is not None:
-        clauses.append("started_at >= %s")
-        args.append(query.start_us)
-    if query.end_us is not None:
-        clauses.append("started_at < %s")
-        args.append(query.end_us)
-    if query.undated:
-        clauses.append("started_at IS NULL")
-    extra = "".join(f" AND {c}" for c in clauses)
-    day_col = (
-        f"floor(started_at / {24 * HOUR_US}.0)::bigint" if by in ("day", "week") else "NULL::bigint"
+    whole, partial = _edges(query)
+    flagging = sorted(tally.flagging)
+    by_day = by in ("day", "week")
+    by_release = by == "release"
+    groups: dict[tuple[Any, Any, Any, Any], list[str]] = {}
+    hour_col = "hour" if by_day else "NULL::bigint"
+    r_col = "release" if by_release else "NULL::text"
+    same = (
+        "d.hour = w.hour AND d.agent IS NOT DISTINCT FROM w.agent"
+        " AND d.release IS NOT DISTINCT FROM w.release AND d.project = w.project AND d.sig = w.sig"
     )
-    r_col = "release" if by == "release" else "NULL::text"
-    for sig, agent, day, release, run_ids in conn.execute(
-        "SELECT sig::text, agent, d, r, ids FROM (SELECT sig, agent, "
-        f"{day_col} AS d, {r_col} AS r, array_agg(run_id) AS ids FROM rate_runs"
-        f" WHERE sig = ANY(%s::uuid[]){extra}{agent_sql} GROUP BY 1, 2, 3, 4) AS f",
-        [sorted(tally.flagging), *args, *agent_args],
-    ).fetchall():
-        plain: list[str] = [(dec(i) or "") if i[:1] == "\x01" else i for i in run_ids]
-        tally.add_ids(_NO_DAY if day is None else day, dec(agent), dec(release), sig, plain)
+    for cond, args in whole:
+        # A key's rows are one merged row (its ids sorted) unless it has fresh delta rows, whose
+        # ids are added (positive rows) or removed (negative rows): those keys' rows come with
+        # their whole key and are netted here; the others only with what the groups need.
+        rows = conn.execute(
+            "WITH w AS (SELECT fresh, hour, agent, release, project, sig, n, run_ids"
+            f" FROM rate_rollup WHERE {cond} AND sig = ANY(%s::uuid[]){agent_sql}),"
+            " d AS (SELECT DISTINCT hour, agent, release, project, sig FROM w WHERE fresh)"
+            f" SELECT false, sig::text, agent, {hour_col}, {r_col}, NULL::bigint, NULL::text,"
+            f" run_ids FROM w WHERE NOT EXISTS (SELECT 1 FROM d WHERE {same})"
+            " UNION ALL SELECT true, sig::text, agent, hour, release, n, project, run_ids"
+            f" FROM w WHERE EXISTS (SELECT 1 FROM d WHERE {same})",
+            [*args, flagging, *agent_args],
+            binary=True,
+        ).fetchall()
+        dirty: dict[tuple[Any, ...], list[tuple[int, list[str]]]] = {}
+        for is_dirty, sig, agent, hour, release, n, project, run_ids in rows:
+            if is_dirty:
+                dirty.setdefault((sig, agent, hour, release, project), []).append(
+                    (n, run_ids or [])
+                )
+                continue
+            day = (_NO_DAY if hour == NO_HOUR else hour // 24) if by_day else None
+            key = (sig, agent, day, release)
+            found = groups.get(key)
+            if found is None:
+                groups[key] = found = []
+            found += run_ids
+        for (sig, agent, hour, release, _), deltas in dirty.items():
+            day = (_NO_DAY if hour == NO_HOUR else hour // 24) if by_day else None
+            key = (sig, agent, day, release if by_release else None)
+            groups.setdefault(key, []).extend(_net(deltas))
+    day_col = f"floor(started_at / {24 * HOUR_US}.0)::bigint" if by_day else "NULL::bigint"
+    for lo, hi in partial:
+        for sig, agent, day, release, run_ids in conn.execute(
+            f"SELECT sig::text, agent, {day_col}, {r_col}, array_agg(run_id) FROM rate_runs"
+            f" WHERE sig = ANY(%s::uuid[]) AND started_at >= %s AND started_at < %s{agent_sql}"
+            " GROUP BY 1, 2, 3, 4",
+            [flagging, lo, hi, *agent_args],
+            binary=True,
+        ).fetchall():
+            groups.setdefault((sig, agent, day, release), []).extend(run_ids)
+    for (sig, agent, day, release), run_ids in groups.items():
+        tally.add_ids(
+            _NO_DAY if day is None else day, dec(agent), dec(release), sig, _plain(run_ids)
+        )
 
 
-def pg_stored_scorers(store: Any) -> list[str]:
+def _net(deltas: list[tuple[int, list[str]]]) -> list[str]:
+    """The ids one key's delta rows hold: those of its positive rows, less its negative ones'."""
+    held: dict[str, int] = {}
+    for n, run_ids in deltas:
+        step = 1 if n > 0 else -1
+        for run_id in run_ids:
+            held[run_id] = held.get(run_id, 0) + step
+    return [run_id for run_id, k in held.items() if k > 0]
+
+
+def _plain(run_ids: list[str]) -> list[str]:
+    """Stored run ids as they were given (:func:`dec`): an escaped one starts with ``\\x01``,
+    which most lists do not hold anywhere (one ``in`` over their text, not a loop)."""
+    if "\x01" not in "".join(run_ids):
+        return run_ids
+    return [(dec(i) or "") if i[:1] == "\x01" else i for i in run_ids]
+
+
+def pg_stored_scorers(store: Any, project: str | None = None) -> list[str]:
     """:func:`agentlens.store._sqlite_rates.stored_scorers`'s SQL, on PostgreSQL."""
-    return list(store.read(lambda c: stored_scorers(pg_conn(c))))
+    return list(store.read(lambda c: stored_scorers(pg_conn(c), project)))
 
 
 def pg_stored_versions(
-    store: Any, scorer: str, start_us: int | None = None, end_us: int | None = None
+    store: Any,
+    scorer: str,
+    start_us: int | None = None,
+    end_us: int | None = None,
+    project: str | None = None,
 ) -> list[tuple[str, int]]:
     """:func:`agentlens.store._sqlite_rates.stored_versions`'s SQL, on PostgreSQL."""
-    return list(store.read(lambda c: stored_versions(pg_conn(c), scorer, start_us, end_us)))
+    return list(
+        store.read(lambda c: stored_versions(pg_conn(c), scorer, start_us, end_us, project))
+    )

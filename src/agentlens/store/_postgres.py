@@ -76,7 +76,7 @@ from agentlens.errors import (
 )
 from agentlens.model import Score, Trace
 from agentlens.store._copy import TableCopyMixin
-from agentlens.store._pg_migrations import HOUR_US, migrate_pg
+from agentlens.store._pg_migrations import HOUR_US, REMOVED_FROM_ROLLUP, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, _metadata, pg_conn, pg_summary_columns
 from agentlens.store._pg_server import PgServerMixin
 from agentlens.store._pg_text import dec, enc
@@ -195,6 +195,7 @@ def _month_name(month: int) -> str:
 class _Prepared:
     row: tuple[Any, ...]
     digest: bytes
+    links: dict[str, str]
 
 
 class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
@@ -409,20 +410,20 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                     lo, hi = _month_bounds(month)
                     part = f"runs_{_month_name(month)}"
                     conn.execute(
-                        "WITH gone AS (DELETE FROM rate_runs WHERE started_at >= %s"
-                        " AND started_at < %s RETURNING hour, agent, release, sig)"
-                        " INSERT INTO rate_rollup (hour, agent, release, sig, n)"
-                        " SELECT hour, agent, release, sig, -count(*) FROM gone"
-                        " GROUP BY 1, 2, 3, 4",
+                        "WITH old AS (DELETE FROM rate_runs WHERE started_at >= %s"
+                        " AND started_at < %s"
+                        " RETURNING run_id, hour, agent, release, project, flags, sig)"
+                        + REMOVED_FROM_ROLLUP,
                         (lo, hi),
                     )
                     conn.execute(
-                        "INSERT INTO run_rollup (hour, agent, release, n)"
+                        "INSERT INTO run_rollup (hour, agent, release, project, n)"
                         f" SELECT floor(started_at / {HOUR_US}.0)::bigint, agent, release,"
-                        f" -count(*) FROM {part} GROUP BY 1, 2, 3"
+                        f" project, -count(*) FROM {part} GROUP BY 1, 2, 3, 4"
                     )
                     conn.execute(f"DELETE FROM run_keys k USING {part} r WHERE k.id = r.id")
                     for table in (
+                        "run_links",
                         "run_review",
                         "run_flag_modes",
                         "content_flags",
@@ -553,6 +554,17 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             " digest, doc, steps)",
             [list(c) for c in columns],
         )
+        links = [
+            (enc(kind), enc(item), p.row[0], p.row[7])
+            for p in prepared.values()
+            for kind, item in p.links.items()
+        ]
+        if links:
+            conn.execute(
+                "INSERT INTO run_links (kind, item_id, run_id, sort_at) SELECT * FROM unnest("
+                "%s::text[], %s::text[], %s::text[], %s::bigint[])",
+                [list(c) for c in zip(*links, strict=True)],
+            )
         self._review_rows_for_new_runs(
             pg_conn(conn), [(dec(p.row[0]), p.row[7], dec(p.row[2])) for p in prepared.values()]
         )
@@ -580,7 +592,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             doc,
             steps,
         )
-        return _Prepared(row=row, digest=digest)
+        return _Prepared(row=row, digest=digest, links=dict(trace.links))
 
     def _delete(
         self, conn: Any, keys: list[str], *, forget: bool = False, replacing: bool = False
@@ -589,6 +601,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         follow. ``forget``: also their ``run_keys`` rows. ``replacing``: they are about to be
         written again (verdicts and content flags kept, as in SQLite)."""
         conn.execute("DELETE FROM scores WHERE run_id = ANY(%s)", (keys,))
+        conn.execute("DELETE FROM run_links WHERE run_id = ANY(%s)", (keys,))
         deleted = int(conn.execute("DELETE FROM runs WHERE id = ANY(%s)", (keys,)).rowcount)
         if forget:
             conn.execute("DELETE FROM run_keys WHERE id = ANY(%s)", (keys,))
@@ -682,8 +695,12 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         from agentlens.store._sqlite_review import summary_of
 
         filt = _filter(where).with_review()
-        if link is not None:
-            filt = filt.plus("json_extract_path_text(r.doc, 'links', %s) = %s", *link)
+        if link is not None:  # the item's rows of run_links (PostgreSQL migration 5)
+            filt = _Filter(
+                (*filt.clauses, "l.kind = %s", "l.item_id = %s"),
+                (*filt.params, enc(link[0]), enc(link[1])),
+                " JOIN run_links l ON l.sort_at = r.sort_at AND l.run_id = r.id" + filt.join,
+            )
         clauses, params = filt.sql()
         if before is not None:
             clauses.append("(r.sort_at, r.id) < (%s, %s)")
@@ -898,19 +915,28 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
 
         return pg_rate_counts(self, query, by)
 
-    def stored_scorers(self) -> list[str]:
-        """Every scorer name with at least one stored score."""
+    rates_by_project = True
+    """:meth:`rate_counts` answers a query's ``project`` from the rollups (PostgreSQL
+    migration 6), so a server key's rate is not counted in Python."""
+
+    def stored_scorers(self, project: str | None = None) -> list[str]:
+        """Every scorer name with at least one stored score (of a run of ``project``)."""
         from agentlens.store._pg_rates import pg_stored_scorers
 
-        return pg_stored_scorers(self)
+        return pg_stored_scorers(self, project)
 
     def stored_versions(
-        self, scorer: str, start_us: int | None = None, end_us: int | None = None
+        self,
+        scorer: str,
+        start_us: int | None = None,
+        end_us: int | None = None,
+        project: str | None = None,
     ) -> list[tuple[str, int]]:
-        """The versions of ``scorer`` scored in the window, with their latest ``scored_at``."""
+        """The versions of ``scorer`` scored in the window (on runs of ``project``), with their
+        latest ``scored_at``."""
         from agentlens.store._pg_rates import pg_stored_versions
 
-        return pg_stored_versions(self, scorer, start_us, end_us)
+        return pg_stored_versions(self, scorer, start_us, end_us, project)
 
     _writes = 0
 

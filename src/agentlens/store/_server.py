@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from agentlens.model import Trace
-from agentlens.store._sqlite_filter import _filter_sql, _where_clause
+from agentlens.store._sqlite_filter import _filter_sql, _FilterSQL, _where_clause
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, summary_of
 
 __all__ = [
@@ -322,9 +322,7 @@ def list_runs_page(
         return own
     filter_sql = _filter_sql(where).with_review()
     if link is not None:
-        filter_sql = filter_sql.plus(
-            "json_extract(r.doc, ?) = ?", '$.links."' + link[0] + '"', link[1]
-        )
+        filter_sql = _with_link(filter_sql, link)
     sort_col, id_col = filter_sql.key
     clauses, params = filter_sql.sql()
     if before is not None:
@@ -341,3 +339,20 @@ def list_runs_page(
     page = [summary_of(row) for row in rows[:limit]]
     cursor = (rows[limit - 1][0], rows[limit - 1][1]) if len(rows) > limit else None
     return page, cursor
+
+
+def _with_link(filter_sql: _FilterSQL, link: tuple[str, str]) -> _FilterSQL:
+    """``filter_sql`` narrowed to the runs that link ``link`` (``run_links``, SQLite migration
+    8). Unless another table already orders the page (the flagged runs'), the item's rows of
+    ``run_links`` do, newest first from its primary key: a few index entries for an item with
+    few runs, not a scan of ``runs``."""
+    if filter_sql.key != ("r.sort_at", "r.id"):
+        return filter_sql.plus(
+            "r.id IN (SELECT run_id FROM run_links WHERE kind = ? AND item_id = ?)", *link
+        )
+    joined = replace(
+        filter_sql,
+        join=" JOIN run_links l ON l.run_id = r.id" + filter_sql.join,
+        key=("l.sort_at", "l.run_id"),
+    )
+    return joined.plus("l.kind = ? AND l.item_id = ?", *link)

@@ -69,6 +69,11 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
     release, signature). Triggers on ``scores`` and ``score_modes`` keep them exact under every
     write (see :mod:`agentlens.store._sqlite_rates`).
 
+``run_links`` (migration 8) — one row per entry of a run's ``links``: ``kind``, ``item_id``,
+    ``run_id``, ``sort_at``; primary key in that order, index ``(run_id)``. Written with the run
+    by ``put_traces`` (a replaced run's rows are written again) and deleted with it: what a page
+    of one content item's runs (``/api/runs?link=KIND:ID``) reads, newest first.
+
 ``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
 """
 
@@ -216,6 +221,7 @@ class _Prepared:
     row: tuple[Any, ...]
     doc: str
     steps: str
+    links: dict[str, str]
 
 
 class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
@@ -565,6 +571,14 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [item.row for item in prepared.values()],
             )
+            conn.executemany(
+                "INSERT INTO run_links (kind, item_id, run_id, sort_at) VALUES (?, ?, ?, ?)",
+                [
+                    (kind, item, p.row[0], p.row[7])
+                    for p in prepared.values()
+                    for kind, item in p.links.items()
+                ],
+            )
             self._review_rows_for_new_runs(
                 conn, [(item.row[0], item.row[7], item.row[2]) for item in prepared.values()]
             )
@@ -589,7 +603,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
             doc,
             steps,
         )
-        return _Prepared(row=row, doc=doc, steps=steps)
+        return _Prepared(row=row, doc=doc, steps=steps, links=dict(trace.links))
 
     @classmethod
     def _delete(
@@ -609,6 +623,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
             marks = _marks(len(part))
             conn.execute(f"DELETE FROM score_modes WHERE run_id IN {marks}", part)
             conn.execute(f"DELETE FROM scores WHERE run_id IN {marks}", part)
+            conn.execute(f"DELETE FROM run_links WHERE run_id IN {marks}", part)
             deleted += conn.execute(f"DELETE FROM runs WHERE id IN {marks}", part).rowcount
         cls._forget_review(conn, run_ids, replacing=replacing)
         return deleted
