@@ -13,8 +13,9 @@ and on the same runs, times:
 
 each scorer called as ``run_scorers`` calls it (one ``Evidence`` per run, shared by the scorers
 of that run; a fresh one every round so no cache outlives its round). Rounds alternate the order
-of the two groups. Prints the median per-run time of each group and the ratio; the target is
-transcript / grounding < 20%.
+of the two groups. Each group is timed in CPU time (``time.process_time``: what other jobs on
+the machine take from it is not counted) and the best round of each is kept; the wall-time
+medians are printed beside. The target is transcript / grounding < 20%.
 """
 
 from __future__ import annotations
@@ -152,15 +153,19 @@ def _evidence_bytes(trace: Trace) -> int:
     return sum(len(item.text.encode()) for item in ev.items)
 
 
-def _time_group(names: tuple[str, ...], traces: list[Trace], evidences: list[Evidence]) -> float:
+def _time_group(
+    names: tuple[str, ...], traces: list[Trace], evidences: list[Evidence]
+) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) to score every run with the group's scorers."""
     scorers = [get_scorer(n) for n in names]
+    cpu = time.process_time()
     start = time.perf_counter()
     for trace, ev in zip(traces, evidences, strict=True):
         for s in scorers:
             result = s.score(trace, ev)
             if result.error:
                 raise SystemExit(f"{s.name} failed: {result.error}")
-    return time.perf_counter() - start
+    return time.process_time() - cpu, time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,30 +186,37 @@ def main(argv: list[str] | None = None) -> int:
     warm = [Evidence(t) for t in traces[:5]]
     _time_group(GROUNDING, traces[:5], warm)
     _time_group(TRANSCRIPT, traces[:5], warm)
-    grounding: list[float] = []
-    transcript: list[float] = []
+    grounding: list[tuple[float, float]] = []
+    transcript: list[tuple[float, float]] = []
     for round_ in range(args.rounds):
         evidences = [Evidence(t) for t in traces]
         order = (GROUNDING, TRANSCRIPT) if round_ % 2 == 0 else (TRANSCRIPT, GROUNDING)
         for group in order:
             seconds = _time_group(group, traces, evidences)
             (grounding if group is GROUNDING else transcript).append(seconds)
-    g = statistics.median(grounding) / args.runs * 1e3
-    t = statistics.median(transcript) / args.runs * 1e3
+    g = min(c for c, _ in grounding) / args.runs * 1e3
+    t = min(c for c, _ in transcript) / args.runs * 1e3
+    g_wall = statistics.median(w for _, w in grounding) / args.runs * 1e3
+    t_wall = statistics.median(w for _, w in transcript) / args.runs * 1e3
     print(
         json.dumps(
             {
                 "grounding_ms_per_run": round(g, 3),
                 "transcript_ms_per_run": round(t, 3),
                 "ratio": round(t / g, 3),
+                "clock": "cpu, best round",
+                "wall_median_ratio": round(t_wall / g_wall, 3),
                 "target": "< 0.20",
             }
         )
     )
-    print(f"grounding (no_fabricated_refs + parametric_leakage): {g:.3f} ms/run")
-    print(f"transcript (repeated_tool_calls + excessive_steps + no_progress): {t:.3f} ms/run")
+    print(f"grounding (no_fabricated_refs + parametric_leakage): {g:.3f} ms/run of CPU")
     print(
-        f"transcript / grounding = {t / g:.1%}  ({'OK' if t / g < 0.2 else 'OVER'} against the 20% target)"
+        f"transcript (repeated_tool_calls + excessive_steps + no_progress): {t:.3f} ms/run of CPU"
+    )
+    print(
+        f"transcript / grounding = {t / g:.1%}  ({'OK' if t / g < 0.2 else 'OVER'} against the"
+        f" 20% target); wall-time medians: {g_wall:.3f} and {t_wall:.3f} ms/run, {t_wall / g_wall:.1%}"
     )
     return 0
 

@@ -36,8 +36,11 @@ def run(run_id, i, answer):
 
 store = open_store(url)
 for b in range(6):
-    batch = [run(f"w{k}-{b * 10 + j:03d}", b * 10 + j, f"CUST-{b * 10 + j}") for j in range(10)]
-    batch += [run(f"shared-{b}", b, f"writer {k} says CUST-{b}")]  # the same ids from every writer
+    # every third run cites an id its step did not return (flagged once reviewed)
+    batch = [run(f"w{k}-{b * 10 + j:03d}", b * 10 + j, f"CUST-{b * 10 + j + 5000 * (j % 3 == 0)}")
+             for j in range(10)]
+    # the same ids from every writer, flagged in some writers' versions only
+    batch += [run(f"shared-{b}", b, f"writer {k} says CUST-{b + 5000 * (k == 1)}")]
     store.put_traces(batch)
 store.close()
 """
@@ -129,6 +132,25 @@ def test_writers_workers_and_a_killed_worker(pg_url: str, tmp_path: Path) -> Non
         assert all(store.get_flags(run_id) is not None for run_id in ids)
         report = hallucination_rate(store=store, settings=Settings(), since_hours=24 * 400)
         assert report.runs == total and report.unscored == 0
+        # the rollups the concurrent writers left (delta rows, flagged ids added and removed as
+        # the shared runs were replaced) count what the runs and scores say, before and after
+        # compaction and after a rebuild
+        from datetime import UTC, datetime
+
+        from agentlens.analytics._rate import PythonRateSource
+
+        now = datetime.now(UTC)
+
+        def rate(source: Any) -> Any:
+            return hallucination_rate(store=source, settings=Settings(), since_hours=24 * 400,
+                                      now=now)  # fmt: skip
+
+        counted = rate(PythonRateSource(store))
+        assert counted.flagged > 0 and rate(store) == counted
+        store.compact_rollups()
+        assert rate(store) == counted
+        store.rebuild_rate_rollup()
+        assert rate(store) == counted
     finally:
         for proc in procs:
             if proc.poll() is None:

@@ -200,36 +200,28 @@ def _add_flagged_ids(conn: Any, query: RateQuery, by: str | None, tally: _Tally)
     by_day = by in ("day", "week")
     by_release = by == "release"
     groups: dict[tuple[Any, Any, Any, Any], list[str]] = {}
-    hour_col = "hour" if by_day else "NULL::bigint"
     r_col = "release" if by_release else "NULL::text"
-    same = (
-        "d.hour = w.hour AND d.agent IS NOT DISTINCT FROM w.agent"
-        " AND d.release IS NOT DISTINCT FROM w.release AND d.project = w.project AND d.sig = w.sig"
-    )
     for cond, args in whole:
-        # A key's rows are one merged row (its ids sorted) unless it has fresh delta rows, whose
-        # ids are added (positive rows) or removed (negative rows): those keys' rows come with
-        # their whole key and are netted here; the others only with what the groups need.
         rows = conn.execute(
-            "WITH w AS (SELECT fresh, hour, agent, release, project, sig, n, run_ids"
-            f" FROM rate_rollup WHERE {cond} AND sig = ANY(%s::uuid[]){agent_sql}),"
-            " d AS (SELECT DISTINCT hour, agent, release, project, sig FROM w WHERE fresh)"
-            f" SELECT false, sig::text, agent, {hour_col}, {r_col}, NULL::bigint, NULL::text,"
-            f" run_ids FROM w WHERE NOT EXISTS (SELECT 1 FROM d WHERE {same})"
-            " UNION ALL SELECT true, sig::text, agent, hour, release, n, project, run_ids"
-            f" FROM w WHERE EXISTS (SELECT 1 FROM d WHERE {same})",
+            "SELECT fresh, sig::text, agent, hour, release, project, n, run_ids FROM rate_rollup"
+            f" WHERE {cond} AND sig = ANY(%s::uuid[]){agent_sql}",
             [*args, flagging, *agent_args],
             binary=True,
         ).fetchall()
-        dirty: dict[tuple[Any, ...], list[tuple[int, list[str]]]] = {}
-        for is_dirty, sig, agent, hour, release, n, project, run_ids in rows:
-            if is_dirty:
-                dirty.setdefault((sig, agent, hour, release, project), []).append(
-                    (n, run_ids or [])
-                )
-                continue
+        # A key's rows are one merged row (its ids sorted) unless it has fresh delta rows, whose
+        # ids are added (positive rows) or removed (negative rows): those keys are netted here
+        # (in one pass: a key is looked up only when some row is fresh).
+        dirty: dict[tuple[Any, ...], list[tuple[int, list[str]]]] = {
+            row[1:6]: [] for row in rows if row[0]
+        }
+        for _, sig, agent, hour, release, project, n, run_ids in rows:
+            if dirty:
+                deltas = dirty.get((sig, agent, hour, release, project))
+                if deltas is not None:
+                    deltas.append((n, run_ids or []))
+                    continue
             day = (_NO_DAY if hour == NO_HOUR else hour // 24) if by_day else None
-            key = (sig, agent, day, release)
+            key = (sig, agent, day, release if by_release else None)
             found = groups.get(key)
             if found is None:
                 groups[key] = found = []
