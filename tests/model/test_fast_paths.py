@@ -502,3 +502,13 @@ def test_score_of_a_result_with_extras_keeps_them() -> None:
     result = ScoreResult(passed=True, judge_model="m")  # type: ignore[call-arg]
     score = Score.of(result, run_id="r", scorer="s", version="1")
     assert score.model_extra == {"judge_model": "m"}
+
+
+def test_score_of_for_a_subclass_of_score_fills_its_own_fields() -> None:
+    from agentlens.model import Score, ScoreResult
+
+    class Tagged(Score):
+        tag: str = "t"
+
+    score = Tagged.of(ScoreResult(passed=True), run_id="r", scorer="s", version="1")
+    assert type(score) is Tagged and score.tag == "t"

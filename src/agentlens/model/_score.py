@@ -183,7 +183,7 @@ class Score(ScoreResult):
         other result (a subclass, whose fields become extras) is dumped and validated.
         """
         if type(result) is ScoreResult:
-            if not result.__pydantic_extra__ and _attach is not None:
+            if cls is Score and not result.__pydantic_extra__ and _attach is not None:
                 return _attach(cls, result, run_id, scorer, version)
             values = dict(result.__dict__)
             values["findings"] = list(result.findings)
