@@ -176,6 +176,112 @@ def _delivery(row: Sequence[Any]) -> Delivery:
     )
 
 
+_CLEAN = RunFlags(FlagState.CLEAN)
+"""The flags of a run whose current scores all passed (what :func:`derive_from_current` gives)."""
+
+
+class _FlagWrites:
+    """The rows that re-deriving the flags of a part's runs writes, collected run by run and
+    written with one statement per kind of row for the whole part (each run's rows are its own,
+    keyed by its id, so the order of the statements across runs does not change what is
+    stored)."""
+
+    __slots__ = (
+        "clean",
+        "content",
+        "derived",
+        "flag_modes",
+        "live",
+        "now",
+        "reviews",
+    )
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+        self.derived: list[str] = []
+        """Runs whose flag modes are replaced."""
+        self.live: list[tuple[int, str, str]] = []
+        self.reviews: list[tuple[Any, ...]] = []
+        self.flag_modes: list[tuple[str, str]] = []
+        self.content: list[tuple[Any, ...]] = []
+        self.clean: list[str] = []
+        """Clean runs, whose content flags are released."""
+
+    def add(
+        self,
+        run_id: str,
+        flags: RunFlags | None,
+        verdicts: dict[str, str],
+        links: dict[str, str],
+    ) -> None:
+        """The rows of one run: its review row, its verdicts' liveness, its flag modes and the
+        content flags it holds."""
+        findings = flags.findings if flags is not None else ()
+        keys = {f.key for f in findings}
+        live = {k: v for k, v in verdicts.items() if k in keys}
+        open_count = sum(1 for f in findings if f.key not in live)
+        dismissed = bool(findings) and all(live.get(f.key) == "false_positive" for f in findings)
+        self.live.extend((int(k in keys), run_id, k) for k in verdicts)
+        self.reviews.append(
+            (
+                None if flags is None else str(flags.state),
+                int(flags is not None and flags.hallucination_detected),
+                None if flags is None else flags.reason,
+                json.dumps(list(flags.failure_modes)) if flags and flags.failure_modes else "[]",
+                json.dumps([f.to_json() for f in findings], ensure_ascii=False)
+                if findings
+                else "[]",
+                open_count,
+                run_id,
+            )
+        )
+        self.derived.append(run_id)
+        if flags is None:
+            return
+        if flags.state is FlagState.FLAGGED:
+            self.flag_modes.extend((run_id, mode) for mode in flags.failure_modes)
+            self.content.extend(
+                (kind, str(item), run_id, flags.reason, self.now, int(dismissed))
+                for kind, item in links.items()
+            )
+        elif flags.state is FlagState.CLEAN:
+            self.clean.append(run_id)
+        # unverifiable, error: neither flagged nor cleared; what the run held stays.
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write the collected rows (inside the caller's write transaction)."""
+        if self.live:
+            conn.executemany(
+                "UPDATE review_verdicts SET live = ? WHERE run_id = ? AND finding_key = ?",
+                self.live,
+            )
+        conn.executemany(
+            "UPDATE run_review SET state = ?, flagged = ?, reason = ?, modes = ?, findings = ?,"
+            " open = ? WHERE run_id = ?",
+            self.reviews,
+        )
+        if self.derived:
+            conn.execute(
+                f"DELETE FROM run_flag_modes WHERE run_id IN {_marks(len(self.derived))}",
+                self.derived,
+            )
+        if self.flag_modes:
+            conn.executemany(
+                "INSERT INTO run_flag_modes (run_id, mode) VALUES (?, ?)", self.flag_modes
+            )
+        if self.clean:
+            conn.execute(
+                f"DELETE FROM content_flags WHERE run_id IN {_marks(len(self.clean))}", self.clean
+            )
+        if self.content:
+            conn.executemany(
+                "INSERT INTO content_flags (kind, item_id, run_id, reason, flagged_at, dismissed)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, item_id, run_id) DO UPDATE SET"
+                " reason = excluded.reason, dismissed = excluded.dismissed",
+                self.content,
+            )
+
+
 class ReviewMixin:
     """Review methods of :class:`~agentlens.store.SQLiteStore` (see the module docstring)."""
 
@@ -320,8 +426,13 @@ class ReviewMixin:
             ):
                 if (run_id, scorer, version) in wanted:
                     docs[(run_id, scorer, version)] = Score.model_validate_json(doc)
-        current: dict[str, list[CurrentScore]] = {run_id: [] for run_id in part}
+        # a run whose current scores all passed is clean: only the others are derived in full
+        scored = {row[0] for row in latest.values()}
+        mixed = {row[0] for row in latest.values() if row[3] != Verdict.PASSED}
+        current: dict[str, list[CurrentScore]] = {run_id: [] for run_id in mixed}
         for run_id, scorer, version, verdict, _ in latest.values():
+            if run_id not in mixed:
+                continue
             score = docs.get((run_id, scorer, version))
             current[run_id].append(
                 CurrentScore(
@@ -339,64 +450,16 @@ class ReviewMixin:
         ):
             verdicts.setdefault(run_id, {})[key] = verdict
         links = self._run_links(conn, part)
+        writes = _FlagWrites(now)
         for run_id in part:
             if run_id not in links:
                 continue
-            flags = derive_from_current(current[run_id])
-            self._apply(conn, run_id, flags, verdicts.get(run_id, {}), links[run_id], now)
-
-    @staticmethod
-    def _apply(
-        conn: sqlite3.Connection,
-        run_id: str,
-        flags: RunFlags | None,
-        verdicts: dict[str, str],
-        links: dict[str, str],
-        now: int,
-    ) -> None:
-        findings = flags.findings if flags is not None else ()
-        keys = {f.key for f in findings}
-        live = {k: v for k, v in verdicts.items() if k in keys}
-        open_count = sum(1 for f in findings if f.key not in live)
-        dismissed = bool(findings) and all(live.get(f.key) == "false_positive" for f in findings)
-        if verdicts:
-            conn.executemany(
-                "UPDATE review_verdicts SET live = ? WHERE run_id = ? AND finding_key = ?",
-                [(int(k in keys), run_id, k) for k in verdicts],
-            )
-        conn.execute(
-            "UPDATE run_review SET state = ?, flagged = ?, reason = ?, modes = ?, findings = ?,"
-            " open = ? WHERE run_id = ?",
-            (
-                None if flags is None else str(flags.state),
-                int(flags is not None and flags.hallucination_detected),
-                None if flags is None else flags.reason,
-                json.dumps(list(flags.failure_modes) if flags else []),
-                json.dumps([f.to_json() for f in findings], ensure_ascii=False),
-                open_count,
-                run_id,
-            ),
-        )
-        conn.execute("DELETE FROM run_flag_modes WHERE run_id = ?", (run_id,))
-        if flags is None:
-            return
-        if flags.state is FlagState.FLAGGED:
-            conn.executemany(
-                "INSERT INTO run_flag_modes (run_id, mode) VALUES (?, ?)",
-                [(run_id, mode) for mode in flags.failure_modes],
-            )
-            conn.executemany(
-                "INSERT INTO content_flags (kind, item_id, run_id, reason, flagged_at, dismissed)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, item_id, run_id) DO UPDATE SET"
-                " reason = excluded.reason, dismissed = excluded.dismissed",
-                [
-                    (kind, str(item), run_id, flags.reason, now, int(dismissed))
-                    for kind, item in links.items()
-                ],
-            )
-        elif flags.state is FlagState.CLEAN:
-            conn.execute("DELETE FROM content_flags WHERE run_id = ?", (run_id,))
-        # unverifiable, error: neither flagged nor cleared; what the run held stays.
+            if run_id in mixed:
+                flags = derive_from_current(current[run_id])
+            else:
+                flags = _CLEAN if run_id in scored else None
+            writes.add(run_id, flags, verdicts.get(run_id, {}), links[run_id])
+        writes.flush(conn)
 
     # -- the queue ----------------------------------------------------------------------------
 
