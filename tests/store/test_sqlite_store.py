@@ -14,7 +14,14 @@ from agentlens.errors import ConfigError, SchemaVersionError, StoreError, Unread
 from agentlens.model import Trace
 from agentlens.store import SQLiteStore, open_store
 from agentlens.store import _migrations as migrations
-from agentlens.store._sqlite import NO_TIME, from_us, parse_sqlite_url, to_us
+from agentlens.store._sqlite import (
+    _ROWS_PER_INSERT,
+    NO_TIME,
+    _insert_rows,
+    from_us,
+    parse_sqlite_url,
+    to_us,
+)
 
 
 def raw(path: Path) -> sqlite3.Connection:
@@ -275,3 +282,17 @@ def test_an_unreadable_run_is_named_and_can_be_passed_over(tmp_path: Path) -> No
         assert [r.id for r in store.list_runs(newest_first=False)] == ["r00001", "r00002", "r00003"]
         assert store.delete_runs(["r00002"]) == 1
         assert [t.id for t in store.query_traces()] == ["r00003", "r00001"]
+
+
+@pytest.mark.parametrize("rows", [0, 1, _ROWS_PER_INSERT, 2 * _ROWS_PER_INSERT + 3])
+def test_multi_row_inserts_write_every_row_in_order(rows: int) -> None:
+    """``_insert_rows`` (what ``put_scores`` inserts scores with) splits the rows into
+    statements at the limit and keeps their order and their values."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (a INTEGER, b TEXT)")
+    flat: list[object] = []
+    for i in range(rows):
+        flat += (i, None if i % 7 == 0 else f"v{i}")
+    _insert_rows(conn, "INSERT INTO t (a, b)", flat, 2)
+    stored = conn.execute("SELECT a, b FROM t ORDER BY rowid").fetchall()
+    assert stored == [(i, None if i % 7 == 0 else f"v{i}") for i in range(rows)]

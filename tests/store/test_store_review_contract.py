@@ -3,6 +3,7 @@ deliveries): every backend in ``conftest.BACKENDS`` must pass all of it."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from store_factories import make_score, make_trace
 from agentlens.errors import RunNotFoundError, StoreError
 from agentlens.model import Finding, Score, ScoreResult
 from agentlens.store import RunFilter, TraceStore
-from agentlens.store._flags import FlagState
+from agentlens.store._flags import FlagState, derive_flags
 from agentlens.store._protocol import Delivery
 
 LATER = datetime(2030, 1, 1, tzinfo=UTC)
@@ -176,6 +177,45 @@ def test_an_older_score_does_not_override_a_newer_one(store: TraceStore) -> None
     store.put_scores([scored("r00001", version="1", at=t - timedelta(days=1))])
     flags = store.get_flags("r00001")
     assert flags is not None and flags.state is FlagState.CLEAN
+
+
+def test_the_flags_of_a_batch_are_derive_flags_of_each_runs_scores(store: TraceStore) -> None:
+    """Batches of scores of many runs, every verdict mixed in one run and across runs, later
+    batches replacing some (a newer version, an older one that must not win, the same key
+    again): each run's stored flags are :func:`derive_flags` of its stored scores, and a run
+    is counted as flagged exactly when they say so."""
+    rng = random.Random(19)
+    n = 40
+    store.put_traces([make_trace(i) for i in range(1, n + 1)])
+    t = datetime(2026, 5, 1, tzinfo=UTC)
+    unverifiable = Finding(failure_mode="fabricated_grounding", text="X", unverifiable=True)
+    loop = Finding(failure_mode="repeated_tool_call", text="search(q)", step_ids=["s1", "s2"])
+
+    def one(run: int, scorer: str, version: str, hours: int) -> Score:
+        at = t + timedelta(hours=hours)
+        kind = rng.choice(["passed", "passed", "flagged", "loop", "unverifiable", "error"])
+        if kind == "passed":
+            return scored(f"r{run:05d}", scorer, version=version, at=at, passed=True)
+        if kind == "error":
+            return scored(f"r{run:05d}", scorer, version=version, at=at, error="boom")
+        findings = {"flagged": None, "loop": [loop], "unverifiable": [unverifiable]}[kind]
+        return scored(f"r{run:05d}", scorer, version=version, at=at, findings=findings)
+
+    scorers = ["no_fabricated_refs", "parametric_leakage", "repeated_tool_calls"]
+    for batch in range(4):
+        scores = [
+            one(run, scorer, rng.choice(["1", "2"]), rng.randint(-2, 3) + batch)
+            for run in rng.sample(range(1, n + 1), 30)
+            for scorer in rng.sample(scorers, rng.randint(1, 3))
+        ]
+        store.put_scores(scores)
+        flagged = 0
+        for run in range(1, n + 1):
+            run_id = f"r{run:05d}"
+            expected = derive_flags(store.get_scores(run_id))
+            assert store.get_flags(run_id) == expected, (batch, run_id)
+            flagged += expected is not None and expected.hallucination_detected
+        assert store.count_runs(RunFilter(flagged=True)) == flagged
 
 
 def test_refresh_flags_rederives(store: TraceStore) -> None:
