@@ -211,3 +211,33 @@ def test_bench_dashboard_pages_times_every_page_beside_the_api() -> None:
     assert any(p.startswith("/runs/bench-") for p in pages)
     assert any(p.startswith("/content/ticket/") for p in pages)
     assert re.search(r"^\d+ page\(s\) over the target; before: ", out, re.M)
+
+
+def test_bench_score_e2e_times_the_command_beside_the_naive_check(tmp_path: Path) -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_score_e2e.py"),
+        "--runs",
+        "30",
+        "--rounds",
+        "2",
+        "--variants",
+        "naive,grounding,defaults",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--baseline-src",
+        str(ROOT / "src"),
+    )
+    rows = dict(re.findall(r"^\s*([\w@-]+)\s+\d+\.\d\s+\d+\.\d\s+(\d+\.\d\dx)", out, re.M))
+    assert set(rows) == {"naive", "grounding", "defaults", "grounding@base", "defaults@base"}
+    assert rows["naive"] == "1.00x"
+    assert re.search(r"^\s*grounding .*<= 2x: (met|NOT met)$", out, re.M)
+    assert re.search(r"^\s*defaults .*<= 3x: (met|NOT met)$", out, re.M)
+    assert "naive flagged runs: [30]" in out  # $1,834.20 is never a substring of JSON's 1834.2
+    # the stored scores: the same digest in both rounds, and for the same code run as a baseline
+    results = dict(re.findall(r"^([\w@-]+): flagged (.*) \(same in every round\)$", out, re.M))
+    assert set(results) == set(rows) - {"naive"}
+    assert results["grounding"] == results["grounding@base"]
+    assert results["defaults"] == results["defaults@base"]
+    flagged = re.search(r'"no_fabricated_refs": (\d+)', results["grounding"])
+    assert flagged is not None and 0 < int(flagged.group(1)) < 30
+    assert results["grounding"].split(" digest ")[1] != results["defaults"].split(" digest ")[1]
