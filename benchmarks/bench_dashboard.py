@@ -8,9 +8,11 @@ a content link (``ticket``) on one run in five; each run scored by ``no_fabricat
 loops, 1 % unverifiable), reviewed: its flags, failure modes and content flags stored as the
 review pipeline stores them, and a third of the flagged runs still open in the review queue.
 It is written with ``executemany`` straight into the store's own tables (opened, and so
-migrated, by :class:`SQLiteStore` first), with the rate rollup's triggers dropped during the
-load and the rollup rebuilt in bulk by the store's own :func:`rebuild_rate_rollup` after it:
-building a million pydantic traces through ``put_traces`` would take most of an hour here. The
+migrated, by :class:`SQLiteStore` first), with the rollups' triggers dropped during the load
+and the rollups rebuilt in bulk by the store's own :func:`rebuild_rate_rollup` and
+:func:`rebuild_run_rollup` after it (a fill made at an older schema gets its run-count rollup
+from migration 9 when it is next opened). Building a million pydantic traces through
+``put_traces`` would take most of an hour here. The
 fill is kept (``--db``, default ``/tmp/agentlens-bench-dashboard.db``) and reused by later runs
 while it has the same size and scorer versions.
 
@@ -57,12 +59,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from bench_rate import timed  # noqa: E402  (the same median-of-repeats timer as the rate benchmark)
+from bench_rate import timed_cpu  # noqa: E402  (the rate benchmark's median-of-repeats timer)
 
 from agentlens._ids import new_id  # noqa: E402
 from agentlens.eval import get_scorer  # noqa: E402
 from agentlens.store import open_store  # noqa: E402
-from agentlens.store._sqlite_rates import ROLLUP_TRIGGERS, rebuild_rate_rollup  # noqa: E402
+from agentlens.store._sqlite_rates import (  # noqa: E402
+    BULK_ROLLUP,
+    RUN_ROLLUP_TRIGGERS,
+    rebuild_rate_rollup,
+    rebuild_run_rollup,
+)
 
 DAYS = 30
 PROJECTS = (("acme", 0.7), ("globex", 0.3))
@@ -114,7 +121,8 @@ def fill(path: Path, runs: int, seed: int = 11) -> float:
     t0 = time.perf_counter()
     conn.execute("BEGIN")
     for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'rate_%'"
+        "SELECT name FROM sqlite_master WHERE type = 'trigger'"
+        " AND (name LIKE 'rate_%' OR name LIKE 'run_rollup_%')"
     ).fetchall():
         conn.execute(f"DROP TRIGGER {name}")
     now = _us(datetime.now(UTC))
@@ -127,9 +135,11 @@ def fill(path: Path, runs: int, seed: int = 11) -> float:
             _flush(conn, rows)
             print(f"  {i + 1:,} runs ({time.perf_counter() - t0:.0f} s)", end="\r", flush=True)
     _flush(conn, rows)
-    for statement in ROLLUP_TRIGGERS:
+    # the triggers as migrations 7 and 9 left them
+    for statement in (*BULK_ROLLUP, *RUN_ROLLUP_TRIGGERS):
         conn.execute(statement)
     rebuild_rate_rollup(conn)
+    rebuild_run_rollup(conn)
     conn.execute("COMMIT")
     conn.execute("ANALYZE")
     conn.close()
@@ -279,11 +289,32 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
         conn.execute("DELETE FROM api_keys")
     store: Any = open_store(f"sqlite:///{db}")
     out: list[tuple[str, float, str]] = []
+    print("wall and CPU time; then, for a rate, the same as before the run-count rollup: each"
+          " group's runs counted from `runs` (before migration 9), a project's scorers looked up"
+          " in `scores`")  # fmt: skip
 
-    def row(what: str, fn: Callable[[], Any], note: Callable[[Any], str]) -> Any:
-        seconds, result = timed(fn, repeat)
+    def row(
+        what: str, fn: Callable[[], Any], note: Callable[[Any], str], baseline: bool = False
+    ) -> Any:
+        """Time ``fn``; with ``baseline``, also as the store read before the run-count rollup
+        (each rate group's runs counted from ``runs``, a project's scorers looked up in
+        ``scores``), in the same run."""
+        seconds, cpu, result = timed_cpu(fn, repeat)
+        old = f"{'—':>22}"
+        if baseline:
+            store._runs_from_rollup = store._scorers_from_rollup = False
+            try:
+                old_s, old_cpu, old_result = timed_cpu(fn, repeat)
+            finally:
+                store._runs_from_rollup = store._scorers_from_rollup = True
+            old = f"{old_s * 1000:9.1f} ms {old_cpu * 1000:7.1f} CPU"
+            # the reports of a fixed window must be equal (a route's window moves with the
+            # clock, a page carries a fresh CSRF token)
+            if hasattr(result, "model_dump") and old_result != result:
+                raise SystemExit(f"{what}: the rollups and the old reads differ")
         out.append((what, seconds, note(result)))
-        print(f"{seconds * 1000:9.1f} ms  {what}  ({note(result)})", flush=True)
+        print(f"{seconds * 1000:9.1f} ms {cpu * 1000:7.1f} CPU {old}  {what}  ({note(result)})",
+              flush=True)  # fmt: skip
         return result
 
     def runs(r: Any) -> str:
@@ -296,10 +327,11 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
         return f"{len(r['groups'])} groups"
 
     def rates(who: str, client: _Client) -> None:
-        row(f"GET /api/rate, 7d ({who})", lambda: client.get("/api/rate"), rate)
+        row(f"GET /api/rate, 7d ({who})", lambda: client.get("/api/rate"), rate, True)
         for by, since in (("agent", "7d"), ("mode", "7d"), ("release", "30d"), ("day", "30d")):
             row(f"GET /api/rate?by={by}&since={since} ({who})",
-                lambda b=by, s=since: client.get("/api/rate", by=b, since=s), groups)  # fmt: skip
+                lambda b=by, s=since: client.get("/api/rate", by=b, since=s), groups,
+                True)  # fmt: skip
 
     def pages(client: _Client, run_id: str) -> None:
         """The dashboard's pages, whole (local use: no sign-in, every project)."""
@@ -311,7 +343,8 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
             query = "&".join(f"{k}={v}" for k, v in params.items())
             row(f"page {url}{'?' + query if query else ''}",
                 lambda u=url, p=params: client.page(u, **p),
-                lambda html: f"{len(html) / 1000:.0f} kB of HTML")  # fmt: skip
+                lambda html: f"{len(html) / 1000:.0f} kB of HTML",
+                url in ("/runs", "/trends"))  # fmt: skip
 
     def summaries(store: Any) -> None:
         """What the dashboard's pages read besides the routes: rates without the flagged ids
@@ -326,11 +359,11 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
                     lambda b=by, d=days, v=view: rate_breakdown(
                         b, start=now - timedelta(days=d), store=v, flagged_ids=False),
                     lambda r: f"{len(r.groups)} groups, "
-                              f"{sum(g.flagged for g in r.groups):,} flagged")  # fmt: skip
+                              f"{sum(g.flagged for g in r.groups):,} flagged", True)  # fmt: skip
             row(f"  hallucination_rate(7d, no ids) ({who})",
                 lambda v=view: hallucination_rate(
                     start=now - timedelta(days=7), store=v, flagged_ids=False),
-                lambda r: f"{r.runs:,} runs, {r.flagged:,} flagged")  # fmt: skip
+                lambda r: f"{r.runs:,} runs, {r.flagged:,} flagged", True)  # fmt: skip
 
     try:
         app = create_app(store, review=False)
@@ -374,6 +407,9 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
             lambda r: f"{len(r['runs'])} flagged runs")  # fmt: skip
         globex.close()
         app.state.agentlens.close()
+        # keyless again, as it was: a later run of bench_dashboard_pages.py on this store
+        # would otherwise sign in as a key of a project with no runs
+        store._write(lambda c: c.execute("DELETE FROM api_keys"))
     finally:
         store.close()
     return out

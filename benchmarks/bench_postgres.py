@@ -242,7 +242,7 @@ def part2_sqlite(path: Path, n: int, now: datetime, repeat: int) -> dict[str, fl
     rollup then rebuilt by the store's own function, and the same two rates timed."""
     import sqlite3
 
-    from agentlens.store._sqlite_rates import rebuild_rate_rollup
+    from agentlens.store._sqlite_rates import rebuild_rate_rollup, rebuild_run_rollup
 
     open_store(f"sqlite:///{path}").close()  # created and migrated
     version = get_scorer("no_fabricated_refs").version  # as in part2: what the rate counts
@@ -260,6 +260,7 @@ def part2_sqlite(path: Path, n: int, now: datetime, repeat: int) -> dict[str, fl
             for statement in _SQLITE_BULK:
                 conn.execute(statement, {"n": n, "t0": t0, "step": step, "version": version})
             rebuild_rate_rollup(conn)
+            rebuild_run_rollup(conn)  # the run counts too: the runs were written without triggers
             for _, sql in saved:
                 conn.execute(sql)
             conn.execute("COMMIT")

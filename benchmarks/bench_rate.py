@@ -233,6 +233,19 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+def timed_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
+    """Median wall time and median CPU time of the process (s) of ``repeat`` calls after one
+    warm-up call, and the last result."""
+    result = fn()
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    return statistics.median(walls), statistics.median(cpus), result
+
+
 def naive(store: Any, since: datetime, now: datetime, by_day: bool) -> Any:
     """Baseline: every score row of the window into Python, then the reference tally."""
     sql = (

@@ -148,11 +148,24 @@ def test_bench_dashboard_runs_every_route_and_page_on_a_small_store(tmp_path: Pa
         str(BENCHMARKS / "bench_dashboard.py"), "--runs", "3000", "--db",
         str(tmp_path / "dash.db"), "--repeat", "1",
     )  # fmt: skip
-    timed = re.findall(r"^\s+[\d.]+ ms  (.+?)  \(", out, re.M)
+    timed = re.findall(
+        r"^\s+[\d.]+ ms +[\d.]+ CPU +(?:[\d.]+ ms +[\d.]+ CPU|—)  (.+?)  \(", out, re.M
+    )
     assert "GET /api/rate, 7d (globex key)" in timed and "page /trends" in timed
     assert "GET /api/review/queue (globex key)" in timed
     assert re.search(r"GET /api/runs \(newest 50\)  \(50 runs\)", out)
+    # the rates and the pages that read them are timed again counting the runs from `runs`
+    assert re.search(r"CPU +[\d.]+ ms +[\d.]+ CPU  page /trends  \(", out)
     assert "slowest:" in out
+
+
+def test_bench_run_rollup_times_put_traces_with_and_without_the_triggers() -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_run_rollup.py"), "--runs", "200", "--batch", "50", "--reps", "1"
+    )
+    for step in ("insert", "replace", "delete"):
+        assert re.search(rf"^{step} +[\d.]+ ms +[\d.]+ ms +[\d.]+ ms +[\d.]+ ms +-?[\d.]+%$",
+                         out, re.M), step  # fmt: skip
 
 
 @pytest.mark.data
@@ -187,9 +200,44 @@ def test_tau_bench_grounding_refuses_a_tree_without_agentlens(
 def test_bench_dashboard_pages_times_every_page_beside_the_api() -> None:
     out = _run(str(BENCHMARKS / "bench_dashboard_pages.py"), "--runs", "30", "--repeat", "1")
     assert "store: sqlite:///" in out and "(30 runs)" in out
-    rows = re.findall(r"^(/\S+)\s+(\d+\.\d)\s+(\d+\.\d|—)\s+(ok|OVER)$", out, re.M)
+    rows = re.findall(
+        r"^(/\S+)\s+(\d+\.\d)\s+(\d+\.\d)\s+(\d+\.\d\s+\d+\.\d|—)\s+(\d+\.\d|—)\s+(ok|OVER)"
+        r"  \(load [\d.]+\)$",
+        out,
+        re.M,
+    )
     pages = {r[0].split("?")[0] for r in rows}
     assert {"/runs", "/review", "/trends"} <= pages
     assert any(p.startswith("/runs/bench-") for p in pages)
     assert any(p.startswith("/content/ticket/") for p in pages)
-    assert re.search(r"^\d+ page\(s\) over the target$", out, re.M)
+    assert re.search(r"^\d+ page\(s\) over the target; before: ", out, re.M)
+
+
+def test_bench_score_e2e_times_the_command_beside_the_naive_check(tmp_path: Path) -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_score_e2e.py"),
+        "--runs",
+        "30",
+        "--rounds",
+        "2",
+        "--variants",
+        "naive,grounding,defaults",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--baseline-src",
+        str(ROOT / "src"),
+    )
+    rows = dict(re.findall(r"^\s*([\w@-]+)\s+\d+\.\d\s+\d+\.\d\s+(\d+\.\d\dx)", out, re.M))
+    assert set(rows) == {"naive", "grounding", "defaults", "grounding@base", "defaults@base"}
+    assert rows["naive"] == "1.00x"
+    assert re.search(r"^\s*grounding .*<= 2x: (met|NOT met)$", out, re.M)
+    assert re.search(r"^\s*defaults .*<= 3x: (met|NOT met)$", out, re.M)
+    assert "naive flagged runs: [30]" in out  # $1,834.20 is never a substring of JSON's 1834.2
+    # the stored scores: the same digest in both rounds, and for the same code run as a baseline
+    results = dict(re.findall(r"^([\w@-]+): flagged (.*) \(same in every round\)$", out, re.M))
+    assert set(results) == set(rows) - {"naive"}
+    assert results["grounding"] == results["grounding@base"]
+    assert results["defaults"] == results["defaults@base"]
+    flagged = re.search(r'"no_fabricated_refs": (\d+)', results["grounding"])
+    assert flagged is not None and 0 < int(flagged.group(1)) < 30
+    assert results["grounding"].split(" digest ")[1] != results["defaults"].split(" digest ")[1]

@@ -28,10 +28,19 @@ with contextlib.suppress(ValueError):
 
 
 def main() -> None:
-    """Run the ``agentlens`` command line with ``sys.argv``."""
+    """Run the ``agentlens`` command line with ``sys.argv``.
+
+    Once the command has finished (returned or exited), a Ctrl-C is ignored: the process is only
+    shutting down, and while it does Python puts the default SIGINT disposition back for any
+    handler but "ignore", so a late Ctrl-C killed it (exit status -2, "killed by SIGINT", for a
+    command that had done its work)."""
     from agentlens.cli import main as run
 
-    run()
+    try:
+        run()
+    finally:
+        with contextlib.suppress(ValueError):  # not in the main thread
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

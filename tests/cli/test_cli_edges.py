@@ -124,3 +124,23 @@ def test_the_readme_ci_recipe_works_without_github_step_summary(
     assert "internal error" not in result.stderr and "Is a directory" not in result.stderr
     assert "no Markdown summary written" in result.stderr
     assert (tmp_path / "gate.xml").exists()
+
+
+def test_a_ctrl_c_once_the_command_has_finished_is_ignored(tmp_path: Path) -> None:
+    # Python's shutdown puts the default SIGINT disposition back for any handler but "ignore":
+    # a Ctrl-C in the last milliseconds used to kill a command that had done its work (-2)
+    db = tmp_path / "s.db"
+    _seed(db, 2)
+    code = (
+        "import os, signal, sys; from agentlens.__main__ import main; "
+        "sys.argv = ['agentlens', '--db', sys.argv[1], 'runs']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "sys.stdout.flush(); os.kill(os.getpid(), signal.SIGINT)\n"
+        "print('still here', signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(db)], capture_output=True, text=True, env=_env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("still here True")
+    assert "r0001" in proc.stdout  # the command ran

@@ -456,3 +456,59 @@ def test_fast_json_accepts_no_broken_text_the_standard_decoder_refuses(
 )
 def test_fast_json_edge_cases(text: str) -> None:
     check_parsers_agree(text)
+
+
+# -- Score.of ---------------------------------------------------------------------------------
+
+
+def _results() -> list[Any]:
+    from agentlens.model import FailureMode, Finding, ScoreResult
+
+    finding = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="CUST-1", start=0, end=6)
+    grounded = Finding(
+        failure_mode=None, text="INV-2", supported_by="s1", attributes={"kind": "id"}
+    )
+    return [
+        ScoreResult(passed=True, value=0.0, detail="3 references grounded", grounded=[grounded]),
+        ScoreResult(passed=False, value=1.0, findings=[finding], attributes={"steps": 3}),
+        ScoreResult.model_construct(passed=True),  # built without validation: defaults missing
+        ScoreResult.from_error(ValueError("boom")),
+    ]
+
+
+@pytest.mark.parametrize("result", _results())
+def test_score_of_a_plain_result_is_what_model_construct_builds(result: Any) -> None:
+    from agentlens.model import Score, _score
+
+    assert _score._attach is _score._attach_plain  # the fast path is taken with this pydantic
+    fast = Score.of(result, run_id="r", scorer="s", version="1")
+    slow = Score.model_construct(**result.__dict__, run_id="r", scorer="s", version="1")
+    assert list(fast.__dict__) == list(slow.__dict__)
+    assert {**fast.__dict__, "scored_at": None} == {**slow.__dict__, "scored_at": None}
+    assert fast.model_fields_set == slow.model_fields_set
+    assert fast.model_extra == slow.model_extra == {}
+    assert fast.scored_at.tzinfo is UTC
+    assert fast.model_dump_json(exclude={"scored_at"}) == slow.model_dump_json(
+        exclude={"scored_at"}
+    )
+    # the lists are the score's own: appending to them leaves the result as it was
+    fast.findings.append(fast.findings[0] if fast.findings else None)  # type: ignore[arg-type]
+    assert len(result.findings) == len(slow.findings)
+
+
+def test_score_of_a_result_with_extras_keeps_them() -> None:
+    from agentlens.model import Score, ScoreResult
+
+    result = ScoreResult(passed=True, judge_model="m")  # type: ignore[call-arg]
+    score = Score.of(result, run_id="r", scorer="s", version="1")
+    assert score.model_extra == {"judge_model": "m"}
+
+
+def test_score_of_for_a_subclass_of_score_fills_its_own_fields() -> None:
+    from agentlens.model import Score, ScoreResult
+
+    class Tagged(Score):
+        tag: str = "t"
+
+    score = Tagged.of(ScoreResult(passed=True), run_id="r", scorer="s", version="1")
+    assert type(score) is Tagged and score.tag == "t"

@@ -68,7 +68,7 @@ def _canonical(value: Any, depth: int, odd: list[float]) -> Any:
     if kind is list:
         if depth >= _MAX_DEPTH:
             return repr(value)
-        return [_canonical(v, depth + 1, odd) for v in value]
+        return [v if _is_plain(v) else _canonical(v, depth + 1, odd) for v in value]
     if kind is int or kind is bool or value is None:
         return value
     if kind is float:
@@ -111,11 +111,33 @@ def _string(value: str, depth: int, odd: list[float]) -> Any:
 
 
 def _mapping(value: dict[Any, Any], depth: int, odd: list[float]) -> dict[str, Any]:
-    out = {str(k).strip(): _canonical(v, depth + 1, odd) for k, v in value.items()}
+    out = {
+        str(k).strip(): v if _is_plain(v) else _canonical(v, depth + 1, odd)
+        for k, v in value.items()
+    }
     if len(out) < len(value):  # keys equal once stripped (" id", "id"): the same one wins
         ordered = sorted(value.items(), key=lambda kv: str(kv[0]))  # whatever their order
         out = {str(k).strip(): _canonical(v, depth + 1, odd) for k, v in ordered}
     return out
+
+
+_SLOW_START = frozenset(" {[")
+
+
+def _is_plain(value: Any) -> bool:
+    """True when ``value`` is its own canonical form and :func:`_canonical` would say so without
+    noting it in ``odd``: ``None``, a boolean, an integer, a one-line printable text with no
+    space at either end, no double space, and no ``{`` or ``[`` to parse. (In a printable text
+    the only white space is the space, so ``strip`` and :func:`_text` leave it as it is.)"""
+    kind = type(value)
+    if kind is str:
+        return (
+            value.isprintable()
+            and "  " not in value
+            and value[:1] not in _SLOW_START
+            and value[-1:] != " "
+        )
+    return kind is int or kind is bool or value is None
 
 
 def json_container(text: str) -> dict[str, Any] | list[Any] | None:

@@ -119,7 +119,9 @@ class _Hint:
 
 _HINTS: dict[str, _Hint] = {
     "uuid": _Hint(patterns=(re.compile(rf"-{_HEX}{{4}}-{_HEX}{{4}}-"),)),
-    "timestamp": _Hint(patterns=(re.compile(r":[0-9]{2}"),)),
+    # a digit before the colon: every shape has one, and a JSON number's key does not
+    # (``"balance":1834.2`` in the compact JSON text that :meth:`Masker._quiet` searches)
+    "timestamp": _Hint(patterns=(re.compile(r"[0-9]:[0-9]{2}"),)),
     "request_id": _Hint(
         words=("req", "trace", "span", "correlation", "transaction"),
         patterns=(re.compile(r"-[0-9a-f]{32}-"),),

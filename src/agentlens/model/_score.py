@@ -183,6 +183,8 @@ class Score(ScoreResult):
         other result (a subclass, whose fields become extras) is dumped and validated.
         """
         if type(result) is ScoreResult:
+            if cls is Score and not result.__pydantic_extra__ and _attach is not None:
+                return _attach(cls, result, run_id, scorer, version)
             values = dict(result.__dict__)
             values["findings"] = list(result.findings)
             values["grounded"] = list(result.grounded)
@@ -212,3 +214,59 @@ class Score(ScoreResult):
             "error": self.error,
             "attributes": self.attributes,
         }
+
+
+_new = BaseModel.__new__
+_set = object.__setattr__
+
+
+def _attach_plain(
+    cls: type[Score], result: ScoreResult, run_id: str, scorer: str, version: str
+) -> Score:
+    """:meth:`Score.of` for a plain result without extras: what ``model_construct`` builds from
+    the same values, without its per-field walk over aliases and defaults (a batch attaches
+    five results per run)."""
+    values = dict(result.__dict__)
+    values["findings"] = list(result.findings)
+    values["grounded"] = list(result.grounded)
+    values["attributes"] = dict(result.attributes)
+    values["run_id"] = run_id
+    values["scorer"] = scorer
+    values["version"] = version
+    fields_set = set(values)
+    values["scored_at"] = _scored_at()
+    score = _new(cls)
+    _set(score, "__dict__", values)
+    _set(score, "__pydantic_fields_set__", fields_set)
+    _set(score, "__pydantic_extra__", {})
+    _set(score, "__pydantic_private__", None)
+    return score
+
+
+_scored_at: Any = Score.model_fields["scored_at"].default_factory
+
+
+def _pick_attach() -> Any:
+    """:func:`_attach_plain` when it builds exactly what ``model_construct`` builds (the same
+    ``__dict__`` in the same order, fields set, extras and private state), else ``None``."""
+    result = ScoreResult(
+        passed=False, value=1.0, detail="d", findings=[Finding(failure_mode=None, text="x")]
+    )
+    try:
+        fast = _attach_plain(Score, result, run_id="r", scorer="s", version="1")
+        slow = Score.model_construct(**result.__dict__, run_id="r", scorer="s", version="1")
+        _set(slow, "__dict__", {**slow.__dict__, "scored_at": fast.scored_at})
+        if (
+            list(fast.__dict__.items()) == list(slow.__dict__.items())
+            and fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
+            and fast.__pydantic_extra__ == slow.__pydantic_extra__
+            and fast.__pydantic_private__ == slow.__pydantic_private__
+            and fast.model_dump_json() == slow.model_dump_json()
+        ):
+            return _attach_plain
+    except Exception:  # pragma: no cover - a pydantic whose internals differ
+        pass
+    return None  # pragma: no cover
+
+
+_attach = _pick_attach()

@@ -25,6 +25,10 @@ from agentlens.store._sqlite_rates import (
     RATE_ROLLUP_FILL,
     ROLLUP_SCHEMA,
     ROLLUP_TRIGGERS,
+    RUN_ROLLUP_FILL,
+    RUN_ROLLUP_SCHEMA,
+    RUN_ROLLUP_TRIGGER_NAMES,
+    RUN_ROLLUP_TRIGGERS,
 )
 
 __all__ = [
@@ -388,9 +392,29 @@ _RUN_LINKS = Migration(
     _fill_links_with_nul,
 )
 
+# -- migration 9: the run-count rollup -----------------------------------------------------------
+#
+# ``run_rollup`` (day, agent, release, project) -> runs, and ``run_rollup_replaced`` (the group
+# of a row an ``INSERT OR REPLACE`` is replacing), kept by triggers on ``runs``: a rate's
+# denominator and the runs of each group of a breakdown are read from it for the whole days of
+# a window instead of counted from ``runs`` (see :mod:`agentlens.store._sqlite_rates`). Filled
+# from the covering index ``runs_project_groups``.
+
+_RUN_ROLLUP = Migration(
+    9,
+    "run-count rollup: run_rollup, run_rollup_replaced, kept by triggers on runs",
+    (
+        # a store made again from an older schema by hand may still hold them (as the tests do)
+        *(f"DROP TRIGGER IF EXISTS {name}" for name in RUN_ROLLUP_TRIGGER_NAMES),
+        *RUN_ROLLUP_SCHEMA,
+        *RUN_ROLLUP_FILL,
+        *RUN_ROLLUP_TRIGGERS,
+    ),
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     _INITIAL, _RATE_ROLLUP, _REVIEW, _SERVER_TABLES, _CLAIMS, _ROLLUP_BY_PROJECT, _BULK_ROLLUP,
-    _RUN_LINKS,
+    _RUN_LINKS, _RUN_ROLLUP,
 )  # fmt: skip
 """Every migration, oldest first. Versions are 1..N without gaps."""
 

@@ -74,6 +74,10 @@ JSON text, exactly as the model serialises it, so ``json_extract`` works on them
     by ``put_traces`` (a replaced run's rows are written again) and deleted with it: what a page
     of one content item's runs (``/api/runs?link=KIND:ID``) reads, newest first.
 
+``run_rollup`` (migration 9) — the runs, scored or not, per (UTC day, agent, release, project):
+    a rate's denominator and each group's runs, kept by triggers on ``runs`` (with
+    ``run_rollup_replaced`` for ``INSERT OR REPLACE``; see :mod:`agentlens.store._sqlite_rates`).
+
 ``_agentlens_migrations`` — ``(version, name, applied_at)`` of every applied migration.
 """
 
@@ -419,15 +423,28 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
     """:meth:`rate_counts` answers ``RateQuery.project`` (from the rollup's project column),
     :meth:`stored_scorers` and :meth:`stored_versions` take ``project``."""
 
+    _runs_from_rollup = True
+    """``False``: :meth:`rate_counts` counts each group's runs from ``runs`` instead of the
+    run-count rollup (as before migration 9), for the benchmarks' baseline."""
+
     def rate_counts(self, query: RateQuery, by: str | None = None) -> list[RateCounts]:
         """Count runs by outcome over ``query``'s window (see :class:`RateSource`), from the
-        rate rollup, in one read snapshot."""
+        rate rollup and the run-count rollup, in one read snapshot."""
         check_breakdown(by)
-        return self._read(lambda conn: _sqlite_rates.rate_counts(conn, query, by))
+        rollup = self._runs_from_rollup
+        return self._read(
+            lambda conn: _sqlite_rates.rate_counts(conn, query, by, run_rollup=rollup)
+        )
+
+    _scorers_from_rollup = True
+    """``False``: :meth:`stored_scorers` of a project looks for each scorer's scores in
+    ``scores`` (as before), for the benchmarks' baseline."""
 
     def stored_scorers(self, *, project: str | None = None) -> list[str]:
         """Every scorer name with at least one stored score (of a run of ``project``, when
-        given): an index skip-scan."""
+        given): an index skip-scan; a project's, from the rate rollup's signatures."""
+        if project is not None and self._scorers_from_rollup:
+            return self._read(lambda conn: _sqlite_rates.project_scorers(conn, project))
         return self._read(lambda conn: _sqlite_rates.stored_scorers(conn, project))
 
     def stored_versions(

@@ -27,13 +27,19 @@ empty blob X'' (never equal to any text), so they can be keys; an undated run ha
 would impose its own conflict policy on them): they test existence instead.
 
 
+Migration 9 adds the denominator: ``run_rollup`` (day, agent, release, project) -> n, the runs
+(scored or not) of each UTC day, role, release and project, kept by triggers on ``runs`` (see
+the section below).
+
 How a query is answered (:func:`rate_counts`): read the rollup rows of the whole days of the
 window and group the runs of the partial days at its edges by signature, classify each distinct
 (signature, agent) once (:class:`~agentlens.store._rates._Classifier`), and multiply. The
 flagged run ids come from the index ``rate_runs (sig, started_at, ...)``, for the flagging
-signatures only. So a 90-day breakdown reads thousands of rollup rows, not a million score rows;
-the tests hold the results to a scan over ``scores`` (``tests/_rate_scan.py``) and to the
-plain-Python reference.
+signatures only. The runs of each group (every run of the window, scored or not) come from
+``run_rollup`` for the whole days and from ``runs``' indexes for the partial days. So a 90-day
+breakdown reads thousands of rollup rows, not a million score rows or a million index entries;
+the tests hold the results to a scan over ``scores`` and a count over ``runs``
+(``tests/_rate_scan.py``) and to the plain-Python reference.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from agentlens.store._rates import (
     RateQuery,
     _Acc,
     _day_of,
+    _group_key,
     _Scored,
     _Tally,
     check_breakdown,
@@ -60,9 +67,15 @@ __all__ = [
     "RATE_ROLLUP_FILL",
     "ROLLUP_SCHEMA",
     "ROLLUP_TRIGGERS",
+    "RUN_ROLLUP_FILL",
+    "RUN_ROLLUP_SCHEMA",
+    "RUN_ROLLUP_TRIGGERS",
+    "RUN_ROLLUP_TRIGGER_NAMES",
     "bulk_rollup",
+    "project_scorers",
     "rate_counts",
     "rebuild_rate_rollup",
+    "rebuild_run_rollup",
     "stored_scorers",
     "stored_versions",
 ]
@@ -291,6 +304,134 @@ def rebuild_rate_rollup(conn: sqlite3.Connection) -> None:
         raise
 
 
+# -- the run-count rollup (migration 9) ---------------------------------------------------------
+#
+# ``run_rollup``: (day, agent, release, project) -> n, the number of runs (scored or not) of that
+# UTC day, role, release and project: the denominator of a rate and the runs of each group of a
+# breakdown, read for the whole days of a window instead of counting ``runs``. ``day`` is the UTC
+# day number of ``runs.sort_at`` (-2**63 for an undated run), ``agent``/``release`` are X'' for
+# NULL, as in ``rate_rollup``. Kept by triggers on ``runs``: an insert counts the new row, a
+# delete uncounts the old one, an update of a grouped column moves it. ``INSERT OR REPLACE``
+# deletes the row it replaces without firing the delete trigger (unless recursive triggers are
+# on), so a BEFORE INSERT trigger notes the group of the row the insert may replace in
+# ``run_rollup_replaced`` and the AFTER INSERT trigger uncounts it: when the insert is ignored or
+# fails, nothing was counted twice (the note is dropped by the next insert or delete of that
+# id, and it never moves a count without the AFTER INSERT that follows a replacement).
+
+
+def _run_group(row: str, names: tuple[str, ...] = ("", "", "", "")) -> str:
+    """SQL: ``day, agent, release, project`` of a ``runs`` row (``NEW``, ``OLD`` or an alias),
+    each ``AS`` the given name when there is one."""
+    parts = (
+        _day_sql(f"nullif({row}.sort_at, {_NO_TIME})"),
+        f"ifnull({row}.agent, X'')",
+        f"ifnull({row}.release, X'')",
+        f"{row}.project",
+    )
+    return ", ".join(
+        f"{sql} AS {name}" if name else sql for sql, name in zip(parts, names, strict=True)
+    )
+
+
+def _count_in(row: str) -> str:
+    """Trigger statements that count ``runs`` row ``row`` in ``run_rollup``."""
+    return f"""
+        UPDATE run_rollup SET n = n + 1 WHERE (day, agent, release, project) =
+            (SELECT {_run_group(row)});
+        INSERT INTO run_rollup (day, agent, release, project, n)
+            SELECT g.d, g.a, g.r, g.p, 1 FROM (SELECT {_run_group(row, ("d", "a", "r", "p"))}) g
+            WHERE NOT EXISTS (SELECT 1 FROM run_rollup y WHERE y.day = g.d AND y.agent = g.a
+                AND y.release = g.r AND y.project = g.p);"""
+
+
+def _count_out(row: str) -> str:
+    """Trigger statement that uncounts ``runs`` row ``row``."""
+    return f"""
+        UPDATE run_rollup SET n = n - 1 WHERE (day, agent, release, project) =
+            (SELECT {_run_group(row)});"""
+
+
+RUN_ROLLUP_SCHEMA: tuple[str, ...] = (
+    # agent and release have no declared type: X'' (no value) stays a blob.
+    """
+        CREATE TABLE IF NOT EXISTS run_rollup (
+            day     INTEGER NOT NULL,
+            agent   NOT NULL,
+            release NOT NULL,
+            project NOT NULL,
+            n       INTEGER NOT NULL,
+            PRIMARY KEY (day, agent, release, project)
+        ) WITHOUT ROWID
+        """,
+    """
+        CREATE TABLE IF NOT EXISTS run_rollup_replaced (
+            run_id  TEXT PRIMARY KEY,
+            day     INTEGER NOT NULL,
+            agent   NOT NULL,
+            release NOT NULL,
+            project NOT NULL
+        ) WITHOUT ROWID
+        """,
+)
+"""The run-count rollup's tables."""
+
+RUN_ROLLUP_FILL: tuple[str, ...] = (
+    "DELETE FROM run_rollup",
+    "DELETE FROM run_rollup_replaced",
+    # runs_project_groups (project, sort_at, agent, release) covers it: the index, not the rows
+    f"INSERT INTO run_rollup (day, agent, release, project, n)"
+    f" SELECT {_run_group('r')}, count(*) FROM runs r INDEXED BY runs_project_groups"
+    " GROUP BY 1, 2, 3, 4",
+)
+"""Statements that recompute ``run_rollup`` from ``runs`` in bulk (migration 9, and
+:func:`rebuild_run_rollup` after a bulk load that bypassed the triggers)."""
+
+RUN_ROLLUP_TRIGGERS: tuple[str, ...] = (
+    f"""CREATE TRIGGER run_rollup_before_insert BEFORE INSERT ON runs FOR EACH ROW BEGIN
+        DELETE FROM run_rollup_replaced WHERE run_id = NEW.id;
+        INSERT INTO run_rollup_replaced (run_id, day, agent, release, project)
+            SELECT o.id, {_run_group("o")} FROM runs o WHERE o.id = NEW.id;
+END""",
+    f"""CREATE TRIGGER run_rollup_insert AFTER INSERT ON runs FOR EACH ROW BEGIN
+        UPDATE run_rollup SET n = n - 1 WHERE (day, agent, release, project) =
+            (SELECT day, agent, release, project FROM run_rollup_replaced WHERE run_id = NEW.id);
+        DELETE FROM run_rollup_replaced WHERE run_id = NEW.id;{_count_in("NEW")}
+END""",
+    f"""CREATE TRIGGER run_rollup_delete AFTER DELETE ON runs FOR EACH ROW BEGIN{_count_out("OLD")}
+        DELETE FROM run_rollup_replaced WHERE run_id = OLD.id;
+END""",
+    f"""CREATE TRIGGER run_rollup_update AFTER UPDATE OF sort_at, agent, release, project ON runs
+FOR EACH ROW BEGIN{_count_out("OLD")}{_count_in("NEW")}
+END""",
+)
+"""The triggers on ``runs`` that keep ``run_rollup`` exact on every write."""
+
+RUN_ROLLUP_TRIGGER_NAMES: tuple[str, ...] = (
+    "run_rollup_before_insert",
+    "run_rollup_insert",
+    "run_rollup_delete",
+    "run_rollup_update",
+)
+
+
+def rebuild_run_rollup(conn: sqlite3.Connection) -> None:
+    """Recompute ``run_rollup`` from ``runs`` in bulk, on a writable connection (inside the
+    caller's transaction if one is open, else in one of its own): after rows were written with
+    the triggers dropped, or to check the triggers (the tests compare the two)."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in RUN_ROLLUP_FILL:
+            conn.execute(statement)
+        if own:
+            conn.execute("COMMIT")
+    except BaseException:
+        if own and conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
 # -- signatures ----------------------------------------------------------------------------
 
 
@@ -497,8 +638,79 @@ def _flagged_runs(
     return out
 
 
+def _run_rows(conn: sqlite3.Connection, q: RateQuery, by: str | None) -> list[tuple[Any, ...]]:
+    """``(day, agent, release, runs)`` of every run of the window, scored or not, grouped by
+    what ``by`` tells apart (the other columns NULL): ``run_rollup`` rows for its whole UTC
+    days, ``runs`` counted from its indexes for the partial days at its edges."""
+    day = "day" if by in ("day", "week") else "NULL"
+    agent = "agent" if by == "agent" else "NULL"
+    release = "release" if by == "release" else "NULL"
+    who, who_args = _who(q)
+    roll = (
+        f"SELECT {day}, {agent}, {release}, sum(n) FROM run_rollup WHERE n > 0{{cond}}{who}"
+        " GROUP BY 1, 2, 3"
+    )
+    if q.undated:
+        return conn.execute(roll.format(cond=" AND day = ?"), [_NO_DAY, *who_args]).fetchall()
+    start, end = q.start_us, q.end_us
+    if start is None and end is None:
+        return conn.execute(roll.format(cond=""), who_args).fetchall()
+    first = _NO_DAY + 1 if start is None else -(-start // _DAY_US)  # the first whole day
+    stop = None if end is None else end // _DAY_US  # the day after the last whole day
+    rows: list[tuple[Any, ...]] = []
+    partial: list[tuple[int, int]] = []
+    if stop is not None and first >= stop:
+        if start is not None and start < end:  # type: ignore[operator]
+            partial.append((start, end))  # type: ignore[arg-type]
+    else:
+        cond, args = " AND day >= ?", [first]
+        if stop is not None:
+            cond += " AND day < ?"
+            args.append(stop)
+        rows.extend(conn.execute(roll.format(cond=cond), [*args, *who_args]))
+        if start is not None and start < first * _DAY_US:
+            partial.append((start, first * _DAY_US))
+        if end is not None and stop is not None and stop * _DAY_US < end:
+            partial.append((stop * _DAY_US, end))
+    # the partial days are dated (sort_at = started_at); one project's runs are counted from
+    # its covering index, as _runs_sql does
+    columns = ", ".join(
+        (
+            _day_sql("r.sort_at") if day != "NULL" else "NULL",
+            "r.agent" if agent != "NULL" else "NULL",
+            "r.release" if release != "NULL" else "NULL",
+        )
+    )
+    runs = "runs r INDEXED BY runs_project_groups" if q.project is not None else "runs r"
+    who_r, _ = _who(q, "r.")
+    for lo, hi in partial:
+        rows.extend(
+            conn.execute(
+                f"SELECT {columns}, count(*) FROM {runs}"
+                f" WHERE r.sort_at >= ? AND r.sort_at < ?{who_r} GROUP BY 1, 2, 3",
+                [lo, hi, *who_args],
+            )
+        )
+    return rows
+
+
+def _run_counts(conn: sqlite3.Connection, q: RateQuery, by: str | None) -> dict[str | None, int]:
+    """The window's runs (scored or not) per group of ``by`` (``day``, ``week``, ``agent``,
+    ``release``; anything else: one total under ``None``), from the run-count rollup."""
+    grouping = by if by in ("day", "week", "agent", "release") else None
+    out: dict[str | None, int] = {}
+    for day, agent, release, n in _run_rows(conn, q, grouping):
+        key = _group_key(grouping, day, agent, release)
+        out[key] = out.get(key, 0) + n
+    return out
+
+
 def rate_counts(
-    conn: sqlite3.Connection, query: RateQuery, by: str | None = None
+    conn: sqlite3.Connection,
+    query: RateQuery,
+    by: str | None = None,
+    *,
+    run_rollup: bool = True,
 ) -> list[RateCounts]:
     """Count runs by outcome over ``query``'s window, for the whole window or per group.
 
@@ -514,7 +726,8 @@ def rate_counts(
     Returns:
         The groups in key order (``None`` keys last; for ``mode``, the modes' order).
 
-    How: see the module docs.
+    How: see the module docs. ``run_rollup=False`` counts the runs of each group from
+    ``runs`` instead of ``run_rollup`` (as before migration 9: the baseline of the benchmarks).
     """
     check_breakdown(by)
     tally = _Tally(query, by)
@@ -523,8 +736,25 @@ def rate_counts(
     for row in rows:
         tally.add(*row)
     listed = sorted(tally.flagging) if query.flagged_ids else []
+    # the ids grouped by what decides their groups (the day only for a breakdown by time), so
+    # each group's list is added at once, not run by run (tens of thousands over 30 days)
+    by_time = by in ("day", "week")
+    ids: dict[tuple[Any, ...], list[str]] = {}
     for run_id, started_at, agent, release, sig in _flagged_runs(conn, query, listed):
-        tally.add_ids(_day_of(started_at), agent, release, sig, [run_id])
+        ids.setdefault((_day_of(started_at) if by_time else None, agent, release, sig), []).append(
+            run_id
+        )
+    for (day, agent, release, sig), run_ids in ids.items():
+        tally.add_ids(day, agent, release, sig, run_ids)
+    if run_rollup:
+        runs_by_key = _run_counts(conn, query, by)
+        if by not in ("day", "week"):
+            return tally.grouped(runs_by_key)
+        labels = {k for k, n in runs_by_key.items() if n} | set(tally.accs)
+        return [
+            tally.accs.get(k, _Acc()).counts(k, runs_by_key.get(k, 0), tally.mode_list)
+            for k in sorted(labels, key=lambda k: (k is None, k or ""))
+        ]
     if by in ("day", "week"):
         out = []
         for label, runs in _time_buckets(conn, query, by):
@@ -568,6 +798,23 @@ def stored_scorers(conn: sqlite3.Connection, project: str | None = None) -> list
         return names
     used = "SELECT 1 FROM scores WHERE scorer = ? AND run_project = ? LIMIT 1"
     return [n for n in names if conn.execute(used, (n, project)).fetchone() is not None]
+
+
+def project_scorers(conn: sqlite3.Connection, project: str) -> list[str]:
+    """:func:`stored_scorers` of one project, read from the rate rollup (SQLite only): the
+    scorers named in the signatures of the project's rollup rows, which are the current
+    scores of its runs. A few thousand rollup rows, where looking for one score of each scorer
+    of the project in ``scores`` (no index on ``run_project``) reads every score row of the
+    scorer when the project has none."""
+    sig_ids = [
+        sig
+        for (sig,) in conn.execute(
+            "SELECT DISTINCT sig FROM rate_rollup WHERE project = ? AND n > 0", (project,)
+        )
+    ]
+    sigs: dict[int, tuple[_Scored, ...]] = {}
+    _load_sigs(conn, set(sig_ids), sigs)
+    return sorted({s.scorer for scores in sigs.values() for s in scores})
 
 
 def stored_versions(

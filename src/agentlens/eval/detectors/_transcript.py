@@ -30,7 +30,7 @@ import orjson
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, _reply_of, text_of
-from agentlens.eval._normalize import canonical, fingerprint, is_empty_result
+from agentlens.eval._normalize import canonical, canonical_json, fingerprint, is_empty_result
 from agentlens.eval._scorer import ScorerFn, scorer
 from agentlens.eval._volatile import VOLATILE_PARTS, Masker, masker
 from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace
@@ -66,15 +66,16 @@ class _Call:
     """Position of the step in ``trace.steps``."""
     step: Step
     tool: str
-    call_fp: str
-    """Fingerprint of (tool, normalised arguments)."""
-    result_fp: str
-    """Fingerprint of (normalised output, normalised error)."""
+    call_fp: Hashable
+    """Equal for calls with equal fingerprints of (tool, normalised arguments): the fingerprint,
+    or a shape no other call of the run has (see :func:`_tokens`)."""
+    result_fp: Hashable
+    """Equal for calls with equal fingerprints of (normalised output, normalised error)."""
     failed: bool
     empty: bool
 
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> tuple[Hashable, Hashable]:
         return (self.call_fp, self.result_fp)
 
 
@@ -166,7 +167,8 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
 
     Normalisation is two steps: the volatile parts of each result are masked
     (:mod:`agentlens.eval._volatile`), then the result is fingerprinted
-    (:func:`~agentlens.eval._normalize.fingerprint`)."""
+    (:func:`~agentlens.eval._normalize.fingerprint`). Only calls that could be equal to another
+    call of the run are normalised at all (:func:`_tokens`)."""
     cache: dict[Any, list[_Call]] | None = None
     if evidence is not None and evidence.trace is trace:
         cache = vars(evidence).setdefault("_agentlens_transcript_calls", {})
@@ -176,29 +178,119 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
     wanted = frozenset(consider.kinds)
     skip = frozenset(consider.skip)
     mask = consider.masker.mask
-    calls: list[_Call] = []
+    chosen: list[tuple[int, Step, str, bool]] = []
     for i, step in enumerate(trace.steps):
         if str(step.kind) not in wanted:
             continue
         tool = step.name or str(step.kind)
         if tool.lower() in skip:
             continue
-        failed = _failed(step)
-        calls.append(
-            _Call(
-                pos=len(calls),
-                index=i,
-                step=step,
-                tool=tool,
-                call_fp=fingerprint([tool, step.input]),
-                result_fp=fingerprint([mask(step.output), mask(step.error) if failed else None]),
-                failed=failed,
-                empty=not failed and is_empty_result(step.output),
+        chosen.append((i, step, tool, _failed(step)))
+    tools: dict[str, str] = {}
+
+    def call_shapes(nested: bool) -> list[Hashable]:
+        return [
+            (
+                tools.get(tool) or tools.setdefault(tool, canonical_json(tool)),
+                _shape(s.input, nested),
             )
+            for _, s, tool, _ in chosen
+        ]
+
+    def call_fp(k: int) -> str:
+        _, s, tool, _ = chosen[k]
+        return fingerprint([tool, s.input])
+
+    def result_shapes(nested: bool) -> list[Hashable]:
+        return [_result_shape(s, failed, nested) for _, s, _, failed in chosen]
+
+    def result_fp(k: int) -> str:
+        _, s, _, failed = chosen[k]
+        return fingerprint([mask(s.output), mask(s.error) if failed else None])
+
+    call_fps = _tokens(call_shapes, call_fp, len(chosen))
+    result_fps = _tokens(result_shapes, result_fp, len(chosen))
+    calls = [
+        _Call(
+            pos=pos,
+            index=i,
+            step=step,
+            tool=tool,
+            call_fp=call_fps[pos],
+            result_fp=result_fps[pos],
+            failed=failed,
+            empty=not failed and is_empty_result(step.output),
         )
+        for pos, (i, step, tool, failed) in enumerate(chosen)
+    ]
     if cache is not None:
         cache[consider] = calls
     return calls
+
+
+class _NoShape(Exception):
+    """A value whose canonical form's shape cannot be told without computing it."""
+
+
+def _shape(value: Any, nested: bool = True) -> Hashable:
+    """The shape of ``value``'s canonical form (:func:`~agentlens.eval._normalize.canonical`),
+    masked or not: ``None``, a boolean and its value, a number, an object and its keys (as
+    ``canonical`` strips them), an array and its length (and, ``nested``, the shape of its first
+    element). Two values of different shapes have different canonical forms, hence different
+    fingerprints (as long as every value of a run is given the same ``nested``).
+
+    Raises:
+        _NoShape: a string (it may hold JSON, which ``canonical`` parses, or become JSON once
+            masked), or any other type.
+    """
+    kind = type(value)
+    if value is None:
+        return 0
+    if kind is bool:
+        return (1, value)
+    if kind is int or kind is float:
+        return 2  # nan and infinities become strings: any string makes the run _NoShape
+    if kind is dict:
+        return (3, frozenset([str(k).strip() for k in value]))
+    if kind is list or kind is tuple:
+        if nested and value:
+            return (4, len(value), _shape(value[0], False))
+        return (4, len(value))
+    raise _NoShape
+
+
+def _result_shape(step: Step, failed: bool, nested: bool) -> Hashable:
+    if failed:
+        raise _NoShape  # the error is part of the result: usually a string
+    return _shape(step.output, nested)
+
+
+def _tokens(
+    shapes: Callable[[bool], list[Hashable]], fingerprint_of: Callable[[int], str], n: int
+) -> list[Hashable]:
+    """For each value, a token equal to another's exactly when their fingerprints are equal,
+    without fingerprinting the values that cannot be equal to any other.
+
+    Two values of different :func:`_shape` have different fingerprints, so a value whose shape
+    no other value of the run has is equal to none of them: its token is its shape (a tuple,
+    never equal to a fingerprint, a string). The others get their fingerprint, and so does
+    every value when one of them has no shape. Masking the volatile parts of a result and
+    fingerprinting it is most of the analysers' time, and in most runs most calls are distinct.
+    The shapes look into the first element of arrays when they can for every value (lists of
+    records of different kinds), else not.
+    """
+    try:
+        found = shapes(True)
+    except _NoShape:
+        try:
+            found = shapes(False)
+        except _NoShape:
+            return [fingerprint_of(k) for k in range(n)]
+    counts = Counter(found)
+    return [
+        ("shape", shape) if counts[shape] == 1 else fingerprint_of(k)
+        for k, shape in enumerate(found)
+    ]
 
 
 def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
@@ -211,7 +303,7 @@ def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
 def _polling(calls: Sequence[_Call]) -> set[int]:
     """Positions of successful calls that were polling: an identical call made later returned a
     different result (a job that finished, a page that moved), so the wait was not a loop."""
-    later: dict[str, set[str]] = defaultdict(set)
+    later: dict[Hashable, set[Hashable]] = defaultdict(set)
     polling: set[int] = set()
     for call in reversed(calls):
         results = later[call.call_fp]
@@ -488,7 +580,7 @@ def _positions(calls: Sequence[_Call], step_ids: Iterable[str]) -> set[int]:
 
 def _new_observations(calls: Sequence[_Call]) -> set[int]:
     """Step indexes of the calls whose result was new in the run (and not empty)."""
-    seen: set[str] = set()
+    seen: set[Hashable] = set()
     new: set[int] = set()
     for call in calls:
         if call.result_fp not in seen and not call.empty:
@@ -674,7 +766,7 @@ def _score_repeated(
         )
 
     skip = _polling(calls) if polling else set()
-    groups: dict[tuple[str, str], list[_Call]] = defaultdict(list)
+    groups: dict[tuple[Hashable, Hashable], list[_Call]] = defaultdict(list)
     for call in calls:
         if call.pos not in covered:
             groups[call.key].append(call)
@@ -915,7 +1007,7 @@ def _score_no_progress(
     """Flags stretches of consecutive tool steps whose results add no new evidence."""
     calls = _calls(trace, evidence, consider)
     waiting = _polling(calls) if polling else set()
-    seen: set[str] = set()
+    seen: set[Hashable] = set()
     stretches: list[list[_Call]] = []
     current: list[_Call] = []
     for call in calls:
