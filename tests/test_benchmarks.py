@@ -210,7 +210,7 @@ def test_bench_dashboard_pages_times_every_page_beside_the_api() -> None:
     assert {"/runs", "/review", "/trends"} <= pages
     assert any(p.startswith("/runs/bench-") for p in pages)
     assert any(p.startswith("/content/ticket/") for p in pages)
-    assert re.search(r"^\d+ page\(s\) over the target; from runs: ", out, re.M)
+    assert re.search(r"^\d+ page\(s\) over the target; before: ", out, re.M)
 
 
 def test_bench_score_e2e_times_the_command_beside_the_naive_check(tmp_path: Path) -> None:

@@ -247,3 +247,56 @@ def test_migration_6_rebuilds_the_rollups_of_a_filled_store(
     finally:
         lite.close()
         new.close()
+
+
+def test_the_flagged_ids_of_whole_days_stay_exact_today_and_before(pg: Any) -> None:
+    """``rate_day_ids`` (migration 7): the days that are over are built again when compaction
+    merges their rows, today's stays stale (read by the hour); every way of reading gives the
+    counts and ids of a count in Python, before and after compaction, after more writes to both
+    days, and after a rebuild."""
+    from datetime import timedelta
+
+    from agentlens.analytics._rate import PythonRateSource
+
+    midnight = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    flagged = frozenset({"no_progress"})
+
+    def put(ids: range, verdict: str) -> None:
+        runs = [
+            Trace(id=f"d{i:03d}", agent=("support", "billing")[i % 2], input="q", output="a",
+                  started_at=midnight - timedelta(hours=30) + timedelta(minutes=37 * i))
+            for i in ids
+        ]  # fmt: skip
+        pg.put_traces(runs)
+        pg.put_scores([_score(t.id, "t_refs", "1", verdict, flagged if verdict == "flagged"
+                              else frozenset()) for t in runs])  # fmt: skip
+
+    def check() -> None:
+        for start, end in [
+            (midnight - timedelta(days=2), midnight + timedelta(days=1)),  # whole days
+            (midnight - timedelta(hours=29, minutes=10), midnight + timedelta(hours=5)),
+        ]:
+            for by in (None, "day", "agent"):
+                query = RateQuery(any_version_of=("t_refs",), start_us=int(start.timestamp() * 1e6),
+                                  end_us=int(end.timestamp() * 1e6))  # fmt: skip
+                assert pg.rate_counts(query, by) == PythonRateSource(pg).rate_counts(query, by)
+
+    put(range(0, 60), "flagged")  # 30 hours before midnight to 7 hours after
+    check()
+    pg.compact_rollups()
+    days = pg.read(lambda c: c.execute("SELECT DISTINCT day FROM rate_day_ids").fetchall())
+    stale = pg.read(lambda c: c.execute("SELECT day FROM rate_day_stale").fetchall())
+    today = int(midnight.timestamp()) // 86400
+    assert (today - 1,) in days and (today,) in stale and (today - 1,) not in stale
+    check()
+    put(range(10, 50, 3), "passed")  # replaced: ids leave yesterday's and today's rows
+    put(range(60, 70), "flagged")
+    check()
+    pg.compact_rollups()
+    check()
+    pg.delete_runs([f"d{i:03d}" for i in range(0, 60, 7)])
+    check()
+    pg.rebuild_rate_rollup()
+    check()
+    pg.compact_rollups()
+    check()

@@ -9,7 +9,8 @@ column, with recursive triggers off and on), the table equals a rebuild from ``r
 every breakdown over random windows (edges inside a day, on midnights, open, empty) equals the
 same query with the runs counted from ``runs`` (as before migration 9), the scan over ``scores``
 (``tests/_rate_scan.py``) and, where the JSON documents were not edited by hand, the
-plain-Python reference.
+plain-Python reference. A project's scorers, read from the rate rollup's signatures, equal
+those found in ``scores``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from agentlens.analytics import python_rate_counts, rate_breakdown
 from agentlens.analytics._rate import resolve_selection
 from agentlens.analytics._window import Window
 from agentlens.store import open_store
-from agentlens.store._sqlite_rates import rate_counts, rebuild_run_rollup
+from agentlens.store._sqlite_rates import rate_counts, rebuild_run_rollup, stored_scorers
 
 
 def run_table(store: Any) -> tuple[list[Any], list[Any]]:
@@ -239,6 +240,9 @@ def test_the_run_rollup_equals_a_direct_count_under_random_writes(
                     apply_manual(store, op)
                     by_hand = True
             assert_run_rollup_exact(store)
+            for name in ("alpha", "beta", "nobody"):  # a project's scorers, from the rollup
+                in_scores = store.read(lambda c, p=name: stored_scorers(c, p))
+                assert store.stored_scorers(project=name) == in_scores, name
             # the fixed windows of every kind, and random ones
             windows = [*WINDOWS, *(Window(start, end) for start, end in edges)]
             assert_counts_agree(
@@ -322,5 +326,23 @@ def test_migration_8_fills_the_run_rollup_of_an_existing_store(tmp_path: Path) -
         store.put_traces([run(6, 1.0, "ops", "v1")])  # and the triggers are there
         assert_run_rollup_exact(store)
         assert_counts_agree(store, [Window(None, None), Window(NOW - timedelta(days=2), None)])
+    finally:
+        store.close()
+
+
+def test_a_projects_scorers_come_from_its_current_scores(tmp_path: Path) -> None:
+    store: Any = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    try:
+        store.put_traces([run(1, 2, "support", "v1"), run(2, 3, "support", "v1")])  # beta, alpha
+        store.put_scores([_score("01RUN0001", "t_loops", "1", "flagged", frozenset())])
+        store.put_scores([_score("01RUN0002", "t_refs", "1", "passed", frozenset())])
+        assert store.stored_scorers(project="beta") == ["t_loops"]
+        assert store.stored_scorers(project="alpha") == ["t_refs"]
+        assert store.stored_scorers(project="nobody") == []
+        store.delete_runs(["01RUN0001"])  # its rollup row stays, counting 0
+        assert store.stored_scorers(project="beta") == []
+        store.put_traces([run(2, 3, "billing", "v1")])  # replaced: its scores go
+        assert store.stored_scorers(project="alpha") == []
+        assert store.stored_scorers() == []
     finally:
         store.close()

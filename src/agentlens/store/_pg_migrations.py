@@ -623,7 +623,7 @@ END
 $fn$
 """
 
-RATE_ROLLUP_FILL: tuple[str, ...] = (
+_RATE_ROLLUP_FILL_V2: tuple[str, ...] = (
     "DELETE FROM rate_rollup",
     "DELETE FROM rate_runs",
     "DELETE FROM run_rollup",
@@ -632,8 +632,7 @@ RATE_ROLLUP_FILL: tuple[str, ...] = (
     " agent, release, project, count(*) FROM runs GROUP BY 1, 2, 3, 4",
     "SELECT agentlens_compact_rollups()",
 )
-"""Statements that recompute the rate tables from ``runs`` and ``scores`` (for a bulk load that
-bypassed the triggers, and for the tests that check the triggers)."""
+"""Migration 6's statements that filled its rate tables (the current ones: :data:`RATE_ROLLUP_FILL`)."""
 
 RATE_ROLLUP_SCHEMA_V2: tuple[str, ...] = (
     """
@@ -690,7 +689,87 @@ _ROLLUP_BY_PROJECT = PgMigration(
         _REFRESH_FN_V2,
         _RUNS_TRIGGER_FN_V2,
         _COMPACT_FN_V2,
-        *RATE_ROLLUP_FILL,
+        *_RATE_ROLLUP_FILL_V2,
+    ),
+)
+
+# -- migration 7: the flagged runs' ids per whole day -------------------------------------------
+#
+# ``rate_day_ids (day, agent, release, project, sig, run_ids)``: for each UTC day, the ids that
+# day's merged (not fresh) rows of ``rate_rollup`` hold, per key without the hour, sorted. A rate
+# over several whole days reads one array per day and key instead of 24 (7 days: a few hundred
+# rows instead of 2,000). Written by compaction only, in its transaction: a day whose rows it
+# merged goes to ``rate_day_stale``, and the stale days that are over (before the current UTC
+# day) are built again from their merged rows, so the day being written is never rebuilt at
+# every compaction. A reader takes a day's arrays only when the day is not stale and has no
+# fresh row of the signatures it reads; otherwise it reads that day by the hour.
+
+_DAY_OF_HOUR = "floor(hour / 24.0)::bigint"
+
+_DAY_IDS_BUILD = f"""
+    INSERT INTO rate_day_ids (day, agent, release, project, sig, run_ids)
+    SELECT {_DAY_OF_HOUR}, agent, release, project, sig, array_agg(i ORDER BY i COLLATE "C")
+    FROM rate_rollup r, unnest(r.run_ids) AS i
+    WHERE NOT r.fresh AND r.hour <> {NO_HOUR} AND {{where}}
+    GROUP BY 1, 2, 3, 4, 5"""
+
+_DAY_IDS_REBUILD = f"""
+    -- the days whose rows were merged are stale; those that are over are built again
+    IF touched IS NOT NULL THEN
+        INSERT INTO rate_day_stale (day) SELECT unnest(touched) ON CONFLICT DO NOTHING;
+    END IF;
+    WITH done AS (DELETE FROM rate_day_stale
+                  WHERE day < floor(extract(epoch FROM now()) / 86400)::bigint RETURNING day)
+    SELECT array_agg(day), min(day), max(day) INTO past, lo, hi FROM done;
+    IF past IS NOT NULL THEN
+        DELETE FROM rate_day_ids WHERE day = ANY(past);
+        {_DAY_IDS_BUILD.format(where=f"r.hour >= lo * 24 AND r.hour < hi * 24 + 24 AND {_DAY_OF_HOUR} = ANY(past)")};
+    END IF;"""
+
+_COMPACT_FN_V3 = _COMPACT_FN_V2.replace(
+    "    k bigint;\n",
+    "    k bigint;\n    touched bigint[];\n    past bigint[];\n    lo bigint;\n    hi bigint;\n",
+    1,
+).replace(
+    "        RETURNING 1)\n    SELECT (SELECT count(*) FROM gone) INTO k;\n    merged := merged + k;",
+    "        RETURNING 1)\n    SELECT (SELECT count(*) FROM gone),"
+    f" (SELECT array_agg(DISTINCT {_DAY_OF_HOUR}) FROM keys WHERE hour <> {NO_HOUR})"
+    " INTO k, touched;\n    merged := merged + k;" + _DAY_IDS_REBUILD,
+    1,
+)
+"""Migration 2's compaction (as migration 6 made it) that also keeps ``rate_day_ids``."""
+assert "rate_day_stale" in _COMPACT_FN_V3 and "past bigint[]" in _COMPACT_FN_V3
+
+RATE_ROLLUP_FILL: tuple[str, ...] = (
+    *_RATE_ROLLUP_FILL_V2,
+    "DELETE FROM rate_day_ids",
+    "DELETE FROM rate_day_stale",
+    _DAY_IDS_BUILD.format(where="TRUE"),
+)
+"""Statements that recompute the rate tables from ``runs`` and ``scores`` (for a bulk load that
+bypassed the triggers, and for the tests that check the triggers)."""
+
+_DAY_IDS = PgMigration(
+    7,
+    "rate_day_ids: the flagged runs' ids per whole day, kept by compaction; rate_day_stale",
+    (
+        """
+        CREATE TABLE IF NOT EXISTS rate_day_ids (
+            day     bigint NOT NULL,
+            agent   text COLLATE "C",
+            release text COLLATE "C",
+            project text COLLATE "C" NOT NULL,
+            sig     uuid NOT NULL,
+            run_ids text[] COLLATE "C" NOT NULL
+        )
+        """,
+        "CREATE INDEX IF NOT EXISTS rate_day_ids_by_day ON rate_day_ids (day)",
+        "CREATE TABLE IF NOT EXISTS rate_day_stale (day bigint PRIMARY KEY)",
+        _COMPACT_FN_V3,
+        "SELECT agentlens_compact_rollups()",
+        "DELETE FROM rate_day_ids",
+        "DELETE FROM rate_day_stale",
+        _DAY_IDS_BUILD.format(where="TRUE"),
     ),
 )
 
@@ -701,6 +780,7 @@ PG_MIGRATIONS: tuple[PgMigration, ...] = (
     _SERVER_TABLES,
     _RUN_LINKS,
     _ROLLUP_BY_PROJECT,
+    _DAY_IDS,
 )
 """Every PostgreSQL migration, oldest first. Versions are 1..N without gaps."""
 

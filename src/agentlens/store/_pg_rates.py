@@ -202,12 +202,7 @@ def _add_flagged_ids(conn: Any, query: RateQuery, by: str | None, tally: _Tally)
     groups: dict[tuple[Any, Any, Any, Any], list[str]] = {}
     r_col = "release" if by_release else "NULL::text"
     for cond, args in whole:
-        rows = conn.execute(
-            "SELECT fresh, sig::text, agent, hour, release, project, n, run_ids FROM rate_rollup"
-            f" WHERE {cond} AND sig = ANY(%s::uuid[]){agent_sql}",
-            [*args, flagging, *agent_args],
-            binary=True,
-        ).fetchall()
+        rows = conn.execute(*_whole_hours_ids(query, cond, args, flagging), binary=True).fetchall()
         # A key's rows are one merged row (its ids sorted) unless it has fresh delta rows, whose
         # ids are added (positive rows) or removed (negative rows): those keys are netted here
         # (in one pass: a key is looked up only when some row is fresh).
@@ -244,6 +239,41 @@ def _add_flagged_ids(conn: Any, query: RateQuery, by: str | None, tally: _Tally)
         tally.add_ids(
             _NO_DAY if day is None else day, dec(agent), dec(release), sig, _plain(run_ids)
         )
+
+
+def _whole_hours_ids(
+    query: RateQuery, cond: str, args: list[Any], flagging: list[Any]
+) -> tuple[str, list[Any]]:
+    """SQL of the flagged ids of the window's whole hours: rows ``(fresh, sig, agent, hour,
+    release, project, n, run_ids)``. The whole UTC days among them come from ``rate_day_ids``
+    (PostgreSQL migration 7: one row per day instead of 24, ``hour`` the day's first), unless a
+    day is stale or has fresh rows of these signatures: those days, and the hours of the partial
+    days at the edges, come from ``rate_rollup``."""
+    agent_sql, agent_args = _agent(query)
+    hourly = (
+        "SELECT fresh, sig::text, agent, hour, release, project, n, run_ids FROM rate_rollup"
+        f" WHERE {cond} AND sig = ANY(%s::uuid[]){agent_sql}"
+    )
+    start, end = query.start_us, query.end_us
+    if query.undated or start is None or end is None:
+        return hourly, [*args, flagging, *agent_args]
+    first, stop = -(-start // HOUR_US), end // HOUR_US  # the whole hours: [first, stop)
+    d0, d1 = -(-first // 24), stop // 24  # the whole days among them: [d0, d1)
+    if d0 >= d1:
+        return hourly, [*args, flagging, *agent_args]
+    sigs = [flagging, *agent_args]
+    sql = (
+        "WITH dirty AS (SELECT day FROM rate_day_stale WHERE day >= %s AND day < %s"
+        " UNION SELECT floor(hour / 24.0)::bigint FROM rate_rollup WHERE fresh"
+        f" AND hour >= %s AND hour < %s AND sig = ANY(%s::uuid[]){agent_sql})"
+        " SELECT false, sig::text, agent, day * 24, release, project, 1::bigint, run_ids"
+        " FROM rate_day_ids WHERE day >= %s AND day < %s"
+        f" AND sig = ANY(%s::uuid[]){agent_sql} AND day NOT IN (SELECT day FROM dirty)"
+        f" UNION ALL {hourly} AND (hour < %s OR hour >= %s"
+        " OR floor(hour / 24.0)::bigint IN (SELECT day FROM dirty))"
+    )
+    params = [d0, d1, d0 * 24, d1 * 24, *sigs, d0, d1, *sigs, *args, *sigs, d0 * 24, d1 * 24]
+    return sql, params
 
 
 def _net(deltas: list[tuple[int, list[str]]]) -> list[str]:

@@ -454,9 +454,15 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
             lambda conn: _sqlite_rates.rate_counts(conn, query, by, run_rollup=rollup)
         )
 
+    _scorers_from_rollup = True
+    """``False``: :meth:`stored_scorers` of a project looks for each scorer's scores in
+    ``scores`` (as before), for the benchmarks' baseline."""
+
     def stored_scorers(self, *, project: str | None = None) -> list[str]:
         """Every scorer name with at least one stored score (of a run of ``project``, when
-        given): an index skip-scan."""
+        given): an index skip-scan; a project's, from the rate rollup's signatures."""
+        if project is not None and self._scorers_from_rollup:
+            return self._read(lambda conn: _sqlite_rates.project_scorers(conn, project))
         return self._read(lambda conn: _sqlite_rates.stored_scorers(conn, project))
 
     def stored_versions(

@@ -72,6 +72,7 @@ __all__ = [
     "RUN_ROLLUP_TRIGGERS",
     "RUN_ROLLUP_TRIGGER_NAMES",
     "bulk_rollup",
+    "project_scorers",
     "rate_counts",
     "rebuild_rate_rollup",
     "rebuild_run_rollup",
@@ -797,6 +798,23 @@ def stored_scorers(conn: sqlite3.Connection, project: str | None = None) -> list
         return names
     used = "SELECT 1 FROM scores WHERE scorer = ? AND run_project = ? LIMIT 1"
     return [n for n in names if conn.execute(used, (n, project)).fetchone() is not None]
+
+
+def project_scorers(conn: sqlite3.Connection, project: str) -> list[str]:
+    """:func:`stored_scorers` of one project, read from the rate rollup (SQLite only): the
+    scorers named in the signatures of the project's rollup rows, which are the current
+    scores of its runs. A few thousand rollup rows, where looking for one score of each scorer
+    of the project in ``scores`` (no index on ``run_project``) reads every score row of the
+    scorer when the project has none."""
+    sig_ids = [
+        sig
+        for (sig,) in conn.execute(
+            "SELECT DISTINCT sig FROM rate_rollup WHERE project = ? AND n > 0", (project,)
+        )
+    ]
+    sigs: dict[int, tuple[_Scored, ...]] = {}
+    _load_sigs(conn, set(sig_ids), sigs)
+    return sorted({s.scorer for scores in sigs.values() for s in scores})
 
 
 def stored_versions(
