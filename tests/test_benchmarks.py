@@ -241,3 +241,23 @@ def test_bench_score_e2e_times_the_command_beside_the_naive_check(tmp_path: Path
     flagged = re.search(r'"no_fabricated_refs": (\d+)', results["grounding"])
     assert flagged is not None and 0 < int(flagged.group(1)) < 30
     assert results["grounding"].split(" digest ")[1] != results["defaults"].split(" digest ")[1]
+
+
+def test_bench_put_scores_writes_the_same_tables_as_its_baseline(tmp_path: Path) -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_put_scores.py"),
+        "--runs",
+        "30",
+        "--rounds",
+        "2",
+        "--scorers",
+        "2",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--baseline-src",
+        str(ROOT / "src"),
+    )
+    assert re.search(r"^30 runs, 60 scores, 200 runs per put_scores; medians$", out, re.M)
+    digests = dict(re.findall(r"^\s*(this code|baseline): .* per score, digest (\w+)$", out, re.M))
+    assert set(digests) == {"this code", "baseline"}
+    assert digests["this code"] == digests["baseline"]  # one digest each: the same every round
