@@ -34,6 +34,16 @@ sys.path.insert(0, str(ROOT / "src"))
 TARGET_S = 0.300
 
 
+def _old_reads(store: Any, on: bool) -> None:
+    """Read as the store did before the run-count rollup (``on``), or as it does now: each rate
+    group's runs counted from ``runs``, a project's scorers looked up in ``scores``, a
+    project's runs page and review queue planned by SQLite alone."""
+    from agentlens.store import _server
+
+    store._runs_from_rollup = store._scorers_from_rollup = store._queue_from_rollup = not on
+    _server.PLAN_FROM_ROLLUP = not on
+
+
 def _build(path: Path, runs: int) -> str:
     """A store of ``runs`` runs over the last 10 days, a fifth of them citing an order id their
     tool did not return (flagged), reviewed."""
@@ -134,17 +144,16 @@ def _median(client: Any, path: str, repeat: int, headers: dict[str, str]) -> tup
 
 
 def _before(store: Any, measure: Any) -> tuple[float, float] | None:
-    """``measure()`` as the store read before the run-count rollup: each rate group's runs
-    counted from ``runs`` (before migration 9) and a project's scorers looked up in ``scores``
-    (not in the rate rollup), on the same store in the same run: the baseline. ``None`` for a
-    store without the switches (PostgreSQL)."""
+    """``measure()`` as the store read before the run-count rollup (:func:`_old_reads`), on the
+    same store in the same run: the baseline. ``None`` for a store without the switches
+    (PostgreSQL)."""
     if not hasattr(store, "_runs_from_rollup"):
         return None
-    store._runs_from_rollup = store._scorers_from_rollup = False
+    _old_reads(store, True)
     try:
         return measure()  # type: ignore[no-any-return]
     finally:
-        store._runs_from_rollup = store._scorers_from_rollup = True
+        _old_reads(store, False)
 
 
 def main() -> None:
@@ -183,7 +192,7 @@ def main() -> None:
     print(
         f"{misses} page(s) over the target; before: the same page with each rate group's runs"
         " counted from `runs` instead of the run-count rollup, a project's scorers looked up in"
-        " `scores` instead of the rate rollup"
+        " `scores`, its runs page and review queue planned by SQLite alone"
     )
     store.close()
 

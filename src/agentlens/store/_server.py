@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from agentlens.model import Trace
+from agentlens.model import Trace, to_epoch_us
+from agentlens.store._rates import _DAY_US
 from agentlens.store._sqlite_filter import _filter_sql, _FilterSQL, _where_clause
 from agentlens.store._sqlite_review import SUMMARY_COLUMNS, summary_of
 
@@ -328,17 +329,68 @@ def list_runs_page(
     if before is not None:
         clauses.append(f"({sort_col}, {id_col}) < (?, ?)")
         params.extend(before)
-    sql = (
-        f"SELECT {sort_col}, {id_col}, {SUMMARY_COLUMNS} FROM runs r"
-        + filter_sql.join
-        + _where_clause(clauses)
-        + f" ORDER BY {sort_col} DESC, {id_col} DESC LIMIT ?"
-    )
-    params.append(limit + 1)
-    rows = store.read(lambda c: c.execute(sql, params).fetchall())
+
+    def work(conn: sqlite3.Connection) -> list[Any]:
+        plan = _project_plan(conn, where) if link is None else "planner"
+        if plan == "empty":
+            return []
+        runs = "runs r"
+        if plan == "project" and filter_sql.key == ("r.sort_at", "r.id"):
+            runs = "runs r INDEXED BY runs_by_project_time"
+        sql = (
+            f"SELECT {sort_col}, {id_col}, {SUMMARY_COLUMNS} FROM {runs}"
+            + filter_sql.join
+            + _where_clause(clauses)
+            + f" ORDER BY {sort_col} DESC, {id_col} DESC LIMIT ?"
+        )
+        return conn.execute(sql, [*params, limit + 1]).fetchall()
+
+    rows = store.read(work)
     page = [summary_of(row) for row in rows[:limit]]
     cursor = (rows[limit - 1][0], rows[limit - 1][1]) if len(rows) > limit else None
     return page, cursor
+
+
+PLAN_FROM_ROLLUP = True
+"""``False``: :func:`list_runs_page` leaves the choice of index to SQLite's planner (as before
+the run-count rollup), for the tests and the benchmarks' baseline."""
+
+
+def _project_plan(conn: sqlite3.Connection, where: Any) -> str:
+    """How to read one project's page, from the run-count rollup (``run_rollup``, SQLite
+    migration 9): ``"empty"`` when no run of the project has the filter's role and release in
+    the days of the window (so no run can match), ``"project"`` when the project has fewer runs
+    in those days than the role or release the planner would walk (its index, ``(agent,
+    sort_at, id)`` or ``(release, sort_at, id)``, holds every project's runs: for a small
+    project in a big store that is a scan that finds nothing), else ``"planner"``.
+
+    The days counted cover the window (its partial days whole), so an empty count is exact.
+    """
+    if not PLAN_FROM_ROLLUP or where is None or where.project is None or where.run_ids is not None:
+        return "planner"
+    start, end = to_epoch_us(where.start), to_epoch_us(where.end)
+    days, args = "", []
+    if start is not None or end is not None:
+        days = " AND day >= ?"  # dated runs only, as the window's own clause
+        args.append(-(2**63) + 1 if start is None else start // _DAY_US)
+        if end is not None:
+            days += " AND day <= ?"
+            args.append((end - 1) // _DAY_US)
+
+    def count(**equal: Any) -> int:
+        cond = "".join(f" AND {column} = ?" for column in equal)
+        sql = f"SELECT ifnull(sum(n), 0) FROM run_rollup WHERE n > 0{cond}{days}"
+        return int(conn.execute(sql, [*equal.values(), *args]).fetchone()[0])
+
+    others = {
+        k: v for k, v in (("agent", where.agent), ("release", where.release)) if v is not None
+    }
+    if count(project=where.project, **others) == 0:
+        return "empty"
+    if not others:
+        return "planner"  # the project's own index is the planner's choice already
+    narrowest = min(count(**{k: v}) for k, v in others.items())
+    return "project" if count(project=where.project) < narrowest else "planner"
 
 
 def _with_link(filter_sql: _FilterSQL, link: tuple[str, str]) -> _FilterSQL:
