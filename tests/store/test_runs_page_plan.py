@@ -110,15 +110,17 @@ def test_the_pages_are_the_planners_pages(
             store.close()
 
 
-def test_a_small_project_is_read_from_its_own_index(tmp_path: Path) -> None:
+def test_a_small_project_is_read_from_its_own_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store: Any = open_store(f"sqlite:///{tmp_path / 'p.db'}")
     try:
         runs = [_run(i, i / 10, "big", ("support", "billing")[i % 2], "v1") for i in range(300)]
         runs += [_run(1000 + i, i * 3.0, "tiny", "support", "v1") for i in range(4)]
         store.put_traces(runs)
 
-        def plan(where: RunFilter) -> str:
-            return str(store.read(lambda c: _project_plan(c, where)))
+        def plan(where: RunFilter, by_flagged: bool = False) -> str:
+            return str(store.read(lambda c: _project_plan(c, where, by_flagged=by_flagged)))
 
         start = NOW - timedelta(days=2)
         assert plan(RunFilter(project="tiny", agent="support", start=start)) == "project"
@@ -126,6 +128,12 @@ def test_a_small_project_is_read_from_its_own_index(tmp_path: Path) -> None:
         assert plan(RunFilter(project="tiny", agent="billing", start=start)) == "empty"
         assert plan(RunFilter(project="nobody", start=start)) == "empty"
         assert plan(RunFilter(project="tiny", release="v1")) == "project"
+        # a flagged filter: a project of at most _SMALL_PROJECT runs in the window reads its own
+        assert plan(RunFilter(project="big", flagged=True), by_flagged=True) == "project"
+        assert plan(RunFilter(project="big", flagged=True)) == "planner"
+        monkeypatch.setattr(_server, "_SMALL_PROJECT", 100)
+        assert plan(RunFilter(project="big", flagged=True), by_flagged=True) == "planner"
+        assert plan(RunFilter(project="tiny", flagged=True), by_flagged=True) == "project"
         # windows whose edges cut the day of the tiny project's runs (03:00 to 12:00 of NOW's)
         for lo, hi in ((NOW - timedelta(hours=10), None), (None, NOW - timedelta(hours=7)),
                        (NOW - timedelta(hours=10), NOW - timedelta(hours=7))):  # fmt: skip

@@ -321,22 +321,25 @@ def list_runs_page(
             where, before=before, limit=limit, link=link
         )
         return own
-    filter_sql = _filter_sql(where).with_review()
+    base = _filter_sql(where).with_review()
     if link is not None:
-        filter_sql = _with_link(filter_sql, link)
-    sort_col, id_col = filter_sql.key
-    clauses, params = filter_sql.sql()
-    if before is not None:
-        clauses.append(f"({sort_col}, {id_col}) < (?, ?)")
-        params.extend(before)
+        base = _with_link(base, link)
 
     def work(conn: sqlite3.Connection) -> list[Any]:
-        plan = _project_plan(conn, where) if link is None else "planner"
+        plan = _project_plan(conn, where, by_flagged=base.key != ("r.sort_at", "r.id"))
         if plan == "empty":
             return []
-        runs = "runs r"
-        if plan == "project" and filter_sql.key == ("r.sort_at", "r.id"):
+        runs, filter_sql = "runs r", base
+        if plan == "project" and link is None:
+            # the project's runs newest first (a flagged filter's rows of run_review are then
+            # joined run by run: the same rows, the same (sort_at, id) keys)
             runs = "runs r INDEXED BY runs_by_project_time"
+            filter_sql = replace(base, key=("r.sort_at", "r.id"))
+        sort_col, id_col = filter_sql.key
+        clauses, params = filter_sql.sql()
+        if before is not None:
+            clauses.append(f"({sort_col}, {id_col}) < (?, ?)")
+            params.extend(before)
         sql = (
             f"SELECT {sort_col}, {id_col}, {SUMMARY_COLUMNS} FROM {runs}"
             + filter_sql.join
@@ -356,13 +359,21 @@ PLAN_FROM_ROLLUP = True
 the run-count rollup), for the tests and the benchmarks' baseline."""
 
 
-def _project_plan(conn: sqlite3.Connection, where: Any) -> str:
+_SMALL_PROJECT = 20_000
+"""A project with at most this many runs in a window reads a flagged filter's page from its
+own runs (at most that many index entries, each joined to its review row), not from the
+flagged runs of every project."""
+
+
+def _project_plan(conn: sqlite3.Connection, where: Any, *, by_flagged: bool = False) -> str:
     """How to read one project's page, from the run-count rollup (``run_rollup``, SQLite
     migration 9): ``"empty"`` when no run of the project has the filter's role and release in
-    the days of the window (so no run can match), ``"project"`` when the project has fewer runs
+    the days of the window (so no run can match); ``"project"`` when the project has fewer runs
     in those days than the role or release the planner would walk (its index, ``(agent,
     sort_at, id)`` or ``(release, sort_at, id)``, holds every project's runs: for a small
-    project in a big store that is a scan that finds nothing), else ``"planner"``.
+    project in a big store that is a scan that finds nothing), or, for a filter on flagged
+    runs (``by_flagged``: the planner walks the flagged runs of every project), at most
+    :data:`_SMALL_PROJECT`; else ``"planner"``.
 
     The days counted cover the window (its partial days whole), so an empty count is exact.
     """
@@ -387,10 +398,13 @@ def _project_plan(conn: sqlite3.Connection, where: Any) -> str:
     }
     if count(project=where.project, **others) == 0:
         return "empty"
+    own = count(project=where.project)
+    if by_flagged and own <= _SMALL_PROJECT:
+        return "project"
     if not others:
         return "planner"  # the project's own index is the planner's choice already
     narrowest = min(count(**{k: v}) for k, v in others.items())
-    return "project" if count(project=where.project) < narrowest else "planner"
+    return "project" if own < narrowest else "planner"
 
 
 def _with_link(filter_sql: _FilterSQL, link: tuple[str, str]) -> _FilterSQL:
