@@ -15,9 +15,9 @@ stops it. It applies the rule of ``repeated_tool_calls`` as the calls happen: on
 How calls and results are compared (the normalisation of ``repeated_tool_calls``, with the
 role's volatile parts and bookkeeping events) is given by the layer above
 (:func:`agentlens.configure`), as the :class:`RoleGuard`'s ``call_key`` and ``result_key``.
-What a guarded step costs (``benchmarks/bench_capture.py``): its call key (for arguments that
-are already canonical, the common case, the arguments themselves as a sorted tuple; no
-fingerprint) and one atomic ``dict.setdefault`` that files the step under it. A call made once
+What a guarded step costs (``benchmarks/bench_capture.py``): its call key (the tool and the
+arguments' canonical JSON text, read off one ``orjson`` call when nothing in that text needs
+normalising, the common case) and one atomic ``dict.setdefault`` that files the step under it. A call made once
 in the run, the usual case, keeps nothing else: no lock, no state object, no copy of its result
 (the step holds it). Only a call that comes back takes the lock and gets a state; its result is
 compared with the ones seen for those arguments, exactly first (``==``), normalised (the volatile
