@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from agentlens.server._backlog import SLOW_S, Backlog, BacklogGauges
+from agentlens.server._backlog import MAX_REUSE_S, SLOW_S, BacklogGauges
 
 
 class Clock:
@@ -25,45 +25,45 @@ class Counter:
         self.release.set()
         self.done = threading.Event()
 
-    def __call__(self) -> Backlog:
+    def __call__(self) -> int:
         self.calls += 1
         self.release.wait(5)
         self.clock.now += self.took
         self.done.set()
-        return Backlog(self.calls, 0, 0, 0.0)
+        return self.calls
 
 
 def test_a_quick_count_is_made_again_once_it_is_stale() -> None:
     clock = Clock()
     counter = Counter(clock, took=0.001)
     gauges = BacklogGauges(counter, clock=clock)
-    assert gauges.get()[0].staged_spans == 1
-    assert gauges.get()[0].staged_spans == 1  # reused: younger than 20x its 1 ms
+    assert gauges.get()[0] == 1
+    assert gauges.get()[0] == 1  # reused: younger than 20x its 1 ms
     clock.now += 0.05
     value, age = gauges.get()
-    assert (value.staged_spans, age) == (2, 0.0)  # quick: recounted before answering
+    assert (value, age) == (2, 0.0)  # quick: recounted before answering
 
 
 def test_a_slow_count_is_refreshed_in_the_background_and_the_old_value_served() -> None:
     clock = Clock()
     counter = Counter(clock, took=SLOW_S * 4)
     gauges = BacklogGauges(counter, clock=clock)
-    assert gauges.get()[0].staged_spans == 1  # the first scrape waits
+    assert gauges.get()[0] == 1  # the first scrape waits
     clock.now += 10  # reused for 20 x 1 s = 20 s
-    assert gauges.get() == (Backlog(1, 0, 0, 0.0), 10)
+    assert gauges.get() == (1, 10)
     clock.now += 15
     counter.release.clear()
     counter.done.clear()
     value, age = gauges.get()  # stale: served at once, a recount starts
-    assert (value.staged_spans, age) == (1, 25)
-    assert gauges.get()[0].staged_spans == 1  # one recount at a time
+    assert (value, age) == (1, 25)
+    assert gauges.get()[0] == 1  # one recount at a time
     counter.release.set()
     assert counter.done.wait(5)
     for _ in range(100):
-        if gauges.get()[0].staged_spans == 2:
+        if gauges.get()[0] == 2:
             break
         threading.Event().wait(0.01)
-    assert gauges.get()[0].staged_spans == 2
+    assert gauges.get()[0] == 2
     assert counter.calls == 2
 
 
@@ -71,11 +71,11 @@ def test_a_failed_count_raises_on_the_first_scrape_and_is_retried() -> None:
     clock = Clock()
     calls = []
 
-    def count() -> Backlog:
+    def count() -> tuple[int, int]:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("store down")
-        return Backlog(7, 1, 2, 3.0)
+        return (7, 1)
 
     gauges = BacklogGauges(count, clock=clock)
     try:
@@ -84,4 +84,22 @@ def test_a_failed_count_raises_on_the_first_scrape_and_is_retried() -> None:
         pass
     else:
         raise AssertionError("the first count's error was swallowed")
-    assert gauges.get()[0] == Backlog(7, 1, 2, 3.0)
+    assert gauges.get()[0] == (7, 1)
+
+
+def test_no_count_is_reused_past_the_cap() -> None:
+    clock = Clock()
+    counter = Counter(clock, took=MAX_REUSE_S)  # 20x would be 100 minutes
+    gauges = BacklogGauges(counter, clock=clock)
+    assert gauges.get()[0] == 1
+    clock.now += MAX_REUSE_S * 0.9
+    assert gauges.get()[0] == 1
+    clock.now += MAX_REUSE_S * 0.2
+    counter.done.clear()
+    assert gauges.get()[0] == 1  # stale: served, and a recount starts
+    assert counter.done.wait(5)
+    for _ in range(100):
+        if counter.calls == 2:
+            break
+        threading.Event().wait(0.01)
+    assert counter.calls == 2

@@ -31,7 +31,7 @@ from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFou
 from agentlens.ingest.otlp import span_records_from_protobuf, spans_from_json
 from agentlens.model import Trace
 from agentlens.model._time import parse_since
-from agentlens.server._backlog import Backlog, BacklogGauges
+from agentlens.server._backlog import BacklogGauges
 from agentlens.server._ingest import Ingestor, Metrics, Overloaded, WriteFailed
 from agentlens.server._keys import KeyChecker
 from agentlens.store import RunFilter, open_store
@@ -361,18 +361,9 @@ class _State:
             on_stored=self._stored,
             on_staged=self.background.wake if self.background is not None else None,
         )
-        self.backlog = BacklogGauges(self._count_backlog)
+        self.staging: BacklogGauges[Any] = BacklogGauges(store.staging_counts)
+        self.review_backlog: BacklogGauges[Any] = BacklogGauges(store.review_lag)
         self.started = time.time()
-
-    def _count_backlog(self) -> Backlog:
-        staged = self.store.staging_counts()
-        lag = self.store.review_lag()
-        return Backlog(
-            staged_spans=int(staged.spans),
-            staged_traces=int(staged.traces),
-            review_pending=int(lag.pending),
-            review_lag_s=float(lag.lag_s),
-        )
 
     def _stored(self, run_ids: list[str]) -> None:
         if self.background is not None:
@@ -913,7 +904,8 @@ def _rate(
 
 def _prometheus(state: _State) -> str:
     m = state.metrics
-    backlog, age = state.backlog.get()
+    staged, staged_age = state.staging.get()
+    review, review_age = state.review_backlog.get()
     lines: list[str] = []
 
     def metric(name: str, kind: str, help_: str, value: float) -> None:
@@ -936,15 +928,14 @@ def _prometheus(state: _State) -> str:
     metric("write_failures_total", "counter", "Store writes that failed (503).", m.write_failures)
     metric("writer_queue_depth", "gauge", "Spans and runs waiting for the writer.",
            state.ingestor.pending)  # fmt: skip
-    metric("staged_spans", "gauge", "Spans staged, not yet in a run.", backlog.staged_spans)
-    metric("staged_traces", "gauge", "Traces waiting for their root span.", backlog.staged_traces)
-    metric("review_queue_depth", "gauge", "Complete runs not yet reviewed.",
-           backlog.review_pending)  # fmt: skip
+    metric("staged_spans", "gauge", "Spans staged, not yet in a run.", staged.spans)
+    metric("staged_traces", "gauge", "Traces waiting for their root span.", staged.traces)
+    metric("review_queue_depth", "gauge", "Complete runs not yet reviewed.", review.pending)
     metric("review_lag_seconds", "gauge", "Age of the oldest run not yet reviewed.",
-           backlog.review_lag_s)  # fmt: skip
+           review.lag_s)  # fmt: skip
     metric("backlog_age_seconds", "gauge",
-           "Age of the four backlog counts above (recounted in the background when slow).",
-           age)  # fmt: skip
+           "Age of the oldest of the four backlog counts above (recounted in the background when slow).",
+           max(staged_age, review_age))  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
