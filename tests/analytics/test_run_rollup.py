@@ -330,8 +330,16 @@ def test_migration_8_fills_the_run_rollup_of_an_existing_store(tmp_path: Path) -
         store.close()
 
 
-def test_a_projects_scorers_come_from_its_current_scores(tmp_path: Path) -> None:
-    store: Any = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_projects_scorers_come_from_its_current_scores(tmp_path: Path, backend: str) -> None:
+    drop = None
+    if backend == "postgres":
+        from pg_support import new_pg_schema
+
+        url, drop = new_pg_schema()
+    else:
+        url = f"sqlite:///{tmp_path / 'r.db'}"
+    store: Any = open_store(url)
     try:
         store.put_traces([run(1, 2, "support", "v1"), run(2, 3, "support", "v1")])  # beta, alpha
         store.put_scores([_score("01RUN0001", "t_loops", "1", "flagged", frozenset())])
@@ -346,3 +354,5 @@ def test_a_projects_scorers_come_from_its_current_scores(tmp_path: Path) -> None
         assert store.stored_scorers() == []
     finally:
         store.close()
+        if drop is not None:
+            drop()

@@ -115,9 +115,8 @@ def _drop_links_table(store: Any, version: int) -> None:
         store._write(lambda c: [c.execute(s) for s in sql])
 
 
+@pytest.mark.parametrize("backend", ["postgres", "sqlite-file"])  # a memory store cannot reopen
 def test_the_migration_fills_the_links_of_stored_runs(store_url: str, backend: str) -> None:
-    if backend == "sqlite-memory":
-        pytest.skip("a memory store cannot be reopened")
     odd = {"ticket": "T-1", "nul\x00kind": "v\x00w", "\x01lead": "\x01x", 'q"': "1"}
     traces = [make_trace(1, links=odd), make_trace(2, links={"ticket": "T-1"}),
               make_trace(3, links={}), make_trace(4, started=None, links={"post": "P"})]  # fmt: skip

@@ -295,8 +295,34 @@ def _plain(run_ids: list[str]) -> list[str]:
 
 
 def pg_stored_scorers(store: Any, project: str | None = None) -> list[str]:
-    """:func:`agentlens.store._sqlite_rates.stored_scorers`'s SQL, on PostgreSQL."""
+    """:func:`agentlens.store._sqlite_rates.stored_scorers`'s SQL, on PostgreSQL; a project's
+    scorers from the rate rollup (:func:`pg_project_scorers`)."""
+    if project is not None:
+        return pg_project_scorers(store, project)
     return list(store.read(lambda c: stored_scorers(pg_conn(c), project)))
+
+
+def pg_project_scorers(store: Any, project: str) -> list[str]:
+    """:func:`agentlens.store._sqlite_rates.project_scorers` on PostgreSQL: the scorers named
+    in the signatures the project's rollup rows count (net of unmerged delta rows), which are
+    the current scores of its runs. Looking for one score of each scorer of the project in
+    ``scores`` (no index on ``run_project``) reads every score row of the scorer when the
+    project has none."""
+
+    def work(conn: Any) -> list[str]:
+        sig_ids = [
+            sig
+            for (sig,) in conn.execute(
+                "SELECT sig::text FROM rate_rollup WHERE project = %s GROUP BY sig"
+                " HAVING sum(n) > 0",
+                (enc(project),),
+            ).fetchall()
+        ]
+        sigs: dict[Any, tuple[_Scored, ...]] = {}
+        _load_sigs(conn, set(sig_ids), sigs)
+        return sorted({s.scorer for scores in sigs.values() for s in scores})
+
+    return list(store.read(work))
 
 
 def pg_stored_versions(

@@ -575,6 +575,29 @@ def _who(q: RateQuery, table: str = "") -> tuple[str, list[Any]]:
     return sql, args
 
 
+def _split_days(
+    start: int | None, end: int | None
+) -> tuple[tuple[str, list[int]] | None, list[tuple[int, int]]]:
+    """A window (µs, either end open, not both) as the rollups read it: the SQL condition on
+    ``day`` (after `` AND``) and its parameters for its whole UTC days (``None`` when it has
+    none), and the ``(lo, hi)`` ranges of the partial days at its edges, to count run by run."""
+    first = _NO_DAY + 1 if start is None else -(-start // _DAY_US)  # the first whole day
+    stop = None if end is None else end // _DAY_US  # the day after the last whole day
+    if stop is not None and first >= stop:
+        inside = start is not None and end is not None and start < end
+        return None, [(start, end)] if inside else []  # type: ignore[list-item]
+    cond, args = " AND day >= ?", [first]
+    if stop is not None:
+        cond += " AND day < ?"
+        args.append(stop)
+    partial: list[tuple[int, int]] = []
+    if start is not None and start < first * _DAY_US:
+        partial.append((start, first * _DAY_US))
+    if end is not None and stop is not None and stop * _DAY_US < end:
+        partial.append((stop * _DAY_US, end))
+    return (cond, args), partial
+
+
 def _window_rows(conn: sqlite3.Connection, q: RateQuery) -> list[tuple[Any, ...]]:
     """``(day, agent, release, sig, runs)`` of the window: rollup rows for its whole UTC days,
     runs grouped by signature for the partial days at its edges."""
@@ -582,26 +605,13 @@ def _window_rows(conn: sqlite3.Connection, q: RateQuery) -> list[tuple[Any, ...]
     roll = "SELECT day, agent, release, sig, n FROM rate_rollup WHERE n > 0"
     if q.undated:
         return conn.execute(roll + " AND day = ?" + agent_sql, [_NO_DAY, *agent_args]).fetchall()
-    start, end = q.start_us, q.end_us
-    if start is None and end is None:
+    if q.start_us is None and q.end_us is None:
         return conn.execute(roll + agent_sql, agent_args).fetchall()
-    first = _NO_DAY + 1 if start is None else -(-start // _DAY_US)  # the first whole day
-    stop = None if end is None else end // _DAY_US  # the day after the last whole day
+    days, partial = _split_days(q.start_us, q.end_us)
     rows: list[tuple[Any, ...]] = []
-    partial: list[tuple[int, int]] = []
-    if stop is not None and first >= stop:
-        if start is not None and start < end:  # type: ignore[operator]
-            partial.append((start, end))  # type: ignore[arg-type]
-    else:
-        sql, args = roll + " AND day >= ?", [first]
-        if stop is not None:
-            sql += " AND day < ?"
-            args.append(stop)
-        rows.extend(conn.execute(sql + agent_sql, [*args, *agent_args]))
-        if start is not None and start < first * _DAY_US:
-            partial.append((start, first * _DAY_US))
-        if end is not None and stop is not None and stop * _DAY_US < end:
-            partial.append((stop * _DAY_US, end))
+    if days is not None:
+        cond, args = days
+        rows.extend(conn.execute(roll + cond + agent_sql, [*args, *agent_args]))
     for lo, hi in partial:
         rows.extend(
             conn.execute(
@@ -652,26 +662,13 @@ def _run_rows(conn: sqlite3.Connection, q: RateQuery, by: str | None) -> list[tu
     )
     if q.undated:
         return conn.execute(roll.format(cond=" AND day = ?"), [_NO_DAY, *who_args]).fetchall()
-    start, end = q.start_us, q.end_us
-    if start is None and end is None:
+    if q.start_us is None and q.end_us is None:
         return conn.execute(roll.format(cond=""), who_args).fetchall()
-    first = _NO_DAY + 1 if start is None else -(-start // _DAY_US)  # the first whole day
-    stop = None if end is None else end // _DAY_US  # the day after the last whole day
+    days, partial = _split_days(q.start_us, q.end_us)
     rows: list[tuple[Any, ...]] = []
-    partial: list[tuple[int, int]] = []
-    if stop is not None and first >= stop:
-        if start is not None and start < end:  # type: ignore[operator]
-            partial.append((start, end))  # type: ignore[arg-type]
-    else:
-        cond, args = " AND day >= ?", [first]
-        if stop is not None:
-            cond += " AND day < ?"
-            args.append(stop)
+    if days is not None:
+        cond, args = days
         rows.extend(conn.execute(roll.format(cond=cond), [*args, *who_args]))
-        if start is not None and start < first * _DAY_US:
-            partial.append((start, first * _DAY_US))
-        if end is not None and stop is not None and stop * _DAY_US < end:
-            partial.append((stop * _DAY_US, end))
     # the partial days are dated (sort_at = started_at); one project's runs are counted from
     # its covering index, as _runs_sql does
     columns = ", ".join(
