@@ -79,7 +79,7 @@ TARGET_S = 0.300
 _DAY_US = 86_400_000_000
 
 
-def _old_reads(store: Any, on: bool) -> None:
+def old_reads(store: Any, on: bool) -> None:
     """Read as the store did before the run-count rollup (``on``), or as it does now: each rate
     group's runs counted from ``runs``, a project's scorers looked up in ``scores``, a
     project's runs page and review queue planned by SQLite alone."""
@@ -312,11 +312,11 @@ def measure(db: Path, repeat: int) -> list[tuple[str, float, str]]:
         seconds, cpu, result = timed_cpu(fn, repeat)
         old = f"{'—':>22}"
         if baseline:
-            _old_reads(store, True)
+            old_reads(store, True)
             try:
                 old_s, old_cpu, old_result = timed_cpu(fn, repeat)
             finally:
-                _old_reads(store, False)
+                old_reads(store, False)
             old = f"{old_s * 1000:9.1f} ms {old_cpu * 1000:7.1f} CPU"
             # the reports of a fixed window must be equal (a route's window moves with the
             # clock, a page carries a fresh CSRF token)

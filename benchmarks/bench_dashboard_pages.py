@@ -31,17 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from bench_dashboard import old_reads  # noqa: E402  (the baseline's switches, one place)
+
 TARGET_S = 0.300
-
-
-def _old_reads(store: Any, on: bool) -> None:
-    """Read as the store did before the run-count rollup (``on``), or as it does now: each rate
-    group's runs counted from ``runs``, a project's scorers looked up in ``scores``, a
-    project's runs page and review queue planned by SQLite alone."""
-    from agentlens.store import _server
-
-    store._runs_from_rollup = store._scorers_from_rollup = store._queue_from_rollup = not on
-    _server.PLAN_FROM_ROLLUP = not on
 
 
 def _build(path: Path, runs: int) -> str:
@@ -144,16 +136,16 @@ def _median(client: Any, path: str, repeat: int, headers: dict[str, str]) -> tup
 
 
 def _before(store: Any, measure: Any) -> tuple[float, float] | None:
-    """``measure()`` as the store read before the run-count rollup (:func:`_old_reads`), on the
+    """``measure()`` as the store read before the run-count rollup (:func:`old_reads`), on the
     same store in the same run: the baseline. ``None`` for a store without the switches
     (PostgreSQL)."""
     if not hasattr(store, "_runs_from_rollup"):
         return None
-    _old_reads(store, True)
+    old_reads(store, True)
     try:
         return measure()  # type: ignore[no-any-return]
     finally:
-        _old_reads(store, False)
+        old_reads(store, False)
 
 
 def main() -> None:
