@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from agentlens.server._backlog import MAX_REUSE_S, SLOW_S, BacklogGauges
+from agentlens.server._backlog import MAX_REUSE_S, SLOW_S, CachedCount
 
 
 class Clock:
@@ -36,7 +36,7 @@ class Counter:
 def test_a_quick_count_is_made_again_once_it_is_stale() -> None:
     clock = Clock()
     counter = Counter(clock, took=0.001)
-    gauges = BacklogGauges(counter, clock=clock)
+    gauges = CachedCount(counter, clock=clock)
     assert gauges.get()[0] == 1
     assert gauges.get()[0] == 1  # reused: younger than 20x its 1 ms
     clock.now += 0.05
@@ -47,7 +47,7 @@ def test_a_quick_count_is_made_again_once_it_is_stale() -> None:
 def test_a_slow_count_is_refreshed_in_the_background_and_the_old_value_served() -> None:
     clock = Clock()
     counter = Counter(clock, took=SLOW_S * 4)
-    gauges = BacklogGauges(counter, clock=clock)
+    gauges = CachedCount(counter, clock=clock)
     assert gauges.get()[0] == 1  # the first scrape waits
     clock.now += 10  # reused for 20 x 1 s = 20 s
     assert gauges.get() == (1, 10)
@@ -77,7 +77,7 @@ def test_a_failed_count_raises_on_the_first_scrape_and_is_retried() -> None:
             raise RuntimeError("store down")
         return (7, 1)
 
-    gauges = BacklogGauges(count, clock=clock)
+    gauges = CachedCount(count, clock=clock)
     try:
         gauges.get()
     except RuntimeError:
@@ -90,7 +90,7 @@ def test_a_failed_count_raises_on_the_first_scrape_and_is_retried() -> None:
 def test_no_count_is_reused_past_the_cap() -> None:
     clock = Clock()
     counter = Counter(clock, took=MAX_REUSE_S)  # 20x would be 100 minutes
-    gauges = BacklogGauges(counter, clock=clock)
+    gauges = CachedCount(counter, clock=clock)
     assert gauges.get()[0] == 1
     clock.now += MAX_REUSE_S * 0.9
     assert gauges.get()[0] == 1

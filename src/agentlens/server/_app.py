@@ -31,7 +31,7 @@ from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFou
 from agentlens.ingest.otlp import span_records_from_protobuf, spans_from_json
 from agentlens.model import Trace
 from agentlens.model._time import parse_since
-from agentlens.server._backlog import BacklogGauges
+from agentlens.server._backlog import CachedCount
 from agentlens.server._ingest import Ingestor, Metrics, Overloaded, WriteFailed
 from agentlens.server._keys import KeyChecker
 from agentlens.store import RunFilter, open_store
@@ -361,8 +361,8 @@ class _State:
             on_stored=self._stored,
             on_staged=self.background.wake if self.background is not None else None,
         )
-        self.staging: BacklogGauges[Any] = BacklogGauges(store.staging_counts)
-        self.review_backlog: BacklogGauges[Any] = BacklogGauges(store.review_lag)
+        self.staging: CachedCount[Any] = CachedCount(store.staging_counts)
+        self.review_backlog: CachedCount[Any] = CachedCount(store.review_lag)
         self.started = time.time()
 
     def _stored(self, run_ids: list[str]) -> None:

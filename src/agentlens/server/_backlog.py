@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["BacklogGauges"]
+__all__ = ["CachedCount"]
 
 logger = logging.getLogger("agentlens.server")
 
@@ -36,7 +36,7 @@ SLOW_S = 0.25
 T = TypeVar("T")
 
 
-class BacklogGauges(Generic[T]):
+class CachedCount(Generic[T]):
     """The latest value of ``count()`` (one of the backlog's counts), refreshed as described
     above. Each count has its own cache, so a quick one (the review queue) is not held back by
     a slow one (the staged spans).
