@@ -237,7 +237,8 @@ class _EagerResults:
     """The plain definition of :class:`_transcript._Results`: every result masked and
     fingerprinted, every emptiness computed, at once."""
 
-    def __init__(self, steps: list[tuple[Step, bool]], mask: Masker) -> None:
+    def __init__(self, steps: list[tuple[Step, bool]], mask: Masker, *, distinct: bool) -> None:
+        self.distinct = False  # every call's result compared with the others'
         self.tokens = [
             fingerprint([mask.mask(s.output), mask.mask(s.error) if failed else None])
             for s, failed in steps

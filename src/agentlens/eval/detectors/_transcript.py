@@ -56,7 +56,7 @@ _ARGS_SHOWN = 160
 # --------------------------------------------------------------------------- calls
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Call:
     """One considered step, reduced to what the analysers compare."""
 
@@ -200,14 +200,11 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         if tool.lower() in skip:
             continue
         chosen.append((i, step, tool, _failed(step)))
-    tools: dict[str, str] = {}
+    tools = _TOOLS
 
     def call_shapes(nested: bool) -> list[Hashable]:
         return [
-            (
-                tools.get(tool) or tools.setdefault(tool, canonical_json(tool)),
-                _shape(s.input, nested),
-            )
+            (tools.get(tool) or _tool_text(tool), _shape(s.input, nested))
             for _, s, tool, _ in chosen
         ]
 
@@ -216,7 +213,11 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         return fingerprint([tool, s.input])
 
     call_fps = _tokens(call_shapes, call_fp, len(chosen))
-    results = _Results([(s, failed) for _, s, _, failed in chosen], consider.masker)
+    results = _Results(
+        [(s, failed) for _, s, _, failed in chosen],
+        consider.masker,
+        distinct=len(set(call_fps)) == len(call_fps),
+    )
     calls = [
         _Call(
             pos=pos,
@@ -234,6 +235,17 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
     return calls
 
 
+_TOOLS: dict[str, str] = {}
+"""Tool names seen, and their canonical JSON (a part of the calls' shapes); bounded."""
+
+
+def _tool_text(tool: str) -> str:
+    text = canonical_json(tool)
+    if len(_TOOLS) < 4096:
+        _TOOLS[tool] = text
+    return text
+
+
 _UNSET: Any = object()
 
 
@@ -243,12 +255,14 @@ class _Results:
     A token is what :func:`_tokens` gives for the results (equal to another's exactly when their
     fingerprints are): most analysers compare results only between equal calls, and in most runs
     most calls are distinct, so most results are never masked nor fingerprinted, and the shapes
-    of all of them are read only when one is asked for.
+    of all of them are read only when one is asked for. ``distinct``: no two calls of the run are
+    equal (tool and normalised arguments).
     """
 
-    __slots__ = ("_empty", "_found", "_mask", "_steps", "_tokens")
+    __slots__ = ("_empty", "_found", "_mask", "_steps", "_tokens", "distinct")
 
-    def __init__(self, steps: list[tuple[Step, bool]], mask: Masker) -> None:
+    def __init__(self, steps: list[tuple[Step, bool]], mask: Masker, *, distinct: bool) -> None:
+        self.distinct = distinct
         self._steps = steps
         self._mask = mask.mask
         n = len(steps)
@@ -375,11 +389,11 @@ def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
 
 
 def _repeated(calls: Sequence[_Call]) -> list[_Call]:
-    """The calls equal to another call of the run (in order): the only ones whose results are
-    compared with others' by :func:`_polling` and the loop rules."""
-    counts = Counter(c.call_fp for c in calls)
-    if len(counts) == len(calls):
+    """The calls of ``calls`` (a run's, or some of them) equal to another of them, in order: the
+    only ones whose results :func:`_polling` and the loop rules compare with others'."""
+    if not calls or calls[0].results.distinct:
         return []
+    counts = Counter(c.call_fp for c in calls)
     return [c for c in calls if counts[c.call_fp] > 1]
 
 
@@ -717,11 +731,19 @@ def _turns_of(calls: Sequence[_Call], chosen: set[int]) -> set[int]:
 def _may_repeat(trace: Trace, min_messages: int) -> bool:
     """False when no assistant message of the run is said ``min_messages`` times at all, so
     :func:`_monologues` finds none, told without comparing any result."""
-    said = Counter(
-        _message(step) for step in trace.steps if step.kind in (StepKind.TEXT, StepKind.LLM)
-    )
-    said.pop("", None)
-    return bool(said) and max(said.values()) >= min_messages
+    said = [
+        # _message, with a text step's plain string taken as it is
+        " ".join(step.output.split())
+        if step.kind is StepKind.TEXT and type(step.output) is str
+        else _message(step)
+        for step in trace.steps
+        if step.kind is StepKind.TEXT or step.kind is StepKind.LLM
+    ]
+    if len(said) - len(set(said)) < min_messages - 1:
+        return False  # no message (nor the empty one) is said min_messages times
+    counts = Counter(said)
+    counts.pop("", None)
+    return bool(counts) and max(counts.values()) >= min_messages
 
 
 def _monologues(
