@@ -237,13 +237,17 @@ class _EagerResults:
     """The plain definition of :class:`_transcript._Results`: every result masked and
     fingerprinted, every emptiness computed, at once."""
 
-    def __init__(self, steps: list[tuple[Step, bool]], mask: Masker, *, distinct: bool) -> None:
+    def __init__(
+        self, steps: list[Step], failed: list[bool], mask: Masker, *, distinct: bool
+    ) -> None:
         self.distinct = False  # every call's result compared with the others'
         self.tokens = [
-            fingerprint([mask.mask(s.output), mask.mask(s.error) if failed else None])
-            for s, failed in steps
+            fingerprint([mask.mask(s.output), mask.mask(s.error) if f else None])
+            for s, f in zip(steps, failed, strict=True)
         ]
-        self.empties = [not failed and is_empty_result(s.output) for s, failed in steps]
+        self.empties = [
+            not f and is_empty_result(s.output) for s, f in zip(steps, failed, strict=True)
+        ]
 
     def token(self, k: int) -> str:
         return self.tokens[k]

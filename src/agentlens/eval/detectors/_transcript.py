@@ -214,7 +214,8 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
 
     call_fps = _tokens(call_shapes, call_fp, len(chosen))
     results = _Results(
-        [(s, failed) for _, s, _, failed in chosen],
+        [s for _, s, _, _ in chosen],
+        [failed for _, _, _, failed in chosen],
         consider.masker,
         distinct=len(set(call_fps)) == len(call_fps),
     )
@@ -257,62 +258,67 @@ class _Results:
     most calls are distinct, so most results are never masked nor fingerprinted, and the shapes
     of all of them are read only when one is asked for. ``distinct``: no two calls of the run are
     equal (tool and normalised arguments).
+
+    It lives as long as the run's evidence, as plain lists: a batch keeps every run of a chunk
+    in memory, and each object it keeps is walked by the garbage collector.
     """
 
-    __slots__ = ("_empty", "_found", "_mask", "_steps", "_tokens", "distinct")
+    __slots__ = ("_empty", "_failed", "_mask", "_steps", "_tokens", "_unique", "distinct")
 
-    def __init__(self, steps: list[tuple[Step, bool]], mask: Masker, *, distinct: bool) -> None:
+    def __init__(
+        self, steps: list[Step], failed: list[bool], mask: Masker, *, distinct: bool
+    ) -> None:
         self.distinct = distinct
         self._steps = steps
+        self._failed = failed
         self._mask = mask.mask
         n = len(steps)
         self._tokens: list[Hashable] = [_UNSET] * n
         self._empty: list[bool | None] = [None] * n
-        self._found: tuple[list[Hashable], Counter[Hashable]] | None = _UNSET
+        self._unique: list[bool] | None = _UNSET
 
-    def _shapes(self) -> tuple[list[Hashable], Counter[Hashable]] | None:
-        """Every result's shape and how many results have it; ``None`` when one has no shape."""
-        found = self._found
-        if found is _UNSET:
-            found = None
+    def _uniques(self) -> list[bool] | None:
+        """For each result, whether its shape is its own; ``None`` when one has no shape."""
+        unique = self._unique
+        if unique is _UNSET:
+            unique = None
+            pairs = list(zip(self._steps, self._failed, strict=True))
             for nested in (True, False):
                 try:
-                    shapes = [_result_shape(s, failed, nested) for s, failed in self._steps]
+                    shapes = [_result_shape(s, failed, nested) for s, failed in pairs]
                 except _NoShape:
                     continue
-                found = (shapes, Counter(shapes))
+                counts = Counter(shapes)
+                unique = [counts[shape] == 1 for shape in shapes]
                 break
-            self._found = found
-        return found
-
-    def _fingerprint(self, k: int) -> str:
-        step, failed = self._steps[k]
-        mask = self._mask
-        return fingerprint([mask(step.output), mask(step.error) if failed else None])
+            self._unique = unique
+        return unique
 
     def token(self, k: int) -> Hashable:
         """The token of result ``k``."""
         token = self._tokens[k]
         if token is _UNSET:
-            found = self._shapes()
-            if found is not None and found[1][found[0][k]] == 1:
-                token = ("shape", found[0][k])
+            unique = self._uniques()
+            if unique is not None and unique[k]:
+                token = k
             else:
-                token = self._fingerprint(k)
+                step = self._steps[k]
+                mask = self._mask
+                error = mask(step.error) if self._failed[k] else None
+                token = fingerprint([mask(step.output), error])
             self._tokens[k] = token
         return token
 
     def shared(self, k: int) -> bool:
         """False when result ``k`` is equal to no other result of the run (its shape is its own)."""
-        found = self._shapes()
-        return found is None or found[1][found[0][k]] > 1
+        unique = self._uniques()
+        return unique is None or not unique[k]
 
     def empty(self, k: int) -> bool:
         """True when call ``k`` succeeded and returned nothing."""
         empty = self._empty[k]
         if empty is None:
-            step, failed = self._steps[k]
-            empty = self._empty[k] = not failed and is_empty_result(step.output)
+            empty = self._empty[k] = not self._failed[k] and is_empty_result(self._steps[k].output)
         return empty
 
 
@@ -360,9 +366,10 @@ def _tokens(
     without fingerprinting the values that cannot be equal to any other.
 
     Two values of different :func:`_shape` have different fingerprints, so a value whose shape
-    no other value of the run has is equal to none of them: its token is its shape (a tuple,
-    never equal to a fingerprint, a string). The others get their fingerprint, and so does
-    every value when one of them has no shape. Masking the volatile parts of a result and
+    no other value of the run has is equal to none of them: its token is its position (an
+    integer, never equal to a fingerprint, a string, and not an object the garbage collector
+    tracks). The others get their fingerprint, and so does every value when one of them has no
+    shape. Masking the volatile parts of a result and
     fingerprinting it is most of the analysers' time, and in most runs most calls are distinct.
     The shapes look into the first element of arrays when they can for every value (lists of
     records of different kinds), else not.
@@ -375,10 +382,7 @@ def _tokens(
         except _NoShape:
             return [fingerprint_of(k) for k in range(n)]
     counts = Counter(found)
-    return [
-        ("shape", shape) if counts[shape] == 1 else fingerprint_of(k)
-        for k, shape in enumerate(found)
-    ]
+    return [k if counts[shape] == 1 else fingerprint_of(k) for k, shape in enumerate(found)]
 
 
 def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
