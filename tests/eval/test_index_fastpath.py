@@ -8,6 +8,7 @@ text, and the two grounding scorers to themselves with the index forced from the
 
 from __future__ import annotations
 
+import bisect
 import random
 import sys
 from pathlib import Path
@@ -17,10 +18,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlens.eval import Evidence, _index, get_scorer
+from agentlens.eval import Evidence, EvidenceItem, _index, get_scorer
 from agentlens.eval._index import (
     _DIGIT_RUN,
     _WORD_RUN,
+    EvidenceIndex,
     _amount_at,
     _first_checked,
     _number_at,
@@ -88,3 +90,43 @@ def test_the_grounding_scorers_give_the_same_results_through_the_run_index(
     monkeypatch.setattr(_index._RunIndex, "__init__", counting)
     assert results() == plain
     assert bool(built) == forced  # the forced pass really went through the run index
+
+
+def _plain_scan(index: Any, needle: str, lower: bool, mode: int) -> Any:
+    """:meth:`EvidenceIndex._scan` as it was written before its loop was inlined."""
+    raw, raw_starts, low, low_starts = index._texts()
+    hay, starts = (low, low_starts) if lower else (raw, raw_starts)
+    check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
+    family = "digits" if mode else "words"
+    runs = index._run_index(hay, family)
+    if runs is not None:
+        pos = runs.first(needle, check)
+        return None if pos is None else index.items[bisect.bisect_right(starts, pos) - 1]
+    pos = _first_checked(hay, needle, check)
+    index._read[family] = index._read.get(family, 0) + (len(hay) if pos is None else pos)
+    return None if pos is None else index.items[bisect.bisect_right(starts, pos) - 1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(_TEXT, min_size=1, max_size=4),
+    st.lists(st.tuples(_TEXT, st.booleans(), st.integers(0, 2)), min_size=1, max_size=12),
+    st.integers(-1, 1 << 7),
+)
+def test_scan_finds_what_the_plain_scan_finds(
+    texts: list[str], asks: list[tuple[str, bool, int]], index_min: int
+) -> None:
+    items = [EvidenceItem(f"s{n}", "tool", None, t, t, n) for n, t in enumerate(texts)]
+    fast, plain = EvidenceIndex(items), EvidenceIndex(items)
+    saved = _index._INDEX_MIN
+    _index._INDEX_MIN = index_min  # small: the run index takes over part-way through
+    try:
+        for needle, lower, mode in asks:
+            for needle_ in (needle, needle[:3], texts[0][1:4]):
+                got = fast._scan(needle_, lower, mode)
+                want = _plain_scan(plain, needle_, lower, mode)
+                assert (got and got.item) == (want and want.item), (needle_, lower, mode)
+                assert fast._read == plain._read
+                assert sorted(k for k, _ in fast._runs) == sorted(k for k, _ in plain._runs)
+    finally:
+        _index._INDEX_MIN = saved

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval._facts import _LAST_DIGITS_LEAD
@@ -297,11 +297,13 @@ class EvidenceIndex:
     ) -> _ItemIndex | None:
         """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
         whole number), or ``None``."""
-        key = (needle, lower, 2 if amount else 1 if number else 0)
-        try:
-            entry = self._hits[key]
-        except KeyError:
-            entry = self._hits[key] = self._scan(needle, lower, key[2])
+        mode = 2 if amount else 1 if number else 0
+        key = (needle, lower, mode)
+        # A miss is the common case (most needles are asked once): ``get`` with a marker costs
+        # less than catching the KeyError.
+        entry = self._hits.get(key, _UNSEEN)
+        if entry is _UNSEEN:
+            entry = self._hits[key] = self._scan(needle, lower, mode)
         return entry if entry is not None and entry.item.index < index else None
 
     def _scan(self, needle: str, lower: bool, mode: int) -> _ItemIndex | None:
@@ -312,18 +314,34 @@ class EvidenceIndex:
         A look-up is a C-speed ``find`` from the start of the evidence, until the searches of a
         run have read the evidence several times over (many turns, each citing something new,
         over long evidence: quadratic); from then on it goes through a :class:`_RunIndex` of
-        the evidence, built once, which finds the same first occurrence."""
-        raw, raw_starts, low, low_starts = self._texts()
-        hay, starts = (low, low_starts) if lower else (raw, raw_starts)
+        the evidence, built once, which finds the same first occurrence. (The ``find`` loop is
+        :func:`_first_checked`, written out here: this runs for every new needle of a run.)"""
+        joined = self._shared.get("joined") or self._texts()
+        if lower:
+            hay, starts = joined[2], joined[3]
+        else:
+            hay, starts = joined[0], joined[1]
         check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
         family = "digits" if mode else "words"
-        runs = self._run_index(hay, family)
-        if runs is not None:
-            pos = runs.first(needle, check)
-            return None if pos is None else self.items[bisect.bisect_right(starts, pos) - 1]
-        pos = _first_checked(hay, needle, check)
-        self._read[family] = self._read.get(family, 0) + (len(hay) if pos is None else pos)
-        return None if pos is None else self.items[bisect.bisect_right(starts, pos) - 1]
+        read = self._read
+        done = read.get(family, 0)
+        if self._runs or done > _INDEX_AFTER * len(hay) + _INDEX_MIN:
+            runs = self._run_index(hay, family)
+            if runs is not None:
+                at = runs.first(needle, check)
+                return None if at is None else self.items[bisect.bisect_right(starts, at) - 1]
+        pos = hay.find(needle)
+        if pos >= 0:
+            width = len(needle)
+            while not check(hay, pos, pos + width):
+                pos = hay.find(needle, pos + 1)
+                if pos < 0:
+                    break
+        if pos < 0:
+            read[family] = done + len(hay)
+            return None
+        read[family] = done + pos
+        return self.items[bisect.bisect_right(starts, pos) - 1]
 
     def _run_index(self, hay: str, family: str) -> _RunIndex | None:
         """The :class:`_RunIndex` of ``hay`` once the ``find`` searches of this run have read
@@ -702,6 +720,9 @@ class EvidenceIndex:
 
 
 _SEP = "\n\n"
+_UNSEEN: Any = object()
+"""Marks a needle not looked up yet in :attr:`EvidenceIndex._hits` (where ``None`` is "not
+found")."""
 _WORD_RUN = re.compile(r"[^\W_]+")
 """A maximal run of ``str.isalnum`` characters (a word character that is not ``_``)."""
 _DIGIT_RUN = re.compile(r"\d+")
