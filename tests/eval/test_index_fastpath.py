@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 from agentlens.eval import Evidence, EvidenceItem, _index, get_scorer
 from agentlens.eval._index import (
     _DIGIT_RUN,
+    _ISO_TEXT,
+    _ISO_TEXT_LED,
     _WORD_RUN,
     EvidenceIndex,
     _amount_at,
@@ -28,7 +31,9 @@ from agentlens.eval._index import (
     _number_at,
     _RunIndex,
     _token_at,
+    _word_candidates,
 )
+from agentlens.eval._references import distance_within, edit_distance
 from agentlens.model import Trace
 
 # letters, digits (ASCII, Arabic-Indic, superscript: isdigit but not \d), separators, "_"
@@ -130,3 +135,45 @@ def test_scan_finds_what_the_plain_scan_finds(
                 assert sorted(k for k, _ in fast._runs) == sorted(k for k, _ in plain._runs)
     finally:
         _index._INDEX_MIN = saved
+
+
+# ASCII and not: "K" (the Kelvin sign) and "ſ" (a long s) match "k" and "s" when case is
+# ignored, "İ" lower-cases to two characters
+_WORDS_PIECES = [*"cCuUsSkK019-_ []\n.", "CUST-", "cust-4", "\u212a", "\u017f", "İ", "é", "٣"]
+_WORDS_TEXT = st.lists(st.sampled_from(_WORDS_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_WORDS_TEXT, st.text(alphabet="cCuUkKsS1-_.[\u212a\u017fé", max_size=3), st.booleans())
+@example("xCUST-1 CUST-12 -cust-3", "cu", True)
+@example("\u212aey-1 key-2", "ke", True)
+def test_the_led_candidates_are_the_plain_expressions_matches(
+    text: str, head: str, has_digit: bool
+) -> None:
+    digit = r"(?=[\w-]*\d)" if has_digit else ""
+    plain = re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*")
+    led = _word_candidates(head, has_digit, text.isascii())
+    for end in (len(text), len(text) // 2):
+        assert [m.span() for m in led.finditer(text, 0, end)] == [
+            m.span() for m in plain.finditer(text, 0, end)
+        ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="0123456789-x٣\n", max_size=30))
+@example("12024-01-01 2024-01-01 2024-01-011 x2024-12-31")
+def test_the_led_iso_dates_are_the_plain_expressions_matches(text: str) -> None:
+    assert [m.span() for m in _ISO_TEXT_LED.finditer(text)] == [
+        m.span() for m in _ISO_TEXT.finditer(text)
+    ]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet="abc-12", max_size=9), st.text(alphabet="abc-12", max_size=9))
+@example("cust-48231", "cust-48213")
+@example("abc", "xyzabc")
+def test_distance_within_is_the_edit_distance_within_the_limit(a: str, b: str) -> None:
+    for limit in range(5):
+        d = edit_distance(a, b, limit)
+        assert distance_within(a, b, limit) == (d if d <= limit else None)
+        assert (d <= limit) == (edit_distance(a, b) <= limit)

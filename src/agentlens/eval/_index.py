@@ -41,7 +41,7 @@ from agentlens.eval._references import (
     _date_from_words,
     _trim_url,
     date_key,
-    edit_distance,
+    distance_within,
     get_extractor,
     number_key,
     parse_number,
@@ -66,6 +66,10 @@ class Match(NamedTuple):
 _RAW_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _ISO_TEXT = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+_ISO_TEXT_LED = re.compile(r"\d(?<!\d\d)\d{3}-\d{2}-\d{2}(?!\d)")
+"""_ISO_TEXT led by its first digit, the look-behind then reading it and the character before
+it: the same matches, but the search skips to the next digit in C instead of trying the
+look-behind at every offset of the evidence (tests/eval/test_index_fastpath.py)."""
 _WORD_DATE = re.compile(f"{_BUILTIN['mdy']}|{_BUILTIN['dmy']}")
 _URL = re.compile(_BUILTIN["url"])
 _EMAIL = re.compile(_BUILTIN["email"])
@@ -105,6 +109,25 @@ def _number_variants(key: str) -> tuple[str, ...]:
         for f in fracs:
             out.append(f"{w}.{f}" if f else w)
     return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def _word_candidates(head: str, has_digit: bool, ascii_text: bool) -> re.Pattern[str]:
+    r"""The words :meth:`EvidenceIndex.closest` suggests for an id, a code or a citation key:
+    ``(?i)(?<![\w-]){head}{digit}[\w-]*`` (``head`` the reference's first two characters,
+    ``digit`` a look-ahead for a digit when the reference holds one).
+
+    That expression starts with a look-behind, which the search tries at every offset of the
+    evidence. When both the evidence and the head are ASCII, ignoring case means only that an
+    ASCII letter matches its two cases, so the head can be written as classes (``[cC][uU]``)
+    and lead the expression, the look-behind reading the head's first character and the one
+    before it: the same matches, found by skipping in C to the head's first character
+    (tests/eval/test_index_fastpath.py holds one to the other)."""
+    digit = r"(?=[\w-]*\d)" if has_digit else ""
+    if not (head and ascii_text and head.isascii()):
+        return re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*")
+    first, *rest = (f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in head)
+    return re.compile(rf"{first}(?<![\w-][\s\S]){''.join(rest)}{digit}[\w-]*")
 
 
 class _ItemIndex:
@@ -686,16 +709,14 @@ class EvidenceIndex:
         limit = max(2, len(ref.key) // 4 + 1)
         target = ref.key.strip("[]")
         has_digit = any(ch.isdigit() for ch in target)
+        raw, starts, _, _ = self._texts()
         if ref.kind == "date":
-            candidates = _ISO_TEXT
+            candidates = _ISO_TEXT_LED
         elif ref.kind in ("url", "email"):
             candidates = _URL if ref.kind == "url" else _EMAIL
         else:  # ids, codes, citations, custom shapes: words starting like the reference
             # (holding a digit when it does: "customer" is no suggestion for "cust-48231")
-            head = re.escape(target[:2])
-            digit = r"(?=[\w-]*\d)" if has_digit else ""
-            candidates = re.compile(rf"(?i)(?<![\w-]){head}{digit}[\w-]*")
-        raw, starts, _, _ = self._texts()
+            candidates = _word_candidates(target[:2], has_digit, raw.isascii())
         end = self._end_before(index)
         if not end:
             return None
@@ -712,10 +733,10 @@ class EvidenceIndex:
             seen.add(key)
             if has_digit and not any(ch.isdigit() for ch in key):
                 continue
-            d = edit_distance(target, key, limit)
-            if d <= limit and (best is None or d < best[0]):
+            dist = distance_within(target, key, limit)
+            if dist is not None and (best is None or dist < best[0]):
                 item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
-                best = (d, cand, item)
+                best = (dist, cand, item)
         return None if best is None else (best[1], best[2])
 
 
