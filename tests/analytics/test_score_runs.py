@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -175,3 +176,51 @@ def test_bad_arguments(store) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError, match="in-memory"):
         score_runs(memory, ["t_refs"], settings=CFG, workers=2)
     memory.close()
+
+
+class _Cycle:
+    """A piece of cyclic garbage that counts its own collection."""
+
+    collected = 0
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        type(self).collected += 1
+
+
+def _cycle_scorer(*, trace, evidence) -> ScoreResult:  # type: ignore[no-untyped-def]
+    """Leaves one reference cycle behind per run, and records how many were collected so far
+    and whether automatic collection was on."""
+    _Cycle()
+    _cycle_seen.append((_Cycle.collected, gc.isenabled()))
+    return ScoreResult(passed=True)
+
+
+_cycle_seen: list[tuple[int, bool]] = []
+
+
+def test_the_cycles_of_each_chunk_are_collected_after_it(store) -> None:  # type: ignore[no-untyped-def]
+    define_scorer("t_cycles", _cycle_scorer, version="1")
+    _Cycle.collected = 0
+    _cycle_seen.clear()
+    assert gc.isenabled()
+    score_runs(store, ["t_cycles"], settings=CFG, chunk_size=5)
+    # automatic collection is off while the batch runs, and back on afterwards
+    assert [enabled for _, enabled in _cycle_seen] == [False] * 30
+    assert gc.isenabled()
+    # every chunk's cycles are gone before the next chunk is scored: memory is bounded by one
+    # chunk's garbage, not by the batch's
+    assert [collected for collected, _ in _cycle_seen[::5]] == [0, 5, 10, 15, 20, 25]
+    assert _Cycle.collected == 30
+
+
+def test_a_disabled_collector_stays_disabled(store) -> None:  # type: ignore[no-untyped-def]
+    define_scorer("t_cycles", _cycle_scorer, version="1")
+    gc.disable()
+    try:
+        score_runs(store, ["t_cycles"], settings=CFG)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -8,7 +8,9 @@ text, and the two grounding scorers to themselves with the index forced from the
 
 from __future__ import annotations
 
+import bisect
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,16 +19,21 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlens.eval import Evidence, _index, get_scorer
+from agentlens.eval import Evidence, EvidenceItem, _index, get_scorer
 from agentlens.eval._index import (
     _DIGIT_RUN,
+    _ISO_TEXT,
+    _ISO_TEXT_LED,
     _WORD_RUN,
+    EvidenceIndex,
     _amount_at,
     _first_checked,
     _number_at,
     _RunIndex,
     _token_at,
+    _word_candidates,
 )
+from agentlens.eval._references import distance_within, edit_distance
 from agentlens.model import Trace
 
 # letters, digits (ASCII, Arabic-Indic, superscript: isdigit but not \d), separators, "_"
@@ -88,3 +95,85 @@ def test_the_grounding_scorers_give_the_same_results_through_the_run_index(
     monkeypatch.setattr(_index._RunIndex, "__init__", counting)
     assert results() == plain
     assert bool(built) == forced  # the forced pass really went through the run index
+
+
+def _plain_scan(index: Any, needle: str, lower: bool, mode: int) -> Any:
+    """:meth:`EvidenceIndex._scan` as it was written before its loop was inlined."""
+    raw, raw_starts, low, low_starts = index._texts()
+    hay, starts = (low, low_starts) if lower else (raw, raw_starts)
+    check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
+    family = "digits" if mode else "words"
+    runs = index._run_index(hay, family)
+    if runs is not None:
+        pos = runs.first(needle, check)
+        return None if pos is None else index.items[bisect.bisect_right(starts, pos) - 1]
+    pos = _first_checked(hay, needle, check)
+    index._read[family] = index._read.get(family, 0) + (len(hay) if pos is None else pos)
+    return None if pos is None else index.items[bisect.bisect_right(starts, pos) - 1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(_TEXT, min_size=1, max_size=4),
+    st.lists(st.tuples(_TEXT, st.booleans(), st.integers(0, 2)), min_size=1, max_size=12),
+    st.integers(-1, 1 << 7),
+)
+def test_scan_finds_what_the_plain_scan_finds(
+    texts: list[str], asks: list[tuple[str, bool, int]], index_min: int
+) -> None:
+    items = [EvidenceItem(f"s{n}", "tool", None, t, t, n) for n, t in enumerate(texts)]
+    fast, plain = EvidenceIndex(items), EvidenceIndex(items)
+    saved = _index._INDEX_MIN
+    _index._INDEX_MIN = index_min  # small: the run index takes over part-way through
+    try:
+        for needle, lower, mode in asks:
+            for needle_ in (needle, needle[:3], texts[0][1:4]):
+                got = fast._scan(needle_, lower, mode)
+                want = _plain_scan(plain, needle_, lower, mode)
+                assert (got and got.item) == (want and want.item), (needle_, lower, mode)
+                assert fast._read == plain._read
+                assert sorted(k for k, _ in fast._runs) == sorted(k for k, _ in plain._runs)
+    finally:
+        _index._INDEX_MIN = saved
+
+
+# ASCII and not: "K" (the Kelvin sign) and "ſ" (a long s) match "k" and "s" when case is
+# ignored, "İ" lower-cases to two characters
+_WORDS_PIECES = [*"cCuUsSkK019-_ []\n.", "CUST-", "cust-4", "\u212a", "\u017f", "İ", "é", "٣"]
+_WORDS_TEXT = st.lists(st.sampled_from(_WORDS_PIECES), max_size=30).map("".join)
+
+
+@settings(max_examples=800, deadline=None)
+@given(_WORDS_TEXT, st.text(alphabet="cCuUkKsS1-_.[\u212a\u017fé", max_size=3), st.booleans())
+@example("xCUST-1 CUST-12 -cust-3", "cu", True)
+@example("\u212aey-1 key-2", "ke", True)
+def test_the_led_candidates_are_the_plain_expressions_matches(
+    text: str, head: str, has_digit: bool
+) -> None:
+    digit = r"(?=[\w-]*\d)" if has_digit else ""
+    plain = re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*")
+    led = _word_candidates(head, has_digit, text.isascii())
+    for end in (len(text), len(text) // 2):
+        assert [m.span() for m in led.finditer(text, 0, end)] == [
+            m.span() for m in plain.finditer(text, 0, end)
+        ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="0123456789-x٣\n", max_size=30))
+@example("12024-01-01 2024-01-01 2024-01-011 x2024-12-31")
+def test_the_led_iso_dates_are_the_plain_expressions_matches(text: str) -> None:
+    assert [m.span() for m in _ISO_TEXT_LED.finditer(text)] == [
+        m.span() for m in _ISO_TEXT.finditer(text)
+    ]
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet="abc-12", max_size=9), st.text(alphabet="abc-12", max_size=9))
+@example("cust-48231", "cust-48213")
+@example("abc", "xyzabc")
+def test_distance_within_is_the_edit_distance_within_the_limit(a: str, b: str) -> None:
+    for limit in range(5):
+        d = edit_distance(a, b, limit)
+        assert distance_within(a, b, limit) == (d if d <= limit else None)
+        assert (d <= limit) == (edit_distance(a, b) <= limit)

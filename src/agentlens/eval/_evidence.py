@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -33,6 +33,8 @@ _T = TypeVar("_T")
 # call, which costs as much as dumping a small tool output. Same output as
 # ``json.dumps(value, ensure_ascii=False)``.
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_UNSET: Any = object()
+"""Marks a key not computed yet in :meth:`Evidence.memo`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,57 @@ class Turn:
     def truncated(self) -> bool:
         """True when any evidence this turn could see was truncated."""
         return any(item.truncated for item in self.evidence)
+
+
+def _makers() -> tuple[
+    Callable[[str, str, str | None, Any, str, int, bool], EvidenceItem],
+    Callable[[str, Any, str, int, tuple[EvidenceItem, ...]], Turn],
+]:
+    """Positional constructors of :class:`EvidenceItem` and :class:`Turn` (every field, in
+    order) that set the slots through their descriptors: a frozen dataclass's ``__init__`` goes
+    through ``object.__setattr__`` by name for each field, which costs about twice as much (the
+    trick is ``_references._reference_maker``'s). The result is the same object: same class,
+    fields, equality, hash and immutability (tests/eval/test_evidence_fastpath.py)."""
+    new = object.__new__
+    item_slots = [vars(EvidenceItem)[f.name].__set__ for f in fields(EvidenceItem)]
+    i_source, i_kind, i_name, i_value, i_text, i_index, i_truncated = item_slots
+    turn_slots = [vars(Turn)[f.name].__set__ for f in fields(Turn)]
+    t_location, t_value, t_text, t_index, t_evidence = turn_slots
+
+    def item(
+        source: str,
+        kind: str,
+        name: str | None,
+        value: Any,
+        text: str,
+        index: int,
+        truncated: bool,
+    ) -> EvidenceItem:
+        obj = new(EvidenceItem)
+        i_source(obj, source)
+        i_kind(obj, kind)
+        i_name(obj, name)
+        i_value(obj, value)
+        i_text(obj, text)
+        i_index(obj, index)
+        i_truncated(obj, truncated)
+        return obj
+
+    def turn(
+        location: str, value: Any, text: str, index: int, evidence: tuple[EvidenceItem, ...]
+    ) -> Turn:
+        obj = new(Turn)
+        t_location(obj, location)
+        t_value(obj, value)
+        t_text(obj, text)
+        t_index(obj, index)
+        t_evidence(obj, evidence)
+        return obj
+
+    return item, turn
+
+
+_make_item, _make_turn = _makers()
 
 
 def text_of(value: Any) -> str:
@@ -167,10 +220,10 @@ class Evidence:
     def memo(self, key: Hashable, factory: Callable[[], _T]) -> _T:
         """A value computed once per run and shared by the scorers that score it (an index of
         the evidence, the references in each turn): ``factory()`` on first use of ``key``."""
-        try:
-            value: _T = self._memo[key]
-        except KeyError:
-            value = self._memo[key] = factory()
+        memo = self._memo
+        value: _T = memo.get(key, _UNSET)
+        if value is _UNSET:
+            value = memo[key] = factory()
         return value
 
     @cached_property
@@ -178,52 +231,36 @@ class Evidence:
         """Every evidence item of the run, in order; the run's input first."""
         out: list[EvidenceItem] = []
         trace = self.trace
-        if "input" in self.sources and trace.input not in (None, ""):
-            out.append(
-                EvidenceItem("input", "input", None, trace.input, _evidence_text(trace.input), -1)
-            )
         sources = self.sources
+        make = _make_item
+        if "input" in sources and trace.input not in (None, ""):
+            value = trace.input
+            text = value if type(value) is str else _text(value, _compact)
+            out.append(make("input", "input", None, value, text, -1, False))
         for i, step in enumerate(trace.steps):
             if step.kind not in sources:  # a StepKind is a str: it hashes and compares as one
                 continue
             kind = _KIND_TEXT.get(step.kind) or str(step.kind)
             truncated = bool(step.attributes.get("truncated"))
-            if step.output is not None:
-                out.append(
-                    EvidenceItem(
-                        step.id,
-                        kind,
-                        step.name,
-                        step.output,
-                        _evidence_text(step.output),
-                        i,
-                        truncated,
-                    )
-                )
-            if step.error not in (None, "") and kind in ("tool", "retrieval"):
-                out.append(
-                    EvidenceItem(
-                        step.id,
-                        kind,
-                        step.name,
-                        step.error,
-                        _evidence_text(step.error),
-                        i,
-                        truncated,
-                    )
-                )
+            output = step.output
+            if output is not None:
+                # a string is its own text (what _evidence_text gives it, without the calls)
+                text = output if type(output) is str else _text(output, _compact)
+                out.append(make(step.id, kind, step.name, output, text, i, truncated))
+            error = step.error
+            if error not in (None, "") and kind in ("tool", "retrieval"):
+                text = error if type(error) is str else _text(error, _compact)
+                out.append(make(step.id, kind, step.name, error, text, i, truncated))
         return tuple(out)
 
     def before(self, index: int) -> tuple[EvidenceItem, ...]:
         """The evidence produced before position ``index`` in the step list (computed once per
         position: every turn of a run asks, and the items are in step order)."""
-        try:
-            return self._before[index]
-        except KeyError:
-            pass
-        items = self.items
-        n = bisect.bisect_left(self._positions, index)
-        out = self._before[index] = items if n == len(items) else items[:n]
+        out = self._before.get(index)
+        if out is None:
+            items = self.items
+            n = bisect.bisect_left(self._positions, index)
+            out = self._before[index] = items if n == len(items) else items[:n]
         return out
 
     @cached_property
@@ -238,19 +275,21 @@ class Evidence:
         turns: list[Turn] = []
         seen: set[str] = set()
         steps = self.trace.steps
+        make = _make_turn
         for i, step in enumerate(steps):
             if step.kind not in _TURN_KINDS:
                 continue
             value = _reply_of(step.output) if step.kind is StepKind.LLM else step.output
-            text = text_of(value)
+            # a string is its own text (what text_of gives it, without the calls)
+            text = value if type(value) is str else _text(value, _ENCODE)
             if not text.strip() or text in seen:
                 continue
             seen.add(text)
-            turns.append(Turn(step.id, value, text, i, self.before(i)))
+            turns.append(make(step.id, value, text, i, self.before(i)))
         output = self.trace.output
-        text = text_of(output)
+        text = output if type(output) is str else _text(output, _ENCODE)
         if text.strip() and text not in seen:
-            turns.append(Turn("output", output, text, len(steps), self.items))
+            turns.append(make("output", output, text, len(steps), self.items))
         return tuple(turns)
 
     @cached_property

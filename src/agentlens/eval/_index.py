@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from itertools import accumulate
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agentlens.eval._evidence import EvidenceItem
 from agentlens.eval._facts import _LAST_DIGITS_LEAD
@@ -41,7 +41,7 @@ from agentlens.eval._references import (
     _date_from_words,
     _trim_url,
     date_key,
-    edit_distance,
+    distance_within,
     get_extractor,
     number_key,
     parse_number,
@@ -66,6 +66,10 @@ class Match(NamedTuple):
 _RAW_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
 _ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 _ISO_TEXT = re.compile(r"(?<!\d)\d{4}-\d{2}-\d{2}(?!\d)")
+_ISO_TEXT_LED = re.compile(r"\d(?<!\d\d)\d{3}-\d{2}-\d{2}(?!\d)")
+"""_ISO_TEXT led by its first digit, the look-behind then reading it and the character before
+it: the same matches, but the search skips to the next digit in C instead of trying the
+look-behind at every offset of the evidence (tests/eval/test_index_fastpath.py)."""
 _WORD_DATE = re.compile(f"{_BUILTIN['mdy']}|{_BUILTIN['dmy']}")
 _URL = re.compile(_BUILTIN["url"])
 _EMAIL = re.compile(_BUILTIN["email"])
@@ -105,6 +109,25 @@ def _number_variants(key: str) -> tuple[str, ...]:
         for f in fracs:
             out.append(f"{w}.{f}" if f else w)
     return tuple(out)
+
+
+@lru_cache(maxsize=1024)
+def _word_candidates(head: str, has_digit: bool, ascii_text: bool) -> re.Pattern[str]:
+    r"""The words :meth:`EvidenceIndex.closest` suggests for an id, a code or a citation key:
+    ``(?i)(?<![\w-]){head}{digit}[\w-]*`` (``head`` the reference's first two characters,
+    ``digit`` a look-ahead for a digit when the reference holds one).
+
+    That expression starts with a look-behind, which the search tries at every offset of the
+    evidence. When both the evidence and the head are ASCII, ignoring case means only that an
+    ASCII letter matches its two cases, so the head can be written as classes (``[cC][uU]``)
+    and lead the expression, the look-behind reading the head's first character and the one
+    before it: the same matches, found by skipping in C to the head's first character
+    (tests/eval/test_index_fastpath.py holds one to the other)."""
+    digit = r"(?=[\w-]*\d)" if has_digit else ""
+    if not (head and ascii_text and head.isascii()):
+        return re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*")
+    first, *rest = (f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in head)
+    return re.compile(rf"{first}(?<![\w-][\s\S]){''.join(rest)}{digit}[\w-]*")
 
 
 class _ItemIndex:
@@ -297,11 +320,13 @@ class EvidenceIndex:
     ) -> _ItemIndex | None:
         """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
         whole number), or ``None``."""
-        key = (needle, lower, 2 if amount else 1 if number else 0)
-        try:
-            entry = self._hits[key]
-        except KeyError:
-            entry = self._hits[key] = self._scan(needle, lower, key[2])
+        mode = 2 if amount else 1 if number else 0
+        key = (needle, lower, mode)
+        # A miss is the common case (most needles are asked once): ``get`` with a marker costs
+        # less than catching the KeyError.
+        entry = self._hits.get(key, _UNSEEN)
+        if entry is _UNSEEN:
+            entry = self._hits[key] = self._scan(needle, lower, mode)
         return entry if entry is not None and entry.item.index < index else None
 
     def _scan(self, needle: str, lower: bool, mode: int) -> _ItemIndex | None:
@@ -312,18 +337,34 @@ class EvidenceIndex:
         A look-up is a C-speed ``find`` from the start of the evidence, until the searches of a
         run have read the evidence several times over (many turns, each citing something new,
         over long evidence: quadratic); from then on it goes through a :class:`_RunIndex` of
-        the evidence, built once, which finds the same first occurrence."""
-        raw, raw_starts, low, low_starts = self._texts()
-        hay, starts = (low, low_starts) if lower else (raw, raw_starts)
+        the evidence, built once, which finds the same first occurrence. (The ``find`` loop is
+        :func:`_first_checked`, written out here: this runs for every new needle of a run.)"""
+        joined = self._shared.get("joined") or self._texts()
+        if lower:
+            hay, starts = joined[2], joined[3]
+        else:
+            hay, starts = joined[0], joined[1]
         check = _amount_at if mode == 2 else _number_at if mode == 1 else _token_at
         family = "digits" if mode else "words"
-        runs = self._run_index(hay, family)
-        if runs is not None:
-            pos = runs.first(needle, check)
-            return None if pos is None else self.items[bisect.bisect_right(starts, pos) - 1]
-        pos = _first_checked(hay, needle, check)
-        self._read[family] = self._read.get(family, 0) + (len(hay) if pos is None else pos)
-        return None if pos is None else self.items[bisect.bisect_right(starts, pos) - 1]
+        read = self._read
+        done = read.get(family, 0)
+        if self._runs or done > _INDEX_AFTER * len(hay) + _INDEX_MIN:
+            runs = self._run_index(hay, family)
+            if runs is not None:
+                at = runs.first(needle, check)
+                return None if at is None else self.items[bisect.bisect_right(starts, at) - 1]
+        pos = hay.find(needle)
+        if pos >= 0:
+            width = len(needle)
+            while not check(hay, pos, pos + width):
+                pos = hay.find(needle, pos + 1)
+                if pos < 0:
+                    break
+        if pos < 0:
+            read[family] = done + len(hay)
+            return None
+        read[family] = done + pos
+        return self.items[bisect.bisect_right(starts, pos) - 1]
 
     def _run_index(self, hay: str, family: str) -> _RunIndex | None:
         """The :class:`_RunIndex` of ``hay`` once the ``find`` searches of this run have read
@@ -668,16 +709,14 @@ class EvidenceIndex:
         limit = max(2, len(ref.key) // 4 + 1)
         target = ref.key.strip("[]")
         has_digit = any(ch.isdigit() for ch in target)
+        raw, starts, _, _ = self._texts()
         if ref.kind == "date":
-            candidates = _ISO_TEXT
+            candidates = _ISO_TEXT_LED
         elif ref.kind in ("url", "email"):
             candidates = _URL if ref.kind == "url" else _EMAIL
         else:  # ids, codes, citations, custom shapes: words starting like the reference
             # (holding a digit when it does: "customer" is no suggestion for "cust-48231")
-            head = re.escape(target[:2])
-            digit = r"(?=[\w-]*\d)" if has_digit else ""
-            candidates = re.compile(rf"(?i)(?<![\w-]){head}{digit}[\w-]*")
-        raw, starts, _, _ = self._texts()
+            candidates = _word_candidates(target[:2], has_digit, raw.isascii())
         end = self._end_before(index)
         if not end:
             return None
@@ -694,14 +733,17 @@ class EvidenceIndex:
             seen.add(key)
             if has_digit and not any(ch.isdigit() for ch in key):
                 continue
-            d = edit_distance(target, key, limit)
-            if d <= limit and (best is None or d < best[0]):
+            dist = distance_within(target, key, limit)
+            if dist is not None and (best is None or dist < best[0]):
                 item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
-                best = (d, cand, item)
+                best = (dist, cand, item)
         return None if best is None else (best[1], best[2])
 
 
 _SEP = "\n\n"
+_UNSEEN: Any = object()
+"""Marks a needle not looked up yet in :attr:`EvidenceIndex._hits` (where ``None`` is "not
+found")."""
 _WORD_RUN = re.compile(r"[^\W_]+")
 """A maximal run of ``str.isalnum`` characters (a word character that is not ``_``)."""
 _DIGIT_RUN = re.compile(r"\d+")

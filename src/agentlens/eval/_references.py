@@ -24,6 +24,7 @@ __all__ = [
     "Extractor",
     "Reference",
     "date_key",
+    "distance_within",
     "edit_distance",
     "get_extractor",
     "number_key",
@@ -243,6 +244,29 @@ def edit_distance(a: str, b: str, limit: int | None = None) -> int:
             return limit + 1
         previous = current
     return previous[-1]
+
+
+def distance_within(a: str, b: str, limit: int) -> int | None:
+    """:func:`edit_distance` of ``a`` and ``b`` when it is at most ``limit``, else ``None``.
+
+    The common prefix and suffix are dropped first (they change no Levenshtein distance: an
+    optimal alignment matches them), so the table is only as wide as the part that differs:
+    ``cust-48231`` and ``cust-48213`` cost a 3 by 3 table instead of 10 by 10. Suggestions
+    (:meth:`EvidenceIndex.closest`) use only distances within their limit, which this gives
+    exactly (tests/eval/test_index_fastpath.py holds it to :func:`edit_distance`)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    j = 0
+    n -= i
+    while j < n and a[-1 - j] == b[-1 - j]:
+        j += 1
+    if i or j:
+        a = a[i : len(a) - j]
+        b = b[i : len(b) - j]
+    d = edit_distance(a, b, limit)
+    return d if d <= limit else None
 
 
 # --------------------------------------------------------------------------- the patterns
