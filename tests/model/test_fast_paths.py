@@ -244,6 +244,84 @@ def test_records_the_fast_path_does_not_handle_are_validated(
     assert_same(Trace._from_trusted(record), want)
 
 
+@given(trace_records())
+@SLOW
+def test_owned_stored_records_become_the_steps_as_validation_builds_them(
+    record: dict[str, Any],
+) -> None:
+    # The store's read: the parsed stored JSON is handed over and each step's record becomes
+    # its __dict__ in place.
+    stored = Trace.model_validate(record).model_dump_json()
+    parsed = from_json(stored)
+    records = list(parsed.get("steps", []))
+    fast = Trace._from_trusted(parsed, owned=True)
+    assert_same(fast, Trace.model_validate_json(stored))
+    assert fast.model_dump_json() == stored
+    for step, rec in zip(fast.steps, records, strict=True):  # unknown fields: built as before
+        assert (step.__dict__ is rec) is (len(rec) == len(STEP_FIELDS))
+
+
+@given(trace_records())
+@SLOW
+def test_owned_records_in_any_form_build_what_validation_builds(record: dict[str, Any]) -> None:
+    # Fields missing, in another order, unknown ones: the owned path builds the same objects.
+    assert_same(
+        Trace._from_trusted(json.loads(json.dumps(record)), owned=True),
+        Trace.model_validate(record),
+    )
+
+
+@given(coercible_or_invalid, trace_records())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_owned_records_the_fast_path_does_not_handle_are_validated(
+    change: dict[str, Any], record: dict[str, Any]
+) -> None:
+    record = {**record, **change}
+    try:
+        want = Trace.model_validate(record)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            Trace._from_trusted(dict(record), owned=True)
+        assert got.value.errors(include_context=False) == exc.errors(include_context=False)
+        return
+    assert_same(Trace._from_trusted(dict(record), owned=True), want)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"ended_at": "2026-11-29T10:00:00+24:00"},  # invalid: the run is a validation error
+        {"ended_at": "2026-11-29 10:00:00"},  # coercible: validation reads it
+        {"kind": "tol"},
+        {"attributes": {"a": 1}, "name": 7},
+    ],
+)
+def test_a_run_given_up_on_after_its_first_steps_is_validated_as_stored(
+    bad: dict[str, Any],
+) -> None:
+    # The first steps are converted in place before the last one is given up on; validating
+    # the run then must still give what validating its stored text gives.
+    run = Trace(
+        id="r",
+        started_at=datetime(2026, 11, 29, 10, tzinfo=UTC),
+        steps=[
+            Step(id=f"s{i}", kind=StepKind.TOOL, started_at=datetime(2026, 11, 29, 10, i))
+            for i in range(3)
+        ],
+    )
+    parsed = from_json(run.model_dump_json())
+    parsed["steps"][2].update(bad)
+    text = json.dumps(parsed)
+    try:
+        want = Trace.model_validate_json(text)
+    except ValidationError as exc:
+        with pytest.raises(ValidationError) as got:
+            Trace._from_trusted(from_json(text), owned=True)
+        assert got.value.errors(include_context=False) == exc.errors(include_context=False)
+        return
+    assert_same(Trace._from_trusted(from_json(text), owned=True), want)
+
+
 def test_the_wrong_top_level_type_is_a_validation_error() -> None:
     values: list[Any] = [None, [], "run", 3]
     for value in values:

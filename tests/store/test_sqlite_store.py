@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_factories import make_score, make_trace
 
 from agentlens.errors import ConfigError, SchemaVersionError, StoreError, UnreadableRunError
 from agentlens.model import Trace
-from agentlens.store import SQLiteStore, open_store
+from agentlens.store import RunFilter, SQLiteStore, open_store
 from agentlens.store import _migrations as migrations
 from agentlens.store._sqlite import (
     _ROWS_PER_INSERT,
@@ -296,3 +297,43 @@ def test_multi_row_inserts_write_every_row_in_order(rows: int) -> None:
     _insert_rows(conn, "INSERT INTO t (a, b)", flat, 2)
     stored = conn.execute("SELECT a, b FROM t ORDER BY rowid").fetchall()
     assert stored == [(i, None if i % 7 == 0 else f"v{i}") for i in range(rows)]
+
+
+def test_a_filter_on_ids_is_read_in_one_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # agentlens score reads each chunk's runs (200) by id, and asks each scorer which of them it
+    # still needs: one statement each, not pages of 32, 64 and 128.
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    store.put_traces([make_trace(i, steps=1) for i in range(700)])
+    reads: list[int] = []
+    read = SQLiteStore._read
+
+    def counted(self: SQLiteStore, work: Callable[[sqlite3.Connection], Any]) -> Any:
+        reads.append(1)
+        return read(self, work)
+
+    monkeypatch.setattr(SQLiteStore, "_read", counted)
+
+    def pages(n: int, limit: int | None = None) -> list[int]:
+        where = RunFilter(run_ids=[f"r{i:05d}" for i in range(n)])
+        counts = []
+        for query in (
+            lambda: store.query_traces(where, limit=limit),
+            lambda: store.list_runs(where, limit=limit),
+            lambda: store.unscored_run_ids("s", "1", where, limit=limit),
+        ):
+            reads.clear()
+            assert len(list(query())) == (n if limit is None else min(n, limit))
+            counts.append(len(reads))
+        return counts
+
+    assert pages(200) == [1, 1, 1]
+    assert pages(512) == [1, 1, 1]
+    assert pages(513) == [2, 2, 2]
+    assert pages(0) == [0, 0, 0]
+    assert pages(200, limit=10) == [1, 1, 1]
+    reads.clear()
+    assert len(list(store.query_traces())) == 700  # unbounded: pages of 32, 64, ... 512
+    assert len(reads) == 5
+    store.close()

@@ -215,6 +215,25 @@ class TestQueries:
         assert ids(filled.query_traces(where)) == ["r00040", "r00003", "r00100"]
         assert filled.count_runs(RunFilter(run_ids=[])) == 0
 
+    def test_run_ids_filters_of_every_size_read_what_they_name(self, store: TraceStore) -> None:
+        # A filter on ids is read in one page when it fits (SQLite and PostgreSQL alike): the
+        # runs, their order, a limit and repeated ids behave as with any other filter.
+        same = T0 + timedelta(days=3)
+        store.put_traces(
+            [make_trace(i, steps=1, started=same if i % 3 else None) for i in range(600)]
+        )
+        every = ids(store.query_traces(newest_first=False))
+        for n in (0, 1, 31, 33, 200, 511, 512, 513, 600):
+            named = [f"r{i:05d}" for i in range(0, 2 * n, 2)] + ["missing"]
+            want = [run_id for run_id in every if run_id in set(named)]
+            for where in (RunFilter(run_ids=named), RunFilter(run_ids=named + named[::-1])):
+                assert ids(store.query_traces(where, newest_first=False)) == want
+                assert ids(store.query_traces(where)) == want[::-1]
+                assert ids(store.list_runs(where, newest_first=False)) == want
+                assert ids(store.query_traces(where, limit=5, newest_first=False)) == want[:5]
+                assert list(store.unscored_run_ids("s", "1", where)) == want
+                assert list(store.unscored_run_ids("s", "1", where, limit=40)) == want[:40]
+
     def test_limit(self, filled: TraceStore) -> None:
         assert ids(filled.query_traces(limit=3)) == ["r00060", "r00047", "r00046"]
         assert ids(filled.query_traces(limit=0)) == []

@@ -239,7 +239,7 @@ class Trace(_Record):
         return cls.model_validate_json(text)
 
     @classmethod
-    def _from_trusted(cls, data: Any) -> Self:
+    def _from_trusted(cls, data: Any, *, owned: bool = False) -> Self:
         """Build a run from a JSON-parsed record this agentlens wrote, without validation.
 
         For the store's read path (a run was validated when it was stored): about 40 % less
@@ -250,9 +250,15 @@ class Trace(_Record):
         of an unexpected type, a time in another form, an unknown ``schema_version``) goes
         through :meth:`model_validate` instead, so invalid data still raises
         :class:`pydantic.ValidationError`.
+
+        ``owned=True``: the caller hands ``data`` over (the store's freshly parsed JSON, which
+        nothing else refers to): each step's record in the stored field order becomes that
+        step's ``__dict__`` in place, converted where validation converts (kind, times), instead
+        of being copied into a new one. The result is the same; ``data`` is not to be used
+        afterwards.
         """
         try:
-            return _trusted_trace(cls, data)
+            return _trusted_trace(cls, data, owned=owned)
         except Exception:  # _Untrusted, or a time fromisoformat rejects: validation decides
             return cls.model_validate(data)
 
@@ -277,6 +283,9 @@ _MISSING: Any = object()
 _KINDS: dict[str, StepKind] = {kind.value: kind for kind in StepKind}
 _STEP_FIELDS = frozenset(Step.model_fields)
 _STEP_FIELD_COUNT = len(_STEP_FIELDS)
+_STEP_ORDER = tuple(Step.model_fields)
+"""A step's fields in their declared order: the order of its ``__dict__`` after validation and
+of its members in the JSON the store writes."""
 _TRACE_FIELDS = frozenset(Trace.model_fields)
 _ISO_TIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
@@ -377,7 +386,48 @@ def _trusted_step(cls: type[_S], data: Any) -> _S:
     return step
 
 
-def _trusted_trace(cls: type[_T], data: Any) -> _T:
+def _stored_step(cls: type[_S], data: Any) -> _S:
+    """:func:`_trusted_step` of a record the caller owns: when it holds exactly the step's fields
+    in their declared order (how the store writes a step), it becomes the step's ``__dict__``,
+    its ``kind`` and times converted in place, and its ``attributes`` dict kept (a new one
+    either way: validation copies the caller's, the parser made this one). Every check and
+    conversion happens before the first change, so a record given up on is left as it was."""
+    if type(data) is not dict or len(data) != _STEP_FIELD_COUNT or tuple(data) != _STEP_ORDER:
+        return _trusted_step(cls, data)
+    kind = _KINDS[data["kind"]]
+    parent_id = data["parent_id"]
+    name = data["name"]
+    attributes = data["attributes"]
+    if (
+        type(data["id"]) is not str
+        or (parent_id is not None and type(parent_id) is not str)
+        or (name is not None and type(name) is not str)
+        or type(attributes) is not dict
+    ):
+        raise _Untrusted
+    for key in attributes:
+        if type(key) is not str:
+            raise _Untrusted
+    started = data["started_at"]
+    if started is not None:
+        started = (
+            _fromiso(started) if type(started) is str and _utc_time(started) else _time(started)
+        )
+    ended = data["ended_at"]
+    if ended is not None:
+        ended = _fromiso(ended) if type(ended) is str and _utc_time(ended) else _time(ended)
+    data["kind"] = kind
+    data["started_at"] = started
+    data["ended_at"] = ended
+    step = _new(cls)
+    _set(step, "__dict__", data)
+    _set(step, "__pydantic_fields_set__", set(_STEP_FIELDS))
+    _set(step, "__pydantic_extra__", {})
+    _set(step, "__pydantic_private__", None)
+    return step
+
+
+def _trusted_trace(cls: type[_T], data: Any, *, owned: bool = False) -> _T:
     if type(data) is not dict:
         raise _Untrusted
     get = data.get
@@ -400,9 +450,16 @@ def _trusted_trace(cls: type[_T], data: Any) -> _T:
         or (name is not None and type(name) is not str)
     ):
         raise _Untrusted
+    started = _time(get("started_at"))
+    ended = _time(get("ended_at"))
+    metadata = _str_dict(get("metadata", _MISSING))
+    links = _str_dict(get("links", _MISSING), values_str=True)
+    # the run's own fields are checked before any step is built (an owned step is built in
+    # place, so a run given up on after its steps would be validated from converted records)
     steps = get("steps", _MISSING)
     if type(steps) is list:
-        steps = [_trusted_step(Step, s) for s in steps]
+        build = _stored_step if owned else _trusted_step
+        steps = [build(Step, s) for s in steps]
     elif steps is _MISSING:
         steps = []
     else:
@@ -418,12 +475,12 @@ def _trusted_trace(cls: type[_T], data: Any) -> _T:
             "agent": agent,
             "name": name,
             "status": status,
-            "started_at": _time(get("started_at")),
-            "ended_at": _time(get("ended_at")),
+            "started_at": started,
+            "ended_at": ended,
             "input": get("input"),
             "output": get("output"),
-            "metadata": _str_dict(get("metadata", _MISSING)),
-            "links": _str_dict(get("links", _MISSING), values_str=True),
+            "metadata": metadata,
+            "links": links,
             "steps": steps,
         },
     )

@@ -59,7 +59,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -82,7 +82,14 @@ from agentlens.store._pg_server import PgServerMixin
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._protocol import RunFilter, RunSummary
 from agentlens.store._rates import RateCounts, RateQuery
-from agentlens.store._sqlite import NO_TIME, _parse, from_us, serialise_run, to_us
+from agentlens.store._sqlite import (
+    NO_TIME,
+    _first_page,
+    _parse,
+    from_us,
+    serialise_run,
+    to_us,
+)
 
 __all__ = ["PgURL", "PostgresStore", "dec", "enc", "parse_pg_url"]
 
@@ -622,7 +629,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             data = _parse(doc)
             if type(data) is dict:
                 data["steps"] = _parse(steps)
-            return Trace._from_trusted(data)
+            return Trace._from_trusted(data, owned=True)
         except ValidationError as exc:
             reason = exc.errors()[0]["msg"] if exc.errors() else str(exc)
         except (ValueError, RecursionError) as exc:
@@ -744,8 +751,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         order = "DESC" if newest_first else "ASC"
         op = "<" if newest_first else ">"
         after: tuple[int, str] | None = None
-        remaining = limit
-        size = _FIRST_PAGE
+        remaining, size = _first_page(limit, filt.most, _FIRST_PAGE, _MAX_PAGE)
         while remaining is None or remaining > 0:
             n = size if remaining is None else min(size, remaining)
             clauses, params = filt.sql()
@@ -1017,15 +1023,18 @@ class _Filter:
     params: tuple[Any, ...]
     join: str = ""
     """A join of ``run_review f`` when the filter or the columns need it."""
+    most: int | None = None
+    """The most runs the filter can match (the distinct ids of a ``run_ids`` filter), as in
+    SQLite's ``_FilterSQL.most``."""
 
     def sql(self) -> tuple[list[str], list[Any]]:
         return list(self.clauses), list(self.params)
 
     def plus(self, clause: str, *params: Any) -> _Filter:
-        return _Filter((*self.clauses, clause), (*self.params, *params), self.join)
+        return replace(self, clauses=(*self.clauses, clause), params=(*self.params, *params))
 
     def with_review(self) -> _Filter:
-        return self if self.join else _Filter(self.clauses, self.params, _LEFT_JOIN_REVIEW)
+        return self if self.join else replace(self, join=_LEFT_JOIN_REVIEW)
 
 
 def _filter(where: RunFilter | None) -> _Filter:
@@ -1054,9 +1063,12 @@ def _filter(where: RunFilter | None) -> _Filter:
     if where.has_output is not None:
         clauses.append("r.has_output = %s")
         params.append(bool(where.has_output))
+    most = None
     if where.run_ids is not None:
+        run_ids = _as_ids(where.run_ids)
         clauses.append("r.id = ANY(%s::text[])")
-        params.append([enc(i) for i in _as_ids(where.run_ids)])
+        params.append([enc(i) for i in run_ids])
+        most = len(set(run_ids))
     join = ""
     if where.flagged or where.failure_mode is not None:
         join = " JOIN run_review f ON f.run_id = r.id"
@@ -1069,4 +1081,4 @@ def _filter(where: RunFilter | None) -> _Filter:
     elif where.flagged is False:
         join = _LEFT_JOIN_REVIEW
         clauses.append("coalesce(f.flagged, 0) = 0")
-    return _Filter(tuple(clauses), tuple(params), join)
+    return _Filter(tuple(clauses), tuple(params), join, most)

@@ -53,6 +53,9 @@ class _FilterSQL:
     key: tuple[str, str] = ("r.sort_at", "r.id")
     """The (time, id) columns pages are ordered and cut by: ``run_review``'s for a filter on
     flagged runs, so the flagged-runs index drives the query."""
+    most: int | None = None
+    """The most runs the filter can match: the number of distinct ids of a ``run_ids`` filter
+    (``None``: no such bound). A lazy query reads them in one page."""
 
     def sql(self, *, low: bool = True, high: bool = True) -> tuple[list[str], list[Any]]:
         clauses: list[str] = []
@@ -110,8 +113,10 @@ def _filter_sql(where: RunFilter | None) -> _FilterSQL:
     if where.has_output is not None:
         clauses.append("r.has_output = ?")
         params.append(int(where.has_output))
+    most = None
     if where.run_ids is not None:
         run_ids = _as_ids(where.run_ids)
+        most = len(set(run_ids))
         if len(run_ids) <= _MAX_BOUND_IDS:
             clauses.append(f"r.id IN {_marks(len(run_ids))}")
             params.extend(run_ids)
@@ -119,5 +124,11 @@ def _filter_sql(where: RunFilter | None) -> _FilterSQL:
             clauses.append("r.id IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(run_ids))
     return _FilterSQL(
-        to_epoch_us(where.start), to_epoch_us(where.end), tuple(clauses), tuple(params), join, key
+        to_epoch_us(where.start),
+        to_epoch_us(where.end),
+        tuple(clauses),
+        tuple(params),
+        join,
+        key,
+        most,
     )
