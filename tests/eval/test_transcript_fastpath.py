@@ -231,6 +231,8 @@ def test_tokens_are_equal_exactly_when_the_fingerprints_are(
     for (a, fa), (b, fb) in itertools.combinations(zip(found, fps, strict=True), 2):
         assert (a.call_fp == b.call_fp) == (fa[0] == fb[0])
         assert (a.result_fp == b.result_fp) == (fa[1] == fb[1])
+        if a.call_fp == b.call_fp:  # outcomes are compared only between equal calls
+            assert (a.outcome == b.outcome) == (fa[1] == fb[1])
 
 
 class _EagerResults:
@@ -254,6 +256,9 @@ class _EagerResults:
         return self.n
 
     def token(self, k: int) -> str:
+        return self.tokens[k]
+
+    def outcome(self, k: int) -> str:
         return self.tokens[k]
 
     def shared(self, k: int) -> bool:

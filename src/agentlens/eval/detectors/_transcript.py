@@ -84,13 +84,19 @@ class _Call:
         return self.results.empty(self.pos)
 
     @property
+    def outcome(self) -> Hashable:
+        """Equal for two equal calls (equal ``call_fp``) exactly when their ``result_fp`` are:
+        to be compared only between equal calls."""
+        return self.results.outcome(self.pos)
+
+    @property
     def key(self) -> tuple[Hashable, Hashable]:
         return (self.call_fp, self.result_fp)
 
 
 def _same(a: _Call, b: _Call) -> bool:
     """``a.key == b.key``, the results compared only when the calls are equal."""
-    return a.call_fp == b.call_fp and a.result_fp == b.result_fp
+    return a.call_fp == b.call_fp and a.outcome == b.outcome
 
 
 def _passed_plain(value: float, detail: str, attributes: dict[str, Any]) -> ScoreResult:
@@ -304,16 +310,29 @@ _UNSET: Any = object()
 class _Results:
     """The result tokens of a run's considered calls, each computed when first asked for.
 
-    A token is what :func:`_tokens` gives for the results (equal to another's exactly when their
-    fingerprints are): most analysers compare results only between equal calls, and in most runs
+    Two kinds of token, each equal to another's exactly when the results' fingerprints are
+    (what :func:`_tokens` gives, over a set of results): :meth:`token` over all the results of
+    the run (what ``no_progress`` compares), :meth:`outcome` over the results of equal calls
+    only (what the loop rules and polling compare, always between equal calls). In most runs
     most calls are distinct, so most results are never masked nor fingerprinted, and the shapes
-    of all of them are read only when one is asked for.
+    of all of them are read only when a token of the first kind is asked for.
 
     It lives as long as the run's evidence, as plain lists: a batch keeps every run of a chunk
     in memory, and each object it keeps is walked by the garbage collector.
     """
 
-    __slots__ = ("_empty", "_failed", "_mask", "_steps", "_tokens", "_unique", "repeated")
+    __slots__ = (
+        "_calls",
+        "_empty",
+        "_failed",
+        "_fingerprints",
+        "_mask",
+        "_outcomes",
+        "_steps",
+        "_tokens",
+        "_unique",
+        "repeated",
+    )
 
     def __init__(
         self, steps: list[Step], failed: list[bool], mask: Masker, call_tokens: list[Hashable]
@@ -323,52 +342,73 @@ class _Results:
         if len(set(call_tokens)) < len(call_tokens):
             counts = Counter(call_tokens)
             self.repeated = [k for k, token in enumerate(call_tokens) if counts[token] > 1]
+        self._calls = call_tokens
         self._steps = steps
         self._failed = failed
         self._mask = mask.mask
         n = len(steps)
         self._tokens: list[Hashable] = [_UNSET] * n
+        self._outcomes: list[Hashable] = [_UNSET] * n
+        self._fingerprints: list[str | None] = [None] * n
         self._empty: list[bool | None] = [None] * n
         self._unique: list[bool] | None = _UNSET
 
     def __len__(self) -> int:
         return len(self._steps)
 
-    def _uniques(self) -> list[bool] | None:
-        """For each result, whether its shape is its own; ``None`` when one has no shape."""
-        unique = self._unique
-        if unique is _UNSET:
-            unique = None
-            pairs = list(zip(self._steps, self._failed, strict=True))
-            for nested in (True, False):
-                try:
-                    shapes = [_result_shape(s, failed, nested) for s, failed in pairs]
-                except _NoShape:
-                    continue
-                counts = Counter(shapes)
-                unique = [counts[shape] == 1 for shape in shapes]
-                break
-            self._unique = unique
-        return unique
+    def _own_shapes(self, positions: Sequence[int]) -> list[bool] | None:
+        """For each result at ``positions``, whether no other of them has its shape; ``None``
+        when one has no shape."""
+        steps, failed = self._steps, self._failed
+        for nested in (True, False):
+            try:
+                shapes = [_result_shape(steps[k], failed[k], nested) for k in positions]
+            except _NoShape:
+                continue
+            counts = Counter(shapes)
+            return [counts[shape] == 1 for shape in shapes]
+        return None
+
+    def _fingerprint(self, k: int) -> str:
+        found = self._fingerprints[k]
+        if found is None:
+            step = self._steps[k]
+            mask = self._mask
+            error = mask(step.error) if self._failed[k] else None
+            found = self._fingerprints[k] = fingerprint([mask(step.output), error])
+        return found
 
     def token(self, k: int) -> Hashable:
-        """The token of result ``k``."""
+        """The token of result ``k`` among all the results of the run."""
         token = self._tokens[k]
         if token is _UNSET:
-            unique = self._uniques()
-            if unique is not None and unique[k]:
-                token = k
-            else:
-                step = self._steps[k]
-                mask = self._mask
-                error = mask(step.error) if self._failed[k] else None
-                token = fingerprint([mask(step.output), error])
-            self._tokens[k] = token
+            unique = self._unique
+            if unique is _UNSET:
+                unique = self._unique = self._own_shapes(range(len(self._steps)))
+            token = self._tokens[k] = (
+                k if unique is not None and unique[k] else self._fingerprint(k)
+            )
         return token
+
+    def outcome(self, k: int) -> Hashable:
+        """The token of result ``k`` among the results of the calls equal to call ``k``."""
+        outcome = self._outcomes[k]
+        if outcome is _UNSET:
+            call = self._calls[k]
+            group = [j for j in self.repeated if self._calls[j] == call] or [k]
+            unique = self._own_shapes(group) if len(group) > 1 else [True]
+            for j, own in zip(group, unique or [False] * len(group), strict=True):
+                self._outcomes[j] = j if own else _SHARED
+            outcome = self._outcomes[k]
+        if outcome is _SHARED:
+            outcome = self._outcomes[k] = self._fingerprint(k)
+        return outcome
 
     def shared(self, k: int) -> bool:
         """False when result ``k`` is equal to no other result of the run (its shape is its own)."""
-        unique = self._uniques()
+        unique = self._unique
+        if unique is _UNSET:
+            unique = self._unique = self._own_shapes(range(len(self._steps)))
         return unique is None or not unique[k]
 
     def empty(self, k: int) -> bool:
@@ -377,6 +417,10 @@ class _Results:
         if empty is None:
             empty = self._empty[k] = not self._failed[k] and is_empty_result(self._steps[k].output)
         return empty
+
+
+_SHARED: Any = object()
+"""An outcome not computed yet, of a result whose shape another result of an equal call has."""
 
 
 class _NoShape(Exception):
@@ -468,9 +512,9 @@ def _polling(calls: Sequence[_Call]) -> set[int]:
     polling: set[int] = set()
     for call in reversed(_repeated(calls)):
         results = later[call.call_fp]
-        if not call.failed and (len(results) > 1 or (results and call.result_fp not in results)):
+        if not call.failed and (len(results) > 1 or (results and call.outcome not in results)):
             polling.add(call.pos)
-        results.add(call.result_fp)
+        results.add(call.outcome)
     return polling
 
 
@@ -669,7 +713,7 @@ def _groups(calls: Sequence[_Call], covered: set[int]) -> list[list[_Call]]:
             continue
         by_result: dict[Hashable, list[_Call]] = defaultdict(list)
         for call in same_call:
-            by_result[call.result_fp].append(call)
+            by_result[call.outcome].append(call)
         groups.extend(group for group in by_result.values() if len(group) > 1)
     groups.sort(key=lambda group: group[0].pos)
     return groups
@@ -694,7 +738,7 @@ def _failing_in_a_row(
             ):
                 j += 1
             stretch = list(calls[i : j + 1])
-            if len(stretch) >= min_failures and len({c.result_fp for c in stretch}) > 1:
+            if len(stretch) >= min_failures and len({c.outcome for c in stretch}) > 1:
                 found.append(stretch)
         i = j + 1
     return found
