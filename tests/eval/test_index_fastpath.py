@@ -33,6 +33,7 @@ from agentlens.eval._index import (
     _token_at,
     _word_candidates,
 )
+from agentlens.eval._quantities import NUMBER
 from agentlens.eval._references import distance_within, edit_distance
 from agentlens.model import Trace
 
@@ -177,3 +178,47 @@ def test_distance_within_is_the_edit_distance_within_the_limit(a: str, b: str) -
         d = edit_distance(a, b, limit)
         assert distance_within(a, b, limit) == (d if d <= limit else None)
         assert (d <= limit) == (edit_distance(a, b) <= limit)
+
+
+def test_kept_derivations_are_the_computed_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        from bench_grounding import make_run
+    finally:
+        sys.path.pop(0)
+    rng = random.Random(7)
+    traces = [Trace.model_validate(make_run(i, rng)) for i in range(300)]
+    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+    computed: list[int] = []
+    real = EvidenceIndex._derive
+
+    def counting(self: Any, *args: Any) -> Any:
+        computed.append(1)
+        return real(self, *args)
+
+    def results() -> list[str]:
+        out = []
+        for trace in traces:
+            evidence = Evidence(trace)
+            out += [s.score(trace, evidence).model_dump_json() for s in scorers]
+        return out
+
+    monkeypatch.setattr(EvidenceIndex, "_derive", counting)
+    kept = results()
+    kept_count = len(computed)
+    computed.clear()
+
+    def always(self: Any, value: float, index: int, **options: Any) -> Any:
+        return counting(
+            self,
+            value,
+            index,
+            options.get("percent", False),
+            options.get("tolerance", 0.0),
+            options.get("extra", ()),
+            options.get("quantity", NUMBER),
+        )
+
+    monkeypatch.setattr(EvidenceIndex, "derive", always)
+    assert results() == kept
+    assert kept_count < len(computed)  # some derivations were kept and not computed again

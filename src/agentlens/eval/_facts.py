@@ -25,6 +25,7 @@ from functools import lru_cache
 from operator import attrgetter
 
 from agentlens.eval._references import (
+    _NUM_TAIL,
     _NUMBER_IN_TEXT,
     _SCALES,
     Reference,
@@ -195,10 +196,6 @@ _NON_NAME_SUFFIXES = (
 # --------------------------------------------------------------------------- patterns
 
 _SCALE_WORDS = r"(?:thousand|million|billion|trillion|bn|[kKmMbB])"
-# ``_references._NUM`` (a written number) with its first character written before the
-# alternatives: a digit, then the rest of a grouped (1,234.5) or a plain (1234.5) number; or a
-# point, then decimals (.5). The tests hold it equal to _NUM.
-_NUM_TAIL = r"(?:(?<=\d)(?:\d{0,2}(?:,\d{3})+(?:\.\d+)?|\d*(?:\.\d+)?)|(?<=\.)\d+)"
 # A number not preceded by a letter, digit, separator or ``/:#-``, written as a look-behind
 # over its first character and the one before (as _NAME does, so that the search skips to the
 # next digit in C); with a scale word, or an ordinal suffix (dropped), and not followed by more

@@ -32,7 +32,7 @@ from agentlens.eval._quantities import (
 from agentlens.eval._references import (
     _BUILTIN,
     _MONTH,
-    _NUM,
+    _NUM_TAIL,
     _NUMERIC_KINDS,
     _SCHEME,
     KINDS,
@@ -74,8 +74,10 @@ _WORD_DATE = re.compile(f"{_BUILTIN['mdy']}|{_BUILTIN['dmy']}")
 _URL = re.compile(_BUILTIN["url"])
 _EMAIL = re.compile(_BUILTIN["email"])
 _NUMBER_WITH_SCALE = re.compile(
-    rf"(?<![\w.]){_NUM}\s?(?:thousand|million|billion|trillion|bn|[kKmMbB])\b"
+    rf"[\d.](?<![\w.].){_NUM_TAIL}\s?(?:thousand|million|billion|trillion|bn|[kKmMbB])\b"
 )
+r"""A number with a scale word (``12.5 million``): ``(?<![\w.]){_NUM}\s?(?:...)\b`` led by its
+first character (see ``_references._NUM_TAIL``)."""
 _YEAR = re.compile(r"(?<![\w.,])(?:1[89]|20)\d\d(?!\w|[.,]\d)")
 """A year standing alone or in a date: not inside a word, a code or a longer number."""
 _DECADE_TEXT = re.compile(r"(?<![\w.,])['’]?(1[89]|20)?(\d0)['’]?s(?!\w)")
@@ -281,6 +283,9 @@ class EvidenceIndex:
         self._runs: dict[tuple[str, int], _RunIndex] = {}
         self._decades: dict[str, Match | None] = {}
         self._last_digits: dict[str, Match | None] = {}
+        self._derived: dict[
+            tuple[float, int, bool, float, str, tuple[tuple[float, str], ...]], Match | None
+        ] = {}
 
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
@@ -392,6 +397,7 @@ class EvidenceIndex:
         other._runs = self._runs
         other._decades = self._decades
         other._last_digits = self._last_digits
+        other._derived = self._derived
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -677,7 +683,29 @@ class EvidenceIndex:
     ) -> Match | None:
         """Whether ``value`` is a number of the evidence before ``index``, or plausible
         arithmetic on them for a claim of the kind ``quantity`` (see :class:`_NumberPool`),
-        within ``tolerance``."""
+        within ``tolerance``.
+
+        The answer depends only on the arguments and on how many evidence items come before
+        ``index`` (the pool), so it is kept per run: an amount that no evidence holds as
+        written is derived by ``no_fabricated_refs`` and again by ``parametric_leakage``."""
+        key = (value, self._count_before(index), percent, tolerance, quantity, tuple(extra))
+        found = self._derived.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._derived[key] = self._derive(
+                value, index, percent, tolerance, extra, quantity
+            )
+        return found
+
+    def _derive(
+        self,
+        value: float,
+        index: int,
+        percent: bool,
+        tolerance: float,
+        extra: Sequence[tuple[float, str]],
+        quantity: str,
+    ) -> Match | None:
+        """:meth:`derive`, computed."""
         pool = self.pool(index)
         if not pool.entries:
             return None

@@ -24,9 +24,11 @@ A number can be of several kinds (``$50 per passenger`` is money and a rate). Th
 from __future__ import annotations
 
 import re
+from collections.abc import Set
+from functools import lru_cache
 from typing import Any
 
-from agentlens.eval._references import _NUM
+from agentlens.eval._references import _NUM_TAIL
 
 __all__ = [
     "COUNT",
@@ -64,8 +66,12 @@ _SPELLED = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "e
 _SPELLED_COUNT = re.compile(
     rf"\b(two|three|four|five|six|seven|eight)\s+(?:[a-z-]+\s+)?{_COUNTED}\b", re.IGNORECASE
 )
-STANDALONE = re.compile(rf"(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)")
-"""A stand-alone number of a text: not the digits of a word, an id, a date, a time or a path."""
+_SPELLED_WORD = re.compile("|".join(_SPELLED))
+"""Any word of _SPELLED, in a lower-case text."""
+STANDALONE = re.compile(rf"[\d.](?<![\w.,/:#-].){_NUM_TAIL}(?![\w/:-]|[.,]\d)")
+r"""A stand-alone number of a text: not the digits of a word, an id, a date, a time or a path.
+(``(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)``, led by its first character: see
+``_references._NUM_TAIL``.)"""
 
 _RATE_KEY = re.compile(r"rate|per_|_per|^per|each|unit_|percent|pct|ratio")
 _COUNT_KEY = re.compile(
@@ -93,7 +99,7 @@ class Quantities:
         self.kinds: dict[float, set[str]] = {}
         self.counts: set[float] = set()
 
-    def add(self, value: float, kinds: set[str]) -> None:
+    def add(self, value: float, kinds: Set[str]) -> None:
         self.kinds.setdefault(value, set()).update(kinds)
         if COUNT in kinds and value.is_integer():
             self.counts.add(value)
@@ -145,8 +151,22 @@ def _text_kinds(text: str, out: Quantities) -> None:
         start, end = m.span()
         value = float(m.group(0).replace(",", ""))
         out.add(value, _kinds_at(text, start, end, whole=value.is_integer()))
+    # Ignoring case, an ASCII text holds a spelled count's word only if its lower case does (a
+    # long s, "ſix", is not ASCII): most texts hold none, and skip the search.
+    if text.isascii() and _SPELLED_WORD.search(text.lower()) is None:
+        return
     for m in _SPELLED_COUNT.finditer(text):
-        out.counts.add(float(_SPELLED[m.group(1).lower()]))
+        out.counts.add(float(_spelled_value(m.group(1))))
+
+
+def _spelled_value(word: str) -> int:
+    """The count a spelled word of _SPELLED_COUNT stands for (``Six`` -> 6). Ignoring case, the
+    expression also matches a word written with a letter whose lower case is not ASCII (``ſix``
+    with a long s), which the table does not hold: that one is matched word by word."""
+    value = _SPELLED.get(word.lower())
+    if value is None:
+        value = next(v for w, v in _SPELLED.items() if re.fullmatch(w, word, re.IGNORECASE))
+    return value
 
 
 def _walk(value: Any, out: Quantities) -> None:
@@ -169,9 +189,11 @@ def _walk(value: Any, out: Quantities) -> None:
             stack.extend((v, keys) for v in item)
 
 
-def _key_kinds(keys: tuple[str, ...]) -> set[str]:
+@lru_cache(maxsize=4096)
+def _key_kinds(keys: tuple[str, ...]) -> frozenset[str]:
     """The kinds a number's JSON keys give it: the nearest key that says anything decides
-    (``"prices": {"economy": 103}`` is money, ``"available_seats": {"economy": 10}`` a count)."""
+    (``"prices": {"economy": 103}`` is money, ``"available_seats": {"economy": 10}`` a count).
+    Cached: the same keys recur in every output of a tool, and from run to run."""
     for key in reversed(keys):
         kinds = set()
         if _RATE_KEY.search(key):
@@ -183,5 +205,8 @@ def _key_kinds(keys: tuple[str, ...]) -> set[str]:
         if not kinds and _WEAK_MONEY_KEY.search(key):
             kinds.add(MONEY)
         if kinds:
-            return kinds
-    return {NUMBER}
+            return frozenset(kinds)
+    return _JUST_NUMBER
+
+
+_JUST_NUMBER = frozenset({NUMBER})

@@ -272,6 +272,12 @@ def distance_within(a: str, b: str, limit: int) -> int | None:
 # --------------------------------------------------------------------------- the patterns
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+# _NUM with its first character written before the alternatives: a digit, then the rest of a
+# grouped (1,234.5) or a plain (1234.5) number; or a point, then decimals (.5). An expression
+# that starts "[\d.]" then this, with its look-behind moved after that first character, finds
+# the same numbers but lets the search skip to the next digit or point in C instead of trying
+# the look-behind at every offset (tests/eval/test_facts_fastpath.py holds it to _NUM).
+_NUM_TAIL = r"(?:(?<=\d)(?:\d{0,2}(?:,\d{3})+(?:\.\d+)?|\d*(?:\.\d+)?)|(?<=\.)\d+)"
 _SCALE = r"(?:thousand|million|billion|trillion|bn|mn|[kKmMbB])"
 _NUMBER_IN_TEXT = re.compile(
     rf"(?P<neg>-)?(?P<num>{_NUM})(?:\s?(?P<scale>{_SCALE})\b)?", re.IGNORECASE
