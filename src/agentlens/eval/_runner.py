@@ -325,7 +325,9 @@ def _jobs(
                 if have is None:  # deleted since it was listed
                     continue
                 names = [
-                    s.name for s in resolver.all_for(agent) if (s.name, s.stored_version) not in have
+                    s.name
+                    for s in resolver.all_for(agent)
+                    if (s.name, s.stored_version) not in have
                 ]
                 if names:
                     need[run_id] = names
