@@ -89,7 +89,7 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -764,6 +764,48 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
                 yield from page
 
         return iterate()
+
+    def run_keys(
+        self, where: RunFilter | None = None, *, newest_first: bool = True
+    ) -> Iterator[tuple[str, str | None]]:
+        """Iterate lazily over ``(id, agent)`` of the runs that match, in :meth:`list_runs`'s
+        order: what ``agentlens score`` plans its chunks from, without building a
+        :class:`RunSummary` per run (not part of :class:`TraceStore`; the runner falls back to
+        :meth:`list_runs` without it)."""
+        filter_sql = _filter_sql(where)
+
+        def fetch(_: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+            return [(row[1], row[2]) for row in rows]
+
+        def iterate() -> Iterator[tuple[str, str | None]]:
+            for page in self._pages(filter_sql, "r.agent", fetch, None, newest_first):
+                yield from page
+
+        return iterate()
+
+    def score_keys(self, run_ids: Sequence[str]) -> dict[str, set[tuple[str, str]]]:
+        """The ``(scorer, version)`` of every stored score of each of these runs that is stored
+        (a run without scores maps to an empty set; an id not stored is left out): which
+        scorers each run of a chunk still needs, in one statement instead of one
+        :meth:`unscored_run_ids` per scorer (not part of :class:`TraceStore`)."""
+        ids = _as_ids(run_ids)
+
+        def work(conn: sqlite3.Connection) -> dict[str, set[tuple[str, str]]]:
+            keys: dict[str, set[tuple[str, str]]] = {}
+            for start in range(0, len(ids), _ID_BATCH):
+                part = ids[start : start + _ID_BATCH]
+                for run_id, scorer, version in conn.execute(
+                    "SELECT r.id, s.scorer, s.version FROM runs r"
+                    " LEFT JOIN scores s ON s.run_id = r.id"
+                    f" WHERE r.id IN {_marks(len(part))}",
+                    part,
+                ):
+                    have = keys.setdefault(run_id, set())
+                    if scorer is not None:
+                        have.add((scorer, version))
+            return keys
+
+        return self._read(work) if ids else {}
 
     def count_runs(self, where: RunFilter | None = None) -> int:
         """How many runs match."""
