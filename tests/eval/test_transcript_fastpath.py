@@ -11,7 +11,10 @@
 from __future__ import annotations
 
 import itertools
+import random
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,11 +22,20 @@ from _transcript_runs import score
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlens.eval import Evidence
-from agentlens.eval._normalize import canonical_json, fingerprint, json_container
-from agentlens.eval._volatile import _MAX_DEPTH, _SHORTEST, _TEXT, _field_kind, _scalar, masker
+from agentlens.config import Settings
+from agentlens.eval import Evidence, get_scorer, run_scorers
+from agentlens.eval._normalize import canonical_json, fingerprint, is_empty_result, json_container
+from agentlens.eval._volatile import (
+    _MAX_DEPTH,
+    _SHORTEST,
+    _TEXT,
+    Masker,
+    _field_kind,
+    _scalar,
+    masker,
+)
 from agentlens.eval.detectors import _transcript
-from agentlens.eval.detectors._transcript import _calls, _Consider
+from agentlens.eval.detectors._transcript import _Call, _calls, _Consider
 from agentlens.model import Step, StepKind, Trace
 
 # --------------------------------------------------------------------------- the masker
@@ -221,23 +233,197 @@ def test_tokens_are_equal_exactly_when_the_fingerprints_are(
         assert (a.result_fp == b.result_fp) == (fa[1] == fb[1])
 
 
+class _EagerResults:
+    """The plain definition of :class:`_transcript._Results`: every result masked and
+    fingerprinted, every emptiness computed, at once."""
+
+    def __init__(
+        self, steps: list[Step], failed: list[bool], mask: Masker, *, distinct: bool
+    ) -> None:
+        self.distinct = False  # every call's result compared with the others'
+        self.tokens = [
+            fingerprint([mask.mask(s.output), mask.mask(s.error) if f else None])
+            for s, f in zip(steps, failed, strict=True)
+        ]
+        self.empties = [
+            not f and is_empty_result(s.output) for s, f in zip(steps, failed, strict=True)
+        ]
+
+    def token(self, k: int) -> str:
+        return self.tokens[k]
+
+    def shared(self, k: int) -> bool:
+        return True
+
+    def empty(self, k: int) -> bool:
+        return self.empties[k]
+
+
+def _plain_alternations(calls: list[_Call], min_cycles: int) -> list[tuple[int, int]]:
+    found: list[tuple[int, int]] = []
+    n = len(calls)
+    i = 2
+    while i < n:
+        if calls[i].key == calls[i - 2].key and calls[i].key != calls[i - 1].key:
+            start, end = i - 2, i
+            while end + 1 < n and calls[end + 1].key == calls[end - 1].key:
+                end += 1
+            if (end - start + 1) // 2 >= min_cycles:
+                found.append((start, end))
+            i = end + 1
+        else:
+            i += 1
+    return found
+
+
+def _plain_groups(calls: list[_Call], covered: set[int]) -> list[list[_Call]]:
+    """Every call not covered, grouped by (call, result), singletons included."""
+    groups: dict[Any, list[_Call]] = {}
+    for call in calls:
+        if call.pos not in covered:
+            groups.setdefault(call.key, []).append(call)
+    return list(groups.values())
+
+
+def _plain_polling(calls: list[_Call]) -> set[int]:
+    later: dict[Any, set[Any]] = {}
+    polling: set[int] = set()
+    for call in reversed(calls):
+        results = later.setdefault(call.call_fp, set())
+        if not call.failed and (len(results) > 1 or (results and call.result_fp not in results)):
+            polling.add(call.pos)
+        results.add(call.result_fp)
+    return polling
+
+
+def _plain(patch: pytest.MonkeyPatch) -> None:
+    """The analysers as defined: every call and result fingerprinted, compared everywhere, no
+    early answer."""
+    patch.setattr(_transcript, "_tokens", _plain_tokens)
+    patch.setattr(_transcript, "_Results", _EagerResults)
+    patch.setattr(_transcript, "_alternations", _plain_alternations)
+    patch.setattr(_transcript, "_groups", _plain_groups)
+    patch.setattr(_transcript, "_polling", _plain_polling)
+    patch.setattr(_transcript, "_may_stall", lambda calls, min_stretch: True)
+    patch.setattr(_transcript, "_may_repeat", lambda trace, min_messages: True)
+
+
+_MESSAGES = st.sampled_from(["Let me check.", "Let me  check. ", "ok", "", "Done: {}"])
+_STEPS = st.lists(
+    st.one_of(
+        _CALLS.map(lambda calls: ("calls", calls)),
+        st.tuples(st.sampled_from(["text", "llm", "user"]), _MESSAGES),
+    ),
+    max_size=8,
+)
+
+
+def _steps_trace(parts: list[tuple[str, Any]]) -> Trace:
+    steps: list[Step] = []
+    for kind, value in parts:
+        if kind == "calls":
+            for name, args, output, error in value:
+                steps.append(
+                    Step(
+                        id=f"s{len(steps)}",
+                        kind=StepKind.TOOL,
+                        name=name,
+                        input=args,
+                        output=output,
+                        error=error,
+                        attributes={"duration_ms": 10 * len(steps), "cost_usd": 0.001},
+                    )
+                )
+        else:
+            steps.append(Step(id=f"s{len(steps)}", kind=StepKind(kind), output=value))
+    return Trace(id="r", steps=steps, output="done")
+
+
+_LOOSE = {
+    "repeated_tool_calls": {
+        "max_repeats": 2,
+        "max_errors": 2,
+        "max_failures": 2,
+        "max_varied_errors": 2,
+        "max_messages": 2,
+        "min_cycles": 2,
+    },
+    "no_progress": {"min_stretch": 2},
+    "excessive_steps": {"max_steps": 3},
+}
+
+
+def _both(trace: Trace, options: dict[str, dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    names = ("repeated_tool_calls", "no_progress", "excessive_steps")
+    exclude = {"scored_at"}
+    fast = [score(n, trace, **options.get(n, {})).model_dump(exclude=exclude) for n in names]
+    with pytest.MonkeyPatch.context() as patch:
+        _plain(patch)
+        slow = [score(n, trace, **options.get(n, {})).model_dump(exclude=exclude) for n in names]
+    return fast, slow
+
+
 @settings(max_examples=300, deadline=None)
 @given(_CALLS)
 def test_the_analysers_give_what_fingerprinting_every_call_gives(
     calls: list[tuple[str, Any, Any, Any]],
 ) -> None:
-    names = ("repeated_tool_calls", "no_progress", "excessive_steps")
     options = {"repeated_tool_calls": {"max_repeats": 2, "min_cycles": 2}, "no_progress": {}}
-    exclude = {"scored_at"}
-    fast = [
-        score(n, _trace(calls), **options.get(n, {})).model_dump(exclude=exclude) for n in names
-    ]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_transcript, "_tokens", _plain_tokens)
-        slow = [
-            score(n, _trace(calls), **options.get(n, {})).model_dump(exclude=exclude) for n in names
-        ]
+    fast, slow = _both(_trace(calls), options)
     assert fast == slow
+
+
+_FLAGGED: dict[str, int] = {}
+
+
+@settings(max_examples=500, deadline=None)
+@given(_STEPS, st.sampled_from([{}, _LOOSE]))
+# a loop of a call with its result, A-B-A-B, a stretch of empty results, a repeated message
+@example([("calls", [("a", 1, 2, None)] * 3)], {})
+@example([("calls", [("a", 1, 2, None), ("b", 1, 2, None)] * 3)], {})
+@example([("calls", [("a", 1, [], None), ("b", 2, "", None), ("c", 3, None, None)] * 2)], {})
+@example([("text", "Let me check."), ("llm", "Let me  check. "), ("text", "Let me check.")], {})
+# polling: the same call, its result changing at last
+@example([("calls", [("a", 1, 2, None)] * 5 + [("a", 1, 3, None)])], {})
+def _differential(parts: list[tuple[str, Any]], options: dict[str, dict[str, Any]]) -> None:
+    fast, slow = _both(_steps_trace(parts), options)
+    assert fast == slow
+    names = ("repeated_tool_calls", "no_progress", "excessive_steps")
+    for result, name in zip(fast, names, strict=True):
+        if not result["passed"]:
+            _FLAGGED[name] = _FLAGGED.get(name, 0) + 1
+
+
+def test_the_analysers_give_their_plain_definitions_results() -> None:
+    _FLAGGED.clear()
+    _differential()
+    # flagged results are compared too, not only passes
+    assert set(_FLAGGED) == {"repeated_tool_calls", "no_progress", "excessive_steps"}
+    assert min(_FLAGGED.values()) >= 20, _FLAGGED
+
+
+def test_a_run_of_distinct_calls_compares_no_result(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end-to-end benchmark's run: two equal calls of different results' shapes, two pages
+    of invoices of one shape but different calls. No result is masked nor fingerprinted."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        from bench_grounding import make_run
+    finally:
+        sys.path.pop(0)
+    fingerprinted: list[Any] = []
+    real = _transcript.fingerprint
+
+    def counting(value: Any) -> str:
+        fingerprinted.append(value)
+        return real(value)
+
+    monkeypatch.setattr(_transcript, "fingerprint", counting)
+    trace = Trace.model_validate(make_run(0, random.Random(0)))
+    names = ("repeated_tool_calls", "no_progress", "excessive_steps")
+    report = run_scorers([get_scorer(n) for n in names], trace=trace, settings=Settings())
+    assert all(report.results[n].passed for n in names)
+    # the arguments of the two get_customer calls, and nothing else
+    assert [value[0] for value in fingerprinted] == ["get_customer", "get_customer"]
 
 
 def test_distinct_calls_are_not_fingerprinted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -259,8 +445,11 @@ def test_distinct_calls_are_not_fingerprinted(monkeypatch: pytest.MonkeyPatch) -
     )
     consider = _Consider.of(["tool", "retrieval"], (), ())
     calls = _calls(trace, Evidence(trace), consider)
-    # only the two pages of invoices (same shape: two records with the same keys) are compared
-    # by fingerprint; every call's arguments differ in their keys or tool
-    assert len(fingerprinted) == 2
+    # no result is fingerprinted until one is asked for; then only the two pages of invoices
+    # (same shape: two records with the same keys) are compared by fingerprint; every call's
+    # arguments differ in their keys or tool
+    assert fingerprinted == []
     assert calls[1].result_fp != calls[2].result_fp
+    assert calls[0].result_fp != calls[3].result_fp
+    assert len(fingerprinted) == 2
     assert len({c.call_fp for c in calls}) == 4

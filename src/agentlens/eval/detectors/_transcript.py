@@ -56,7 +56,7 @@ _ARGS_SHOWN = 160
 # --------------------------------------------------------------------------- calls
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Call:
     """One considered step, reduced to what the analysers compare."""
 
@@ -69,14 +69,28 @@ class _Call:
     call_fp: Hashable
     """Equal for calls with equal fingerprints of (tool, normalised arguments): the fingerprint,
     or a shape no other call of the run has (see :func:`_tokens`)."""
-    result_fp: Hashable
-    """Equal for calls with equal fingerprints of (normalised output, normalised error)."""
     failed: bool
-    empty: bool
+    results: _Results
+    """The run's result tokens, computed when first asked for."""
+
+    @property
+    def result_fp(self) -> Hashable:
+        """Equal for calls with equal fingerprints of (normalised output, normalised error)."""
+        return self.results.token(self.pos)
+
+    @property
+    def empty(self) -> bool:
+        """The call succeeded and returned nothing (:func:`is_empty_result`)."""
+        return self.results.empty(self.pos)
 
     @property
     def key(self) -> tuple[Hashable, Hashable]:
         return (self.call_fp, self.result_fp)
+
+
+def _same(a: _Call, b: _Call) -> bool:
+    """``a.key == b.key``, the results compared only when the calls are equal."""
+    return a.call_fp == b.call_fp and a.result_fp == b.result_fp
 
 
 def _steps(n: int) -> str:
@@ -168,7 +182,8 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
     Normalisation is two steps: the volatile parts of each result are masked
     (:mod:`agentlens.eval._volatile`), then the result is fingerprinted
     (:func:`~agentlens.eval._normalize.fingerprint`). Only calls that could be equal to another
-    call of the run are normalised at all (:func:`_tokens`)."""
+    call of the run are normalised at all (:func:`_tokens`), and results only when an analyser
+    compares them (:class:`_Results`)."""
     cache: dict[Any, list[_Call]] | None = None
     if evidence is not None and evidence.trace is trace:
         cache = vars(evidence).setdefault("_agentlens_transcript_calls", {})
@@ -177,7 +192,6 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
             return hit
     wanted = frozenset(consider.kinds)
     skip = frozenset(consider.skip)
-    mask = consider.masker.mask
     chosen: list[tuple[int, Step, str, bool]] = []
     for i, step in enumerate(trace.steps):
         if str(step.kind) not in wanted:
@@ -186,14 +200,11 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         if tool.lower() in skip:
             continue
         chosen.append((i, step, tool, _failed(step)))
-    tools: dict[str, str] = {}
+    tools = _TOOLS
 
     def call_shapes(nested: bool) -> list[Hashable]:
         return [
-            (
-                tools.get(tool) or tools.setdefault(tool, canonical_json(tool)),
-                _shape(s.input, nested),
-            )
+            (tools.get(tool) or _tool_text(tool), _shape(s.input, nested))
             for _, s, tool, _ in chosen
         ]
 
@@ -201,15 +212,13 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         _, s, tool, _ = chosen[k]
         return fingerprint([tool, s.input])
 
-    def result_shapes(nested: bool) -> list[Hashable]:
-        return [_result_shape(s, failed, nested) for _, s, _, failed in chosen]
-
-    def result_fp(k: int) -> str:
-        _, s, _, failed = chosen[k]
-        return fingerprint([mask(s.output), mask(s.error) if failed else None])
-
     call_fps = _tokens(call_shapes, call_fp, len(chosen))
-    result_fps = _tokens(result_shapes, result_fp, len(chosen))
+    results = _Results(
+        [s for _, s, _, _ in chosen],
+        [failed for _, _, _, failed in chosen],
+        consider.masker,
+        distinct=len(set(call_fps)) == len(call_fps),
+    )
     calls = [
         _Call(
             pos=pos,
@@ -217,15 +226,100 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
             step=step,
             tool=tool,
             call_fp=call_fps[pos],
-            result_fp=result_fps[pos],
             failed=failed,
-            empty=not failed and is_empty_result(step.output),
+            results=results,
         )
         for pos, (i, step, tool, failed) in enumerate(chosen)
     ]
     if cache is not None:
         cache[consider] = calls
     return calls
+
+
+_TOOLS: dict[str, str] = {}
+"""Tool names seen, and their canonical JSON (a part of the calls' shapes); bounded."""
+
+
+def _tool_text(tool: str) -> str:
+    text = canonical_json(tool)
+    if len(_TOOLS) < 4096:
+        _TOOLS[tool] = text
+    return text
+
+
+_UNSET: Any = object()
+
+
+class _Results:
+    """The result tokens of a run's considered calls, each computed when first asked for.
+
+    A token is what :func:`_tokens` gives for the results (equal to another's exactly when their
+    fingerprints are): most analysers compare results only between equal calls, and in most runs
+    most calls are distinct, so most results are never masked nor fingerprinted, and the shapes
+    of all of them are read only when one is asked for. ``distinct``: no two calls of the run are
+    equal (tool and normalised arguments).
+
+    It lives as long as the run's evidence, as plain lists: a batch keeps every run of a chunk
+    in memory, and each object it keeps is walked by the garbage collector.
+    """
+
+    __slots__ = ("_empty", "_failed", "_mask", "_steps", "_tokens", "_unique", "distinct")
+
+    def __init__(
+        self, steps: list[Step], failed: list[bool], mask: Masker, *, distinct: bool
+    ) -> None:
+        self.distinct = distinct
+        self._steps = steps
+        self._failed = failed
+        self._mask = mask.mask
+        n = len(steps)
+        self._tokens: list[Hashable] = [_UNSET] * n
+        self._empty: list[bool | None] = [None] * n
+        self._unique: list[bool] | None = _UNSET
+
+    def _uniques(self) -> list[bool] | None:
+        """For each result, whether its shape is its own; ``None`` when one has no shape."""
+        unique = self._unique
+        if unique is _UNSET:
+            unique = None
+            pairs = list(zip(self._steps, self._failed, strict=True))
+            for nested in (True, False):
+                try:
+                    shapes = [_result_shape(s, failed, nested) for s, failed in pairs]
+                except _NoShape:
+                    continue
+                counts = Counter(shapes)
+                unique = [counts[shape] == 1 for shape in shapes]
+                break
+            self._unique = unique
+        return unique
+
+    def token(self, k: int) -> Hashable:
+        """The token of result ``k``."""
+        token = self._tokens[k]
+        if token is _UNSET:
+            unique = self._uniques()
+            if unique is not None and unique[k]:
+                token = k
+            else:
+                step = self._steps[k]
+                mask = self._mask
+                error = mask(step.error) if self._failed[k] else None
+                token = fingerprint([mask(step.output), error])
+            self._tokens[k] = token
+        return token
+
+    def shared(self, k: int) -> bool:
+        """False when result ``k`` is equal to no other result of the run (its shape is its own)."""
+        unique = self._uniques()
+        return unique is None or not unique[k]
+
+    def empty(self, k: int) -> bool:
+        """True when call ``k`` succeeded and returned nothing."""
+        empty = self._empty[k]
+        if empty is None:
+            empty = self._empty[k] = not self._failed[k] and is_empty_result(self._steps[k].output)
+        return empty
 
 
 class _NoShape(Exception):
@@ -272,9 +366,10 @@ def _tokens(
     without fingerprinting the values that cannot be equal to any other.
 
     Two values of different :func:`_shape` have different fingerprints, so a value whose shape
-    no other value of the run has is equal to none of them: its token is its shape (a tuple,
-    never equal to a fingerprint, a string). The others get their fingerprint, and so does
-    every value when one of them has no shape. Masking the volatile parts of a result and
+    no other value of the run has is equal to none of them: its token is its position (an
+    integer, never equal to a fingerprint, a string, and not an object the garbage collector
+    tracks). The others get their fingerprint, and so does every value when one of them has no
+    shape. Masking the volatile parts of a result and
     fingerprinting it is most of the analysers' time, and in most runs most calls are distinct.
     The shapes look into the first element of arrays when they can for every value (lists of
     records of different kinds), else not.
@@ -287,10 +382,7 @@ def _tokens(
         except _NoShape:
             return [fingerprint_of(k) for k in range(n)]
     counts = Counter(found)
-    return [
-        ("shape", shape) if counts[shape] == 1 else fingerprint_of(k)
-        for k, shape in enumerate(found)
-    ]
+    return [k if counts[shape] == 1 else fingerprint_of(k) for k, shape in enumerate(found)]
 
 
 def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
@@ -300,12 +392,21 @@ def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
     return [p for p in mask.parts if len({found.get(p, ()) for found in seen}) > 1]
 
 
+def _repeated(calls: Sequence[_Call]) -> list[_Call]:
+    """The calls of ``calls`` (a run's, or some of them) equal to another of them, in order: the
+    only ones whose results :func:`_polling` and the loop rules compare with others'."""
+    if not calls or calls[0].results.distinct:
+        return []
+    counts = Counter(c.call_fp for c in calls)
+    return [c for c in calls if counts[c.call_fp] > 1]
+
+
 def _polling(calls: Sequence[_Call]) -> set[int]:
     """Positions of successful calls that were polling: an identical call made later returned a
     different result (a job that finished, a page that moved), so the wait was not a loop."""
     later: dict[Hashable, set[Hashable]] = defaultdict(set)
     polling: set[int] = set()
-    for call in reversed(calls):
+    for call in reversed(_repeated(calls)):
         results = later[call.call_fp]
         if not call.failed and (len(results) > 1 or (results and call.result_fp not in results)):
             polling.add(call.pos)
@@ -483,9 +584,9 @@ def _alternations(calls: Sequence[_Call], min_cycles: int) -> list[tuple[int, in
     n = len(calls)
     i = 2
     while i < n:
-        if calls[i].key == calls[i - 2].key and calls[i].key != calls[i - 1].key:
+        if _same(calls[i], calls[i - 2]) and not _same(calls[i], calls[i - 1]):
             start, end = i - 2, i
-            while end + 1 < n and calls[end + 1].key == calls[end - 1].key:
+            while end + 1 < n and _same(calls[end + 1], calls[end - 1]):
                 end += 1
             if (end - start + 1) // 2 >= min_cycles:
                 found.append((start, end))
@@ -493,6 +594,25 @@ def _alternations(calls: Sequence[_Call], min_cycles: int) -> list[tuple[int, in
         else:
             i += 1
     return found
+
+
+def _groups(calls: Sequence[_Call], covered: set[int]) -> list[list[_Call]]:
+    """The calls not ``covered`` grouped by call and result, groups of two or more, in the order
+    of their first calls (the results compared only between equal calls)."""
+    by_call: dict[Hashable, list[_Call]] = defaultdict(list)
+    for call in _repeated(calls):
+        if call.pos not in covered:
+            by_call[call.call_fp].append(call)
+    groups: list[list[_Call]] = []
+    for same_call in by_call.values():
+        if len(same_call) < 2:
+            continue
+        by_result: dict[Hashable, list[_Call]] = defaultdict(list)
+        for call in same_call:
+            by_result[call.result_fp].append(call)
+        groups.extend(group for group in by_result.values() if len(group) > 1)
+    groups.sort(key=lambda group: group[0].pos)
+    return groups
 
 
 def _failing_in_a_row(
@@ -612,6 +732,24 @@ def _turns_of(calls: Sequence[_Call], chosen: set[int]) -> set[int]:
     return owned
 
 
+def _may_repeat(trace: Trace, min_messages: int) -> bool:
+    """False when no assistant message of the run is said ``min_messages`` times at all, so
+    :func:`_monologues` finds none, told without comparing any result."""
+    said = [
+        # _message, with a text step's plain string taken as it is
+        " ".join(step.output.split())
+        if step.kind is StepKind.TEXT and type(step.output) is str
+        else _message(step)
+        for step in trace.steps
+        if step.kind is StepKind.TEXT or step.kind is StepKind.LLM
+    ]
+    if len(said) - len(set(said)) < min_messages - 1:
+        return False  # no message (nor the empty one) is said min_messages times
+    counts = Counter(said)
+    counts.pop("", None)
+    return bool(counts) and max(counts.values()) >= min_messages
+
+
 def _monologues(
     trace: Trace, calls: Sequence[_Call], min_messages: int, looped: set[int]
 ) -> list[list[int]]:
@@ -620,6 +758,8 @@ def _monologues(
     that echoes the ``llm`` reply just before it is that reply, not a second message. Messages of
     the turns that chose calls already in a loop finding (positions ``looped``) are that loop's
     (its waste), not a monologue: each wasted step is counted once."""
+    if not _may_repeat(trace, min_messages):
+        return []
     observed = _new_observations(calls)
     owned = _turns_of(calls, looped)
     found: list[list[int]] = []
@@ -766,11 +906,7 @@ def _score_repeated(
         )
 
     skip = _polling(calls) if polling else set()
-    groups: dict[tuple[Hashable, Hashable], list[_Call]] = defaultdict(list)
-    for call in calls:
-        if call.pos not in covered:
-            groups[call.key].append(call)
-    for group in groups.values():
+    for group in _groups(calls, covered):
         first = group[0]
         if first.failed:
             if len(group) < max_errors:
@@ -836,8 +972,10 @@ def _score_repeated(
             len(wasted_ix),
         )
 
-    order = {step.id: i for i, step in enumerate(trace.steps)}
-    findings = sorted(out.findings, key=lambda f: order.get(f.step_ids[0], -1))
+    findings = out.findings
+    if len(findings) > 1:
+        order = {step.id: i for i, step in enumerate(trace.steps)}
+        findings = sorted(findings, key=lambda f: order.get(f.step_ids[0], -1))
     attributes = {"steps": len(calls), "wasted_steps": out.wasted, "waste": _sum_waste(out.wastes)}
     if not findings:
         return ScoreResult(
@@ -996,16 +1134,36 @@ def _score_excessive(
 # --------------------------------------------------------------------------- no_progress
 
 
-def _score_no_progress(
-    *,
-    trace: Trace,
-    evidence: Evidence,
-    consider: _Consider,
-    min_stretch: int = 5,
-    polling: bool = True,
-) -> ScoreResult:
-    """Flags stretches of consecutive tool steps whose results add no new evidence."""
-    calls = _calls(trace, evidence, consider)
+def _may_stall(calls: Sequence[_Call], min_stretch: int) -> bool:
+    """False when no ``min_stretch`` consecutive calls can all be stale (:func:`_stretches`),
+    told without fingerprinting: a call is stale only when it is empty or its result is equal to
+    an earlier one, so one that is not empty and whose result's shape is its own breaks every
+    stretch through it. Any ``min_stretch`` consecutive calls hold one of those at positions
+    ``min_stretch - 1``, ``2 * min_stretch - 1``... so those are looked at first."""
+    n = len(calls)
+    if n < min_stretch:
+        return False
+    results = calls[0].results
+
+    def stale(k: int) -> bool:
+        return results.shared(k) or results.empty(k)
+
+    for probe in range(min_stretch - 1, n, min_stretch):
+        if not stale(probe):
+            continue
+        low = high = probe  # the stale calls around it, until there are min_stretch of them
+        while low > 0 and probe - low < min_stretch - 1 and stale(low - 1):
+            low -= 1
+        while high + 1 < n and high - low + 1 < min_stretch and stale(high + 1):
+            high += 1
+        if high - low + 1 >= min_stretch:
+            return True
+    return False
+
+
+def _stretches(calls: Sequence[_Call], min_stretch: int, polling: bool) -> list[list[_Call]]:
+    """Stretches of ``min_stretch`` or more consecutive calls that are stale: empty, or whose
+    result is equal to an earlier one, unless the call was polling (:func:`_polling`)."""
     waiting = _polling(calls) if polling else set()
     seen: set[Hashable] = set()
     stretches: list[list[_Call]] = []
@@ -1021,6 +1179,20 @@ def _score_no_progress(
         current = []
     if len(current) >= min_stretch:
         stretches.append(current)
+    return stretches
+
+
+def _score_no_progress(
+    *,
+    trace: Trace,
+    evidence: Evidence,
+    consider: _Consider,
+    min_stretch: int = 5,
+    polling: bool = True,
+) -> ScoreResult:
+    """Flags stretches of consecutive tool steps whose results add no new evidence."""
+    calls = _calls(trace, evidence, consider)
+    stretches = _stretches(calls, min_stretch, polling) if _may_stall(calls, min_stretch) else []
 
     findings: list[Finding] = []
     wastes: list[dict[str, Any]] = []
