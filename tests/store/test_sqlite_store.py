@@ -337,3 +337,18 @@ def test_a_filter_on_ids_is_read_in_one_page(
     assert len(list(store.query_traces())) == 700  # unbounded: pages of 32, 64, ... 512
     assert len(reads) == 5
     store.close()
+
+
+def test_a_hand_written_key_of_another_type_is_ordered_by_sqlite(tmp_path: Path) -> None:
+    # A filter on ids is sorted outside SQL; a row whose sort_at is not an integer (written by
+    # hand) cannot be, and the page is read in SQL's order instead.
+    path = tmp_path / "runs.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    store.put_traces([make_trace(i, steps=1) for i in range(5)])
+    with raw(path) as conn:
+        conn.execute("UPDATE runs SET sort_at = 'later' WHERE id = 'r00002'")
+    where = RunFilter(run_ids=[f"r{i:05d}" for i in range(5)])
+    got = [t.id for t in store.query_traces(where, newest_first=False)]
+    assert got == ["r00000", "r00001", "r00003", "r00004", "r00002"]  # text after integers
+    assert [t.id for t in store.query_traces(where)] == got[::-1]
+    store.close()

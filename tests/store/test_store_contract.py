@@ -234,6 +234,27 @@ class TestQueries:
                 assert list(store.unscored_run_ids("s", "1", where)) == want
                 assert list(store.unscored_run_ids("s", "1", where, limit=40)) == want[:40]
 
+    def test_run_ids_filters_order_runs_as_every_query_does(self, store: TraceStore) -> None:
+        # Ids beyond ASCII, equal start times and undated runs: a filter on ids (read in one
+        # page, and on SQLite sorted outside SQL) orders its runs as the unfiltered query does.
+        names = ["z", "é", "e", "ü", "日本", "\U0001f600", "E", "ea", "e\u0301", "\x7f", "~"]
+        same = T0 + timedelta(days=1)
+        runs = []
+        for i, name in enumerate(names):
+            run = make_trace(i, steps=1, started=None if i % 4 == 0 else same)
+            runs.append(run.model_copy(update={"id": name}))
+        store.put_traces(runs)
+        for newest_first in (True, False):
+            every = ids(store.query_traces(newest_first=newest_first))
+            assert sorted(every) == sorted(names)
+            named = RunFilter(run_ids=names[::-1])
+            assert ids(store.query_traces(named, newest_first=newest_first)) == every
+            assert ids(store.list_runs(named, newest_first=newest_first)) == every
+            part = RunFilter(run_ids=names[:7])
+            assert ids(store.query_traces(part, newest_first=newest_first)) == [
+                run_id for run_id in every if run_id in names[:7]
+            ]
+
     def test_limit(self, filled: TraceStore) -> None:
         assert ids(filled.query_traces(limit=3)) == ["r00060", "r00047", "r00046"]
         assert ids(filled.query_traces(limit=0)) == []

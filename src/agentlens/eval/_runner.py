@@ -31,7 +31,7 @@ import signal
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -295,26 +295,53 @@ def _jobs(
     chunk_size: int,
     summary: ScoreSummary,
 ) -> Iterator[tuple[_Job, int]]:
-    """Stream ``(job, runs examined)`` chunk by chunk: the runs that still need scoring."""
-    runs = store.list_runs(where, newest_first=False)
+    """Stream ``(job, runs examined)`` chunk by chunk: the runs that still need scoring.
+
+    A store with ``run_keys`` and ``score_keys`` (both built-in backends) lists each chunk's
+    runs as ``(id, agent)`` and reads which scores they hold in one statement; any other store
+    is asked through :meth:`~agentlens.store.TraceStore.list_runs` and one
+    :meth:`~agentlens.store.TraceStore.unscored_run_ids` per scorer. Both give the same jobs:
+    each run that still needs a scorer, with those scorers in the batch's order.
+    """
+    run_keys = getattr(store, "run_keys", None)
+    score_keys = getattr(store, "score_keys", None)
+    if run_keys is not None and score_keys is not None:
+        runs: Iterator[tuple[str, str | None]] = run_keys(where, newest_first=False)
+    else:
+        score_keys = None
+        runs = ((r.id, r.agent) for r in store.list_runs(where, newest_first=False))
     while True:
-        chunk = [(r.id, r.agent) for r in islice(runs, chunk_size)]
+        chunk = list(islice(runs, chunk_size))
         if not chunk:
             return
         need: dict[str, list[str]] = {}
-        by_agent: dict[str | None, list[str]] = {}
-        for run_id, agent in chunk:
-            by_agent.setdefault(agent, []).append(run_id)
-        for agent, ids in by_agent.items():
-            for scorer in resolver.all_for(agent):
-                if rescore:
-                    todo: Iterable[str] = ids
-                else:
+        if rescore:
+            for run_id, agent in chunk:
+                need[run_id] = [s.name for s in resolver.all_for(agent)]
+        elif score_keys is not None:
+            stored: dict[str, set[tuple[str, str]]] = score_keys([run_id for run_id, _ in chunk])
+            for run_id, agent in chunk:
+                have = stored.get(run_id)
+                if have is None:  # deleted since it was listed
+                    continue
+                names = [
+                    s.name
+                    for s in resolver.all_for(agent)
+                    if (s.name, s.stored_version) not in have
+                ]
+                if names:
+                    need[run_id] = names
+        else:
+            by_agent: dict[str | None, list[str]] = {}
+            for run_id, agent in chunk:
+                by_agent.setdefault(agent, []).append(run_id)
+            for agent, ids in by_agent.items():
+                for scorer in resolver.all_for(agent):
                     todo = store.unscored_run_ids(
                         scorer.name, scorer.stored_version, RunFilter(run_ids=ids)
                     )
-                for run_id in todo:
-                    need.setdefault(run_id, []).append(scorer.name)
+                    for run_id in todo:
+                        need.setdefault(run_id, []).append(scorer.name)
         job = [(run_id, need[run_id]) for run_id, _ in chunk if run_id in need]
         summary.skipped += len(chunk) - len(job)
         yield job, len(chunk)

@@ -58,7 +58,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -725,6 +725,36 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         ]
         cursor = (rows[limit - 1][0], dec(rows[limit - 1][1]) or "") if len(rows) > limit else None
         return page, cursor
+
+    def run_keys(
+        self, where: RunFilter | None = None, *, newest_first: bool = True
+    ) -> Iterator[tuple[str, str | None]]:
+        """``(id, agent)`` of the runs that match, in :meth:`list_runs`'s order (as SQLite's)."""
+        filt = _filter(where)
+
+        def iterate() -> Iterator[tuple[str, str | None]]:
+            for page in self._pages(filt, "r.agent", None, newest_first):
+                for row in page:
+                    yield dec(row[1]) or "", dec(row[2])
+
+        return iterate()
+
+    def score_keys(self, run_ids: Sequence[str]) -> dict[str, set[tuple[str, str]]]:
+        """The ``(scorer, version)`` of every stored score of each stored run among these (as
+        SQLite's)."""
+        keys = [enc(i) for i in _as_ids(run_ids)]
+        if not keys:
+            return {}
+        found: dict[str, set[tuple[str, str]]] = {}
+        for run_id, scorer, version in self._query(
+            "SELECT r.id, s.scorer, s.version FROM runs r LEFT JOIN scores s"
+            " ON s.run_sort_at = r.sort_at AND s.run_id = r.id WHERE r.id = ANY(%s::text[])",
+            (keys,),
+        ):
+            have = found.setdefault(dec(run_id) or "", set())
+            if scorer is not None:
+                have.add((dec(scorer) or "", dec(version) or ""))
+        return found
 
     def count_runs(self, where: RunFilter | None = None) -> int:
         filt = _filter(where)
