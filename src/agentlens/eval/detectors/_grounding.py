@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
 from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
@@ -18,7 +20,7 @@ from agentlens.eval._index import EvidenceIndex, Match
 from agentlens.eval._quantities import MONEY, NUMBER, RATE, claim_kind, operand_kinds
 from agentlens.eval._references import Extractor, Reference, get_extractor
 from agentlens.eval._scorer import Bound, ScorerFn, scorer
-from agentlens.model import FailureMode, Finding, ScoreResult, Trace
+from agentlens.model import FailureMode, Finding, ScoreResult, Trace, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.eval.judges import Judge
@@ -66,64 +68,166 @@ def _where(item: EvidenceItem) -> str:
     return f"step {item.source}" + (f" {item.name}" if item.name else "")
 
 
-def _grounded(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
-    return _finding(
+def _grounded_plain(
+    text: str, start: int, end: int, turn: Turn, match: Match, kind: str
+) -> Finding:
+    """A grounded claim, validated from its values (the definition)."""
+    return Finding(**_grounded_values(text, start, end, turn, match, kind))
+
+
+def _grounded_values(
+    text: str, start: int, end: int, turn: Turn, match: Match, kind: str
+) -> dict[str, Any]:
+    return {
+        "failure_mode": None,
+        "text": text,
+        "start": start,
+        "end": end,
+        "location": turn.location,
+        "step_ids": _step_ids(turn),
+        "supported_by": match.item.source,
+        "unverifiable": False,
+        "detail": "",
+        "attributes": {"kind": kind, "derived": match.text} if match.derived else {"kind": kind},
+    }
+
+
+# pydantic's own slots of every model, set directly: a run has dozens of grounded claims, and
+# ``model_construct`` (or ``object.__setattr__`` by name) costs more than the claim's check
+_new = Finding.__new__
+_set_dict = vars(BaseModel)["__dict__"].__set__
+_set_fields = vars(BaseModel)["__pydantic_fields_set__"].__set__
+_set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
+_set_private = vars(BaseModel)["__pydantic_private__"].__set__
+_FINDING_FIELDS = frozenset(Finding.model_fields)
+_RESULT_FIELDS_SET = frozenset(
+    ("passed", "value", "detail", "findings", "grounded", "attributes", "verdict")
+)
+"""The fields a validated grounding result has set: those given, and the derived verdict."""
+
+
+def _grounded_fast(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
+    """:func:`_grounded_plain` without pydantic's walk over the fields."""
+    location = turn.location
+    finding = _new(Finding)
+    _set_dict(
+        finding,
         {
             "failure_mode": None,
             "text": text,
             "start": start,
             "end": end,
-            "location": turn.location,
-            "step_ids": _step_ids(turn),
+            "location": location,
+            "step_ids": [] if location == "output" else [location],
             "supported_by": match.item.source,
             "unverifiable": False,
             "detail": "",
             "attributes": {"kind": kind, "derived": match.text}
             if match.derived
             else {"kind": kind},
-        }
+        },
     )
-
-
-_new = Finding.__new__
-_set = object.__setattr__
-
-
-def _construct(values: dict[str, Any]) -> Finding:
-    """A :class:`Finding` from trusted values, without validation (pydantic's model_construct,
-    minus its per-field bookkeeping): a run has dozens of grounded claims."""
-    finding = _new(Finding)
-    _set(finding, "__dict__", values)
-    _set(finding, "__pydantic_fields_set__", set(values))
-    _set(finding, "__pydantic_extra__", {})
-    _set(finding, "__pydantic_private__", None)
+    _set_fields(finding, set(_FINDING_FIELDS))
+    _set_extra(finding, {})
+    _set_private(finding, None)
     return finding
 
 
-def _pick_constructor() -> Any:
-    """:func:`_construct` when it builds exactly what validation builds, else model_construct."""
-    values = {
-        "failure_mode": None,
-        "text": "x",
-        "start": 0,
-        "end": 1,
-        "location": "output",
-        "step_ids": ["s1"],
-        "supported_by": "s0",
-        "unverifiable": False,
-        "detail": "",
-        "attributes": {"kind": "id"},
-    }
+def _result_plain(
+    passed: bool,
+    value: float,
+    detail: str,
+    findings: list[Finding],
+    grounded: list[Finding],
+    attributes: dict[str, Any],
+) -> ScoreResult:
+    """A grounding scorer's result as validation builds it (the definition)."""
+    return ScoreResult(
+        passed=passed,
+        value=value,
+        detail=detail,
+        findings=findings,
+        grounded=grounded,
+        attributes=attributes,
+    )
+
+
+def _result_fast(
+    passed: bool,
+    value: float,
+    detail: str,
+    findings: list[Finding],
+    grounded: list[Finding],
+    attributes: dict[str, Any],
+) -> ScoreResult:
+    """:func:`_result_plain` from values already of their fields' types (the scorer's own
+    findings, a float, a fresh dict): the verdict derived as ``ScoreResult`` derives it,
+    without validating every grounded claim again."""
+    if passed:
+        verdict = Verdict.PASSED
+    elif findings and all(f.unverifiable for f in findings):
+        verdict = Verdict.UNVERIFIABLE
+    else:
+        verdict = Verdict.FLAGGED
+    result = _new(ScoreResult)
+    _set_dict(
+        result,
+        {
+            "passed": passed,
+            "value": value,
+            "detail": detail,
+            "findings": findings,
+            "grounded": grounded,
+            "verdict": verdict,
+            "error": None,
+            "attributes": attributes,
+        },
+    )
+    _set_fields(result, set(_RESULT_FIELDS_SET))
+    _set_extra(result, {})
+    _set_private(result, None)
+    return result
+
+
+def _same_model(a: BaseModel, b: BaseModel) -> bool:
+    """``a`` and ``b`` are the same in everything pydantic keeps: class, fields in order, fields
+    set, extras, private state, and their JSON."""
+    return (
+        type(a) is type(b)
+        and list(a.__dict__.items()) == list(b.__dict__.items())
+        and a.__pydantic_fields_set__ == b.__pydantic_fields_set__
+        and a.__pydantic_extra__ == b.__pydantic_extra__
+        and a.__pydantic_private__ == b.__pydantic_private__
+        and a.model_dump_json() == b.model_dump_json()
+    )
+
+
+def _pick_fast_paths() -> tuple[Any, Any]:
+    """The fast builders when they build exactly what the plain ones build (checked here, once:
+    a claim found as such and a derived one, and a result of each verdict), else the plain
+    ones."""
+    item = EvidenceItem(source="s0", kind="tool", name="t", value=None, text="x", index=0)
+    turn = Turn(location="s1", value="x", text="x", index=1, evidence=(item,))
+    claims = [
+        ("x", 0, 1, turn, Match(item, "x"), "id"),
+        ("$3", 2, 4, turn, Match(item, "1 + 2", True), "money"),
+    ]
+    bad = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="y")
+    unsure = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="z", unverifiable=True)
     try:
-        fast = _construct(dict(values))
-        if fast == Finding(**values) and fast.model_dump() == Finding(**values).model_dump():
-            return _construct
+        if not all(_same_model(_grounded_fast(*c), _grounded_plain(*c)) for c in claims):
+            return _grounded_plain, _result_plain  # pragma: no cover
+        grounded = [_grounded_plain(*c) for c in claims]
+        for passed, findings in ((True, []), (False, [bad, unsure]), (False, [unsure])):
+            args = (passed, 1.0, "d", findings, grounded, {"a": 1})
+            if not _same_model(_result_fast(*args), _result_plain(*args)):
+                return _grounded_fast, _result_plain  # pragma: no cover
     except Exception:  # pragma: no cover - a pydantic whose internals differ
-        pass
-    return lambda v: Finding.model_construct(**v)  # pragma: no cover
+        return _grounded_plain, _result_plain
+    return _grounded_fast, _result_fast
 
 
-_finding = _pick_constructor()
+_grounded, _score_result = _pick_fast_paths()
 
 
 def _summary(findings: list[Finding], label: str) -> str:
@@ -147,14 +251,14 @@ def _result(
     """A grounding scorer's result: passed without findings; the value counts the flagged ones
     (not the unverifiable); the detail names the findings, or how many ``noun``s were grounded."""
     flagged = sum(not f.unverifiable for f in findings)
-    return ScoreResult(
-        passed=not findings,
-        value=float(flagged),
-        detail=_summary(findings, label)
+    return _score_result(
+        not findings,
+        float(flagged),
+        _summary(findings, label)
         or f"{len(grounded)} {noun}{'s' if len(grounded) != 1 else ''} grounded",
-        findings=findings,
-        grounded=grounded,
-        attributes=attributes or {},
+        findings,
+        grounded,
+        attributes or {},
     )
 
 

@@ -1,0 +1,139 @@
+"""The grounding scorers build their claims and results without pydantic's validation: they must
+build exactly what validation builds.
+
+``_grounded_fast`` against ``_grounded_plain`` (``Finding(**values)``) and ``_result_fast``
+against ``_result_plain`` (``ScoreResult(...)``), on generated values and through both scorers on
+the benchmark's runs: the same class, fields in the same order with equal values, fields set,
+extras, private state, and JSON.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from agentlens.eval import Evidence, get_scorer
+from agentlens.eval._evidence import EvidenceItem, Turn
+from agentlens.eval._index import Match
+from agentlens.eval.detectors import _grounding
+from agentlens.model import FailureMode, Finding, Trace
+
+
+def same(a: BaseModel, b: BaseModel) -> None:
+    assert type(a) is type(b)
+    assert list(a.__dict__.items()) == list(b.__dict__.items())
+    assert a.__pydantic_fields_set__ == b.__pydantic_fields_set__
+    assert a.__pydantic_extra__ == b.__pydantic_extra__
+    assert a.__pydantic_private__ == b.__pydantic_private__
+    assert a.model_dump_json() == b.model_dump_json()
+    assert a.model_dump() == b.model_dump()
+    assert a == b
+    assert repr(a) == repr(b)
+    for name in ("findings", "grounded"):
+        for x, y in zip(getattr(a, name, []), getattr(b, name, []), strict=True):
+            same(x, y)
+
+
+def test_the_fast_paths_are_the_ones_in_use() -> None:
+    assert _grounding._grounded is _grounding._grounded_fast
+    assert _grounding._score_result is _grounding._result_fast
+
+
+ids = st.text(max_size=6)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@given(
+    text=st.text(max_size=12),
+    start=st.integers(min_value=0, max_value=2**40),
+    width=st.integers(min_value=0, max_value=40),
+    location=st.sampled_from(["output"]) | ids,
+    source=st.sampled_from(["input"]) | ids,
+    found=st.text(max_size=12),
+    derived=st.booleans(),
+    kind=st.sampled_from(["id", "money", "percent", "date", "name", "number"]) | ids,
+)
+@settings(max_examples=300, deadline=None)
+def test_a_grounded_claim_is_what_validation_builds(
+    text: str,
+    start: int,
+    width: int,
+    location: str,
+    source: str,
+    found: str,
+    derived: bool,
+    kind: str,
+) -> None:
+    item = EvidenceItem(source=source, kind="tool", name=None, value=None, text="", index=0)
+    turn = Turn(location=location, value="", text="", index=1, evidence=(item,))
+    args = (text, start, start + width, turn, Match(item, found, derived), kind)
+    same(_grounding._grounded_fast(*args), _grounding._grounded_plain(*args))
+
+
+findings = st.builds(
+    Finding,
+    failure_mode=st.sampled_from(FailureMode),
+    text=st.text(max_size=6),
+    unverifiable=st.booleans(),
+    attributes=st.dictionaries(st.text(max_size=4), json_values, max_size=2),
+)
+
+
+@given(
+    passed=st.booleans(),
+    value=st.floats(allow_nan=False),
+    detail=st.text(max_size=20),
+    found=st.lists(findings, max_size=4),
+    grounded=st.lists(findings, max_size=3),
+    attributes=st.dictionaries(st.text(max_size=4), json_values, max_size=3),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_result_is_what_validation_builds(
+    passed: bool,
+    value: float,
+    detail: str,
+    found: list[Finding],
+    grounded: list[Finding],
+    attributes: dict[str, Any],
+) -> None:
+    fast = _grounding._result_fast(passed, value, detail, list(found), list(grounded), attributes)
+    plain = _grounding._result_plain(passed, value, detail, list(found), list(grounded), attributes)
+    same(fast, plain)
+
+
+def _bench_traces() -> list[Trace]:
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        from bench_grounding import make_run
+    finally:
+        sys.path.pop(0)
+    rng = random.Random(7)
+    return [Trace.model_validate(make_run(i, rng)) for i in range(80)]
+
+
+def test_both_scorers_give_what_the_validated_paths_give(monkeypatch: pytest.MonkeyPatch) -> None:
+    traces = _bench_traces()
+    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+
+    def results() -> list[Any]:
+        return [s.score(t, Evidence(t)) for t in traces for s in scorers]
+
+    fast = results()
+    monkeypatch.setattr(_grounding, "_grounded", _grounding._grounded_plain)
+    monkeypatch.setattr(_grounding, "_score_result", _grounding._result_plain)
+    plain = results()
+    assert sum(len(r.grounded) for r in fast) > 20 * len(traces)  # dozens of claims per run
+    assert any(r.findings for r in fast) and any(not r.findings for r in fast)
+    for a, b in zip(fast, plain, strict=True):
+        same(a, b)
