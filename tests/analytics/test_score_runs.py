@@ -224,3 +224,54 @@ def test_a_disabled_collector_stays_disabled(store) -> None:  # type: ignore[no-
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With workers, the parent stores each score's JSON as the worker wrote it (vouched for by
+    dump_exactly) instead of writing it again: the same bytes as one process stores."""
+    import random
+    import re
+    import sqlite3
+    import sys
+
+    from agentlens.model import Trace
+
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        from bench_grounding import make_run
+    finally:
+        sys.path.pop(0)
+    rng = random.Random(5)
+    runs = [Trace.model_validate(make_run(i, rng)) for i in range(60)]
+    dumps = 0
+    plain_dump = Score.model_dump_json
+
+    def counted(self: Score, **options: object) -> str:
+        nonlocal dumps
+        dumps += 1
+        return plain_dump(self, **options)  # type: ignore[arg-type]
+
+    docs = []
+    for workers in (1, 2):
+        db = tmp_path / f"w{workers}.db"
+        with open_store(f"sqlite:///{db}") as s:  # type: ignore[attr-defined]
+            s.put_traces(runs)
+            if workers == 2:  # in this process only: the workers are fresh ones
+                monkeypatch.setattr(Score, "model_dump_json", counted)
+            summary = score_runs(
+                s,
+                ["no_fabricated_refs", "parametric_leakage"],
+                settings=CFG,
+                workers=workers,
+                chunk_size=20,
+            )
+            monkeypatch.undo()
+            assert summary.scores_written == 120
+        with sqlite3.connect(db) as conn:
+            rows = conn.execute("SELECT run_id, scorer, doc FROM scores ORDER BY 1, 2").fetchall()
+        docs.append([(r, n, re.sub(r'"scored_at":"[^"]*"', "", d)) for r, n, d in rows])
+    assert docs[0] == docs[1]
+    assert any('"failure_mode":"fabricated_grounding"' in d for _, _, d in docs[0])
+    assert dumps == 0  # the parent wrote no score's JSON again

@@ -36,7 +36,7 @@ from agentlens.eval._volatile import (
 )
 from agentlens.eval.detectors import _transcript
 from agentlens.eval.detectors._transcript import _Call, _calls, _Consider
-from agentlens.model import Step, StepKind, Trace
+from agentlens.model import ScoreResult, Step, StepKind, Trace
 
 # --------------------------------------------------------------------------- the masker
 
@@ -231,6 +231,8 @@ def test_tokens_are_equal_exactly_when_the_fingerprints_are(
     for (a, fa), (b, fb) in itertools.combinations(zip(found, fps, strict=True), 2):
         assert (a.call_fp == b.call_fp) == (fa[0] == fb[0])
         assert (a.result_fp == b.result_fp) == (fa[1] == fb[1])
+        if a.call_fp == b.call_fp:  # outcomes are compared only between equal calls
+            assert (a.outcome == b.outcome) == (fa[1] == fb[1])
 
 
 class _EagerResults:
@@ -238,9 +240,10 @@ class _EagerResults:
     fingerprinted, every emptiness computed, at once."""
 
     def __init__(
-        self, steps: list[Step], failed: list[bool], mask: Masker, *, distinct: bool
+        self, steps: list[Step], failed: list[bool], mask: Masker, call_tokens: list[Any]
     ) -> None:
-        self.distinct = False  # every call's result compared with the others'
+        self.repeated = list(range(len(steps)))  # every call's result compared with the others'
+        self.n = len(steps)
         self.tokens = [
             fingerprint([mask.mask(s.output), mask.mask(s.error) if f else None])
             for s, f in zip(steps, failed, strict=True)
@@ -249,7 +252,13 @@ class _EagerResults:
             not f and is_empty_result(s.output) for s, f in zip(steps, failed, strict=True)
         ]
 
+    def __len__(self) -> int:
+        return self.n
+
     def token(self, k: int) -> str:
+        return self.tokens[k]
+
+    def outcome(self, k: int) -> str:
         return self.tokens[k]
 
     def shared(self, k: int) -> bool:
@@ -453,3 +462,33 @@ def test_distinct_calls_are_not_fingerprinted(monkeypatch: pytest.MonkeyPatch) -
     assert calls[0].result_fp != calls[3].result_fp
     assert len(fingerprinted) == 2
     assert len({c.call_fp for c in calls}) == 4
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text() | st.text(alphabet=" \t\n\xa0\u2003ab.", max_size=12))
+@example("a  b")
+@example(" a")
+@example("a\u3000b")
+def test_a_collapsed_message_is_its_definition(text: str) -> None:
+    assert _transcript._collapsed(text) == " ".join(text.split())
+
+
+@pytest.mark.parametrize(
+    ("value", "detail", "attributes"),
+    [
+        (0.0, "no repeated calls in 8 tool steps", {"steps": 8, "wasted_steps": 0, "waste": {}}),
+        (3.0, "3 tool steps, within the budget of 15 (fixed)", {"budget_set": {"method": "x"}}),
+        (0.0, "", {}),
+    ],
+)
+def test_a_passing_result_is_what_validation_builds(
+    value: float, detail: str, attributes: dict[str, Any]
+) -> None:
+    assert _transcript._passed is _transcript._passed_direct
+    fast = _transcript._passed_direct(value, detail, dict(attributes))
+    slow = ScoreResult(passed=True, value=value, detail=detail, attributes=dict(attributes))
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
+    assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+    assert fast.model_dump_json() == slow.model_dump_json()
+    assert fast == slow

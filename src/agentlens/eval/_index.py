@@ -273,12 +273,15 @@ class EvidenceIndex:
     """
 
     def __init__(self, items: Sequence[EvidenceItem], extractor: Extractor | None = None) -> None:
-        self.items = tuple(_ItemIndex(i) for i in items)
+        self._evidence = tuple(items)
+        # The per-item entries (:attr:`items`) are made on first use: a look-up in the joined
+        # text needs only the items, and most runs ask nothing else.
+        self._entries: list[tuple[_ItemIndex, ...]] = []
         self.extractor = extractor or get_extractor()
-        self._positions = [e.item.index for e in self.items]
+        self._positions = [item.index for item in self._evidence]
         self._pool_cache: dict[int, _NumberPool] = {}
         self._shared: dict[str, tuple[str, list[int], str, list[int]]] = {}
-        self._hits: dict[tuple[str, bool, int], _ItemIndex | None] = {}
+        self._hits: dict[tuple[str, bool, int], EvidenceItem | None] = {}
         self._read: dict[str, int] = {}
         self._runs: dict[tuple[str, int], _RunIndex] = {}
         self._decades: dict[str, Match | None] = {}
@@ -287,12 +290,20 @@ class EvidenceIndex:
             tuple[float, int, bool, float, str, tuple[tuple[float, str], ...]], Match | None
         ] = {}
 
+    @property
+    def items(self) -> tuple[_ItemIndex, ...]:
+        """One entry per evidence item, in order: what each contains, computed lazily."""
+        entries = self._entries
+        if not entries:
+            entries.append(tuple(_ItemIndex(i) for i in self._evidence))
+        return entries[0]
+
     def _texts(self) -> tuple[str, list[int], str, list[int]]:
         """All evidence as one string (and lower-cased), with each item's start offset, so that
         a look-up is one C-speed ``find`` over the run rather than one per item."""
         joined = self._shared.get("joined")
         if joined is None:
-            raw_parts = [e.item.text for e in self.items]
+            raw_parts = [item.text for item in self._evidence]
             raw = _SEP.join(raw_parts)
             starts = _offsets(raw_parts)
             low = raw.lower()
@@ -315,14 +326,13 @@ class EvidenceIndex:
         if not n:
             return 0
         _, raw_starts, _, low_starts = self._texts()
-        last = self.items[n - 1]
         if lower and low_starts is not raw_starts:
-            return low_starts[n - 1] + len(last.lower)
-        return raw_starts[n - 1] + len(last.item.text)
+            return low_starts[n - 1] + len(self.items[n - 1].lower)
+        return raw_starts[n - 1] + len(self._evidence[n - 1].text)
 
     def _first(
         self, needle: str, index: int, *, lower: bool, number: bool = False, amount: bool = False
-    ) -> _ItemIndex | None:
+    ) -> EvidenceItem | None:
         """The first evidence item before ``index`` holding ``needle`` as a whole token (or a
         whole number), or ``None``."""
         mode = 2 if amount else 1 if number else 0
@@ -332,9 +342,9 @@ class EvidenceIndex:
         entry = self._hits.get(key, _UNSEEN)
         if entry is _UNSEEN:
             entry = self._hits[key] = self._scan(needle, lower, mode)
-        return entry if entry is not None and entry.item.index < index else None
+        return entry if entry is not None and entry.index < index else None
 
-    def _scan(self, needle: str, lower: bool, mode: int) -> _ItemIndex | None:
+    def _scan(self, needle: str, lower: bool, mode: int) -> EvidenceItem | None:
         """The evidence item holding the first whole-token occurrence of ``needle`` in the whole
         evidence (``mode``: 0 a token, 1 a number, 2 an amount). Cached per run by
         :meth:`_first`: both scorers, and every turn, look the same tokens up.
@@ -357,7 +367,7 @@ class EvidenceIndex:
             runs = self._run_index(hay, family)
             if runs is not None:
                 at = runs.first(needle, check)
-                return None if at is None else self.items[bisect.bisect_right(starts, at) - 1]
+                return None if at is None else self._evidence[bisect.bisect_right(starts, at) - 1]
         pos = hay.find(needle)
         if pos >= 0:
             width = len(needle)
@@ -369,7 +379,7 @@ class EvidenceIndex:
             read[family] = done + len(hay)
             return None
         read[family] = done + pos
-        return self.items[bisect.bisect_right(starts, pos) - 1]
+        return self._evidence[bisect.bisect_right(starts, pos) - 1]
 
     def _run_index(self, hay: str, family: str) -> _RunIndex | None:
         """The :class:`_RunIndex` of ``hay`` once the ``find`` searches of this run have read
@@ -387,7 +397,8 @@ class EvidenceIndex:
         if extractor is self.extractor:
             return self
         other = EvidenceIndex.__new__(EvidenceIndex)
-        other.items = self.items
+        other._evidence = self._evidence
+        other._entries = self._entries
         other._positions = self._positions
         other.extractor = extractor
         other._pool_cache = self._pool_cache
@@ -406,7 +417,7 @@ class EvidenceIndex:
 
     def truncated_before(self, index: int) -> bool:
         """True when evidence before ``index`` was truncated at its source."""
-        return any(e.item.truncated for e in self.before(index))
+        return any(item.truncated for item in self._evidence[: self._count_before(index)])
 
     def find(
         self, ref: Reference, index: int, extra: Sequence[tuple[float, str]] = ()
@@ -422,7 +433,7 @@ class EvidenceIndex:
             return self._find_url(ref.key, index, ref.text)
         if kind == "email":
             hit = self._first(ref.key, index, lower=True)
-            return None if hit is None else Match(hit.item, ref.text)
+            return None if hit is None else Match(hit, ref.text)
         if kind == "citation":
             return self._find_citation(ref, index)
         return self._find_token(ref, index)
@@ -433,11 +444,11 @@ class EvidenceIndex:
         key = ref.key
         hit = self._first(key, index, lower=True)
         if hit is not None:
-            return Match(hit.item, ref.text)
+            return Match(hit, ref.text)
         if ref.kind not in KINDS:  # a custom pattern: also accept its own matches in evidence
             for pos, found in enumerate(self._custom_matches(index)):
                 if key in found:
-                    return Match(self.items[pos].item, ref.text)
+                    return Match(self._evidence[pos], ref.text)
         return None
 
     def _custom_matches(self, index: int) -> list[set[str]]:
@@ -456,11 +467,11 @@ class EvidenceIndex:
         _, _, low, low_starts = self._texts()
         pos = low.find(f"[{key}]", 0, self._end_before(index, lower=True))
         if pos >= 0:
-            return Match(self.items[bisect.bisect_right(low_starts, pos) - 1].item, ref.text)
+            return Match(self._evidence[bisect.bisect_right(low_starts, pos) - 1], ref.text)
         if not key.isdigit():
             hit = self._first(key, index, lower=True)
             if hit is not None:
-                return Match(hit.item, key)
+                return Match(hit, key)
         if key.isdigit():
             n = int(key)
             count = 0
@@ -483,7 +494,7 @@ class EvidenceIndex:
         if not key.startswith("--"):
             hit = self._first(key, index, lower=False, number=True)
             if hit is not None:
-                return Match(hit.item, key)
+                return Match(hit, key)
         for e in self.before(index):
             if key in e.dates:
                 return Match(e.item, key)
@@ -527,7 +538,7 @@ class EvidenceIndex:
         for m in _YEAR.finditer(raw):
             year = int(m.group(0))
             if any(f <= year < f + width for f in firsts):
-                item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
+                item = self._evidence[bisect.bisect_right(starts, m.start()) - 1]
                 return Match(item, f"{year}, in the {key}", derived=True)
         for m in _DECADE_TEXT.finditer(low):
             century = m.group(1)
@@ -535,7 +546,7 @@ class EvidenceIndex:
                 century is None or len(tens) == 2 or century == tens[:2]
             ):
                 return Match(
-                    self.items[bisect.bisect_right(low_starts, m.start()) - 1].item, m.group(0)
+                    self._evidence[bisect.bisect_right(low_starts, m.start()) - 1], m.group(0)
                 )
         return None
 
@@ -560,7 +571,7 @@ class EvidenceIndex:
         while pos >= 0:
             how = _trailing_digits_of(raw, pos, pos + len(digits))
             if how is not None:
-                item = self.items[bisect.bisect_right(starts, pos) - 1].item
+                item = self._evidence[bisect.bisect_right(starts, pos) - 1]
                 return Match(item, how, derived=True)
             pos = raw.find(digits, pos + 1)
         return None
@@ -576,7 +587,7 @@ class EvidenceIndex:
         for k in keys:
             hit = self._first(k, index, lower=False, number=True)
             if hit is not None:
-                return Match(hit.item, key.rstrip("?"))
+                return Match(hit, key.rstrip("?"))
         wanted = frozenset(keys)
         for e in self.before(index):
             if wanted & e.times:
@@ -587,14 +598,14 @@ class EvidenceIndex:
         """Every one of ``words`` (lower-case) among the evidence tokens before ``index``,
         case-insensitively; they may come from different items. The match names the item that
         completed the set."""
-        last: _ItemIndex | None = None
+        last: EvidenceItem | None = None
         for word in words:
             hit = self._first(word, index, lower=True)
             if hit is None:
                 return None
-            if last is None or hit.item.index > last.item.index:
+            if last is None or hit.index > last.index:
                 last = hit
-        return None if last is None else Match(last.item, text)
+        return None if last is None else Match(last, text)
 
     def find_value(
         self,
@@ -621,11 +632,11 @@ class EvidenceIndex:
         for v in variants:
             hit = self._first(v, index, lower=False, number=True, amount=strict)
             if hit is not None:
-                return Match(hit.item, key)
+                return Match(hit, key)
         for v in frac or ():
             hit = self._first(v, index, lower=False, number=True, amount=strict)
             if hit is not None:
-                return Match(hit.item, number_key(abs(value) / 100))
+                return Match(hit, number_key(abs(value) / 100))
         if not arithmetic:
             return None
         return self.derive(
@@ -637,7 +648,7 @@ class EvidenceIndex:
         if bare:
             hit = self._first(bare, index, lower=True)  # as written, minus the scheme
             if hit is not None:
-                return Match(hit.item, text)
+                return Match(hit, text)
         for e in self.before(index):
             urls = e.urls
             if key in urls:
@@ -763,7 +774,7 @@ class EvidenceIndex:
                 continue
             dist = distance_within(target, key, limit)
             if dist is not None and (best is None or dist < best[0]):
-                item = self.items[bisect.bisect_right(starts, m.start()) - 1].item
+                item = self._evidence[bisect.bisect_right(starts, m.start()) - 1]
                 best = (dist, cand, item)
         return None if best is None else (best[1], best[2])
 

@@ -45,6 +45,7 @@ from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import get_scorer, resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace
+from agentlens.model._score import dump_exactly, known_dumps
 from agentlens.store import RunFilter
 
 __all__ = ["ScoreSummary", "ScoringInterrupted", "score_runs"]
@@ -160,12 +161,19 @@ def score_runs(
     jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
 
     def record(
-        scores: list[Score], runs_in_job: int, unreadable: list[tuple[str, str]] | None = None
+        scores: list[Score],
+        runs_in_job: int,
+        unreadable: list[tuple[str, str]] | None = None,
+        docs: list[str | None] | None = None,
     ) -> None:
         if unreadable:
             summary.unreadable.extend(unreadable)
         if scores:
-            store.put_scores(scores)
+            if docs is None:
+                store.put_scores(scores)
+            else:  # a worker's scores: stored as the JSON they came in (the same text)
+                with known_dumps(scores, docs):
+                    store.put_scores(scores)
             summary.scores_written += len(scores)
             summary.scored_runs += len({s.run_id for s in scores})
             summary.verdicts.update(str(s.verdict) for s in scores)
@@ -457,16 +465,17 @@ def _init_worker(
     gc.freeze()  # what the worker imported and built stays out of every collection
 
 
-def _work(job: _Job) -> tuple[list[str], list[tuple[str, str]]]:
+def _work(job: _Job) -> tuple[list[str], list[bool], list[tuple[str, str]]]:
     """Score one chunk in a worker; scores go back to the parent as JSON (what the store writes
-    anyway, and parsed back by pydantic-core in one call each), with the runs that could not be
-    read."""
+    anyway, and parsed back by pydantic-core in one call each), whether the parent may store
+    each as it came (:func:`dump_exactly`: not written a second time), and the runs that could
+    not be read."""
     unreadable: list[tuple[str, str]] = []
     scores = _score_traces(_load(_worker["store"], job, unreadable), _worker["resolver"])
-    docs = [s.model_dump_json() for s in scores]
+    dumped = [dump_exactly(s) for s in scores]
     del scores
     _between_chunks()
-    return docs, unreadable
+    return [doc for doc, _ in dumped], [same for _, same in dumped], unreadable
 
 
 def _run_parallel(
@@ -476,7 +485,7 @@ def _run_parallel(
     jobs: Iterator[tuple[_Job, int]],
     resolver: _Resolver,
     workers: int,
-    record: Callable[[list[Score], int, list[tuple[str, str]]], None],
+    record: Callable[[list[Score], int, list[tuple[str, str]], list[str | None] | None], None],
 ) -> None:
     specs = [(b.name, dict(b.options), _origin_module(b)) for b in bases]
     context = multiprocessing.get_context("spawn")
@@ -488,7 +497,9 @@ def _run_parallel(
     )
     # In submission order: chunks are stored and reported in the order of the runs, whatever
     # worker finishes first (at most 2 * workers in flight, so the others keep working).
-    in_flight: deque[tuple[cf.Future[tuple[list[str], list[tuple[str, str]]]] | None, int]]
+    in_flight: deque[
+        tuple[cf.Future[tuple[list[str], list[bool], list[tuple[str, str]]]] | None, int]
+    ]
     in_flight = deque()
     try:
 
@@ -496,14 +507,15 @@ def _run_parallel(
             while len(in_flight) > block_until:
                 fut, runs_in_job = in_flight.popleft()
                 if fut is None:  # a chunk with nothing left to score
-                    record([], runs_in_job, [])
+                    record([], runs_in_job, [], None)
                     continue
-                docs, unreadable = fut.result()
+                docs, same, unreadable = fut.result()
                 scores = [Score.model_validate_json(d) for d in docs]
                 for s in scores:
                     _check_version(s, resolver)
-                record(scores, runs_in_job, [(r, why) for r, why in unreadable])
-                del scores
+                exact = [d if ok else None for d, ok in zip(docs, same, strict=True)]
+                record(scores, runs_in_job, [(r, why) for r, why in unreadable], exact)
+                del scores, exact
                 _between_chunks()
 
         for job, runs_in_job in jobs:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticSerializationError
 
 __all__ = [
     "VERDICT_PRECEDENCE",
@@ -270,3 +272,55 @@ def _pick_attach() -> Any:
 
 
 _attach = _pick_attach()
+
+
+# ---------------------------------------------------------------- a score's JSON, written once
+
+
+def dump_exactly(score: Score) -> tuple[str, bool]:
+    """``score.model_dump_json()``, and whether that text is also the JSON of the score that
+    ``Score.model_validate_json`` reads back from it (so a process that parses it need not
+    write it again: see :func:`known_dumps`).
+
+    It is when every value is of its field's declared type (pydantic's serializer checks each
+    and would warn otherwise: a text where an integer belongs is written as it is and read back
+    as a number) and the verdict needs no derivation (a verdict is given, and a score that is
+    not passed is not marked passed): pydantic writes such values back as it read them. One
+    exception: a dict in ``attributes`` whose keys collide once written (``1`` and ``"1"``) is
+    read back with one of them; the vouched text is then still what a single process stores
+    for the score, so storing it keeps ``--workers`` results those of one process. Otherwise
+    the JSON is written again as before, with its warnings, and ``False``.
+    """
+    try:
+        doc = score.model_dump_json(warnings="error")
+    except PydanticSerializationError:
+        return score.model_dump_json(), False
+    verdict = score.verdict
+    return doc, verdict is not None and (verdict is Verdict.PASSED or not score.passed)
+
+
+_DUMPS: dict[int, tuple[Score, str]] = {}
+
+
+@contextmanager
+def known_dumps(scores: Iterable[Score], docs: Iterable[str | None]) -> Iterator[None]:
+    """While inside, :func:`stored_json` of each of ``scores`` is its doc (``None``: none)
+    instead of a new dump: for scores just parsed from the JSON :func:`dump_exactly` vouched
+    for, given to the store before anything could change them."""
+    known = [(score, doc) for score, doc in zip(scores, docs, strict=True) if doc is not None]
+    for score, doc in known:
+        _DUMPS[id(score)] = (score, doc)
+    try:
+        yield
+    finally:
+        for score, _ in known:
+            _DUMPS.pop(id(score), None)
+
+
+def stored_json(score: Score) -> str:
+    """The JSON a store keeps for ``score``: ``score.model_dump_json()``, or the same text as
+    it was just parsed from (see :func:`known_dumps`)."""
+    known = _DUMPS.get(id(score))
+    if known is not None and known[0] is score:
+        return known[1]
+    return score.model_dump_json()

@@ -75,6 +75,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import Score, Trace
+from agentlens.model._score import stored_json
 from agentlens.store._copy import TableCopyMixin
 from agentlens.store._pg_migrations import HOUR_US, REMOVED_FROM_ROLLUP, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, _metadata, pg_conn, pg_summary_columns
@@ -878,7 +879,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                     release,
                     started_at,
                     sort_at,
-                    score.model_dump_json(),
+                    stored_json(score),
                 )
             )
         columns = [list(c) for c in zip(*rows, strict=True)]

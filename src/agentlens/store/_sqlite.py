@@ -107,6 +107,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
+from agentlens.model._score import stored_json
 from agentlens.store import _sqlite_rates
 from agentlens.store._copy import TableCopyMixin
 from agentlens.store._migrations import (
@@ -958,7 +959,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
                 agent,
                 release,
                 started_at,
-                score.model_dump_json(),
+                stored_json(score),
             )
             if score.findings:
                 counts: dict[str, int] = {}

@@ -33,7 +33,7 @@ from agentlens.eval._evidence import Evidence, _reply_of, text_of
 from agentlens.eval._normalize import canonical, canonical_json, fingerprint, is_empty_result
 from agentlens.eval._scorer import ScorerFn, scorer
 from agentlens.eval._volatile import VOLATILE_PARTS, Masker, masker
-from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace
+from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace, Verdict
 
 __all__ = [
     "DEFAULT_BOOKKEEPING",
@@ -84,13 +84,78 @@ class _Call:
         return self.results.empty(self.pos)
 
     @property
+    def outcome(self) -> Hashable:
+        """Equal for two equal calls (equal ``call_fp``) exactly when their ``result_fp`` are:
+        to be compared only between equal calls."""
+        return self.results.outcome(self.pos)
+
+    @property
     def key(self) -> tuple[Hashable, Hashable]:
         return (self.call_fp, self.result_fp)
 
 
 def _same(a: _Call, b: _Call) -> bool:
     """``a.key == b.key``, the results compared only when the calls are equal."""
-    return a.call_fp == b.call_fp and a.result_fp == b.result_fp
+    return a.call_fp == b.call_fp and a.outcome == b.outcome
+
+
+def _passed_plain(value: float, detail: str, attributes: dict[str, Any]) -> ScoreResult:
+    return ScoreResult(passed=True, value=value, detail=detail, attributes=attributes)
+
+
+_new = ScoreResult.__new__
+_set = object.__setattr__
+
+
+def _passed_direct(value: float, detail: str, attributes: dict[str, Any]) -> ScoreResult:
+    """:func:`_passed_plain` without validation: a passing result is most of what the analysers
+    return (three per run), and its values are the analysers' own."""
+    result = _new(ScoreResult)
+    _set(
+        result,
+        "__dict__",
+        {
+            "passed": True,
+            "value": value,
+            "detail": detail,
+            "findings": [],
+            "grounded": [],
+            "verdict": Verdict.PASSED,
+            "error": None,
+            "attributes": attributes,
+        },
+    )
+    _set(result, "__pydantic_fields_set__", set(_PASSED_FIELDS))
+    _set(result, "__pydantic_extra__", {})
+    _set(result, "__pydantic_private__", None)
+    return result
+
+
+_PASSED_FIELDS = frozenset(_passed_plain(0.0, "", {}).__pydantic_fields_set__)
+"""The fields a validated passing result has set."""
+
+
+def _pick_passed() -> Callable[[float, str, dict[str, Any]], ScoreResult]:
+    """:func:`_passed_direct` when it builds exactly what validation builds (the same
+    ``__dict__`` in the same order, fields set, extras and private state), else
+    :func:`_passed_plain`."""
+    try:
+        slow = _passed_plain(2.0, "d", {"steps": 2, "waste": {}})
+        fast = _passed_direct(2.0, "d", {"steps": 2, "waste": {}})
+        if (
+            list(fast.__dict__.items()) == list(slow.__dict__.items())
+            and fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
+            and fast.__pydantic_extra__ == slow.__pydantic_extra__
+            and fast.__pydantic_private__ == slow.__pydantic_private__
+            and fast.model_dump_json() == slow.model_dump_json()
+        ):
+            return _passed_direct
+    except Exception:  # pragma: no cover - a pydantic whose internals differ
+        pass
+    return _passed_plain  # pragma: no cover
+
+
+_passed = _pick_passed()
 
 
 def _steps(n: int) -> str:
@@ -100,10 +165,6 @@ def _steps(n: int) -> str:
 
 def _is_error(error: Any) -> bool:
     return error is not None and error != "" and error != {} and error != []
-
-
-def _failed(step: Step) -> bool:
-    return _is_error(step.error)
 
 
 def _tuple(value: Any, option: str) -> tuple[str, ...]:
@@ -190,46 +251,42 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         hit = cache.get(consider)
         if hit is not None:
             return hit
-    wanted = frozenset(consider.kinds)
+    wanted = frozenset(consider.kinds)  # a StepKind is equal to its value, and hashes alike
     skip = frozenset(consider.skip)
-    chosen: list[tuple[int, Step, str, bool]] = []
+    indexes: list[int] = []
+    steps: list[Step] = []
+    tools: list[str] = []
+    failed: list[bool] = []
     for i, step in enumerate(trace.steps):
-        if str(step.kind) not in wanted:
+        kind = step.kind
+        if kind not in wanted:
             continue
-        tool = step.name or str(step.kind)
+        tool = step.name or str(kind)
         if tool.lower() in skip:
             continue
-        chosen.append((i, step, tool, _failed(step)))
-    tools = _TOOLS
+        error = step.error
+        indexes.append(i)
+        steps.append(step)
+        tools.append(tool)
+        failed.append(error is not None and _is_error(error))
+    texts = _TOOLS
 
     def call_shapes(nested: bool) -> list[Hashable]:
         return [
-            (tools.get(tool) or _tool_text(tool), _shape(s.input, nested))
-            for _, s, tool, _ in chosen
+            (texts.get(tool) or _tool_text(tool), _shape(s.input, nested))
+            for s, tool in zip(steps, tools, strict=True)
         ]
 
     def call_fp(k: int) -> str:
-        _, s, tool, _ = chosen[k]
-        return fingerprint([tool, s.input])
+        return fingerprint([tools[k], steps[k].input])
 
-    call_fps = _tokens(call_shapes, call_fp, len(chosen))
-    results = _Results(
-        [s for _, s, _, _ in chosen],
-        [failed for _, _, _, failed in chosen],
-        consider.masker,
-        distinct=len(set(call_fps)) == len(call_fps),
-    )
+    call_fps = _tokens(call_shapes, call_fp, len(steps))
+    results = _Results(steps, failed, consider.masker, call_fps)
     calls = [
-        _Call(
-            pos=pos,
-            index=i,
-            step=step,
-            tool=tool,
-            call_fp=call_fps[pos],
-            failed=failed,
-            results=results,
+        _Call(pos, i, step, tool, call, fail, results)
+        for pos, (i, step, tool, call, fail) in enumerate(
+            zip(indexes, steps, tools, call_fps, failed, strict=True)
         )
-        for pos, (i, step, tool, failed) in enumerate(chosen)
     ]
     if cache is not None:
         cache[consider] = calls
@@ -253,65 +310,105 @@ _UNSET: Any = object()
 class _Results:
     """The result tokens of a run's considered calls, each computed when first asked for.
 
-    A token is what :func:`_tokens` gives for the results (equal to another's exactly when their
-    fingerprints are): most analysers compare results only between equal calls, and in most runs
+    Two kinds of token, each equal to another's exactly when the results' fingerprints are
+    (what :func:`_tokens` gives, over a set of results): :meth:`token` over all the results of
+    the run (what ``no_progress`` compares), :meth:`outcome` over the results of equal calls
+    only (what the loop rules and polling compare, always between equal calls). In most runs
     most calls are distinct, so most results are never masked nor fingerprinted, and the shapes
-    of all of them are read only when one is asked for. ``distinct``: no two calls of the run are
-    equal (tool and normalised arguments).
+    of all of them are read only when a token of the first kind is asked for.
 
     It lives as long as the run's evidence, as plain lists: a batch keeps every run of a chunk
     in memory, and each object it keeps is walked by the garbage collector.
     """
 
-    __slots__ = ("_empty", "_failed", "_mask", "_steps", "_tokens", "_unique", "distinct")
+    __slots__ = (
+        "_calls",
+        "_empty",
+        "_failed",
+        "_fingerprints",
+        "_mask",
+        "_outcomes",
+        "_steps",
+        "_tokens",
+        "_unique",
+        "repeated",
+    )
 
     def __init__(
-        self, steps: list[Step], failed: list[bool], mask: Masker, *, distinct: bool
+        self, steps: list[Step], failed: list[bool], mask: Masker, call_tokens: list[Hashable]
     ) -> None:
-        self.distinct = distinct
+        self.repeated: list[int] = []
+        """The positions of the calls equal to another call of the run (by ``call_tokens``)."""
+        if len(set(call_tokens)) < len(call_tokens):
+            counts = Counter(call_tokens)
+            self.repeated = [k for k, token in enumerate(call_tokens) if counts[token] > 1]
+        self._calls = call_tokens
         self._steps = steps
         self._failed = failed
         self._mask = mask.mask
         n = len(steps)
         self._tokens: list[Hashable] = [_UNSET] * n
+        self._outcomes: list[Hashable] = [_UNSET] * n
+        self._fingerprints: list[str | None] = [None] * n
         self._empty: list[bool | None] = [None] * n
         self._unique: list[bool] | None = _UNSET
 
-    def _uniques(self) -> list[bool] | None:
-        """For each result, whether its shape is its own; ``None`` when one has no shape."""
-        unique = self._unique
-        if unique is _UNSET:
-            unique = None
-            pairs = list(zip(self._steps, self._failed, strict=True))
-            for nested in (True, False):
-                try:
-                    shapes = [_result_shape(s, failed, nested) for s, failed in pairs]
-                except _NoShape:
-                    continue
-                counts = Counter(shapes)
-                unique = [counts[shape] == 1 for shape in shapes]
-                break
-            self._unique = unique
-        return unique
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def _own_shapes(self, positions: Sequence[int]) -> list[bool] | None:
+        """For each result at ``positions``, whether no other of them has its shape; ``None``
+        when one has no shape."""
+        steps, failed = self._steps, self._failed
+        for nested in (True, False):
+            try:
+                shapes = [_result_shape(steps[k], failed[k], nested) for k in positions]
+            except _NoShape:
+                continue
+            counts = Counter(shapes)
+            return [counts[shape] == 1 for shape in shapes]
+        return None
+
+    def _fingerprint(self, k: int) -> str:
+        found = self._fingerprints[k]
+        if found is None:
+            step = self._steps[k]
+            mask = self._mask
+            error = mask(step.error) if self._failed[k] else None
+            found = self._fingerprints[k] = fingerprint([mask(step.output), error])
+        return found
 
     def token(self, k: int) -> Hashable:
-        """The token of result ``k``."""
+        """The token of result ``k`` among all the results of the run."""
         token = self._tokens[k]
         if token is _UNSET:
-            unique = self._uniques()
-            if unique is not None and unique[k]:
-                token = k
-            else:
-                step = self._steps[k]
-                mask = self._mask
-                error = mask(step.error) if self._failed[k] else None
-                token = fingerprint([mask(step.output), error])
-            self._tokens[k] = token
+            unique = self._unique
+            if unique is _UNSET:
+                unique = self._unique = self._own_shapes(range(len(self._steps)))
+            token = self._tokens[k] = (
+                k if unique is not None and unique[k] else self._fingerprint(k)
+            )
         return token
+
+    def outcome(self, k: int) -> Hashable:
+        """The token of result ``k`` among the results of the calls equal to call ``k``."""
+        outcome = self._outcomes[k]
+        if outcome is _UNSET:
+            call = self._calls[k]
+            group = [j for j in self.repeated if self._calls[j] == call] or [k]
+            unique = self._own_shapes(group) if len(group) > 1 else [True]
+            for j, own in zip(group, unique or [False] * len(group), strict=True):
+                self._outcomes[j] = j if own else _SHARED
+            outcome = self._outcomes[k]
+        if outcome is _SHARED:
+            outcome = self._outcomes[k] = self._fingerprint(k)
+        return outcome
 
     def shared(self, k: int) -> bool:
         """False when result ``k`` is equal to no other result of the run (its shape is its own)."""
-        unique = self._uniques()
+        unique = self._unique
+        if unique is _UNSET:
+            unique = self._unique = self._own_shapes(range(len(self._steps)))
         return unique is None or not unique[k]
 
     def empty(self, k: int) -> bool:
@@ -320,6 +417,10 @@ class _Results:
         if empty is None:
             empty = self._empty[k] = not self._failed[k] and is_empty_result(self._steps[k].output)
         return empty
+
+
+_SHARED: Any = object()
+"""An outcome not computed yet, of a result whose shape another result of an equal call has."""
 
 
 class _NoShape(Exception):
@@ -395,8 +496,11 @@ def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
 def _repeated(calls: Sequence[_Call]) -> list[_Call]:
     """The calls of ``calls`` (a run's, or some of them) equal to another of them, in order: the
     only ones whose results :func:`_polling` and the loop rules compare with others'."""
-    if not calls or calls[0].results.distinct:
+    if not calls:
         return []
+    results = calls[0].results
+    if len(calls) == len(results):  # all of them
+        return [calls[k] for k in results.repeated]
     counts = Counter(c.call_fp for c in calls)
     return [c for c in calls if counts[c.call_fp] > 1]
 
@@ -408,9 +512,9 @@ def _polling(calls: Sequence[_Call]) -> set[int]:
     polling: set[int] = set()
     for call in reversed(_repeated(calls)):
         results = later[call.call_fp]
-        if not call.failed and (len(results) > 1 or (results and call.result_fp not in results)):
+        if not call.failed and (len(results) > 1 or (results and call.outcome not in results)):
             polling.add(call.pos)
-        results.add(call.result_fp)
+        results.add(call.outcome)
     return polling
 
 
@@ -609,7 +713,7 @@ def _groups(calls: Sequence[_Call], covered: set[int]) -> list[list[_Call]]:
             continue
         by_result: dict[Hashable, list[_Call]] = defaultdict(list)
         for call in same_call:
-            by_result[call.result_fp].append(call)
+            by_result[call.outcome].append(call)
         groups.extend(group for group in by_result.values() if len(group) > 1)
     groups.sort(key=lambda group: group[0].pos)
     return groups
@@ -634,7 +738,7 @@ def _failing_in_a_row(
             ):
                 j += 1
             stretch = list(calls[i : j + 1])
-            if len(stretch) >= min_failures and len({c.result_fp for c in stretch}) > 1:
+            if len(stretch) >= min_failures and len({c.outcome for c in stretch}) > 1:
                 found.append(stretch)
         i = j + 1
     return found
@@ -732,16 +836,28 @@ def _turns_of(calls: Sequence[_Call], chosen: set[int]) -> set[int]:
     return owned
 
 
+_TEXT_KIND = StepKind.TEXT
+_LLM_KIND = StepKind.LLM
+
+
+def _collapsed(text: str) -> str:
+    """``" ".join(text.split())``: the text itself when it is printable (whose only white space
+    is the space) with no space at either end and no double space."""
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return " ".join(text.split())
+
+
 def _may_repeat(trace: Trace, min_messages: int) -> bool:
     """False when no assistant message of the run is said ``min_messages`` times at all, so
     :func:`_monologues` finds none, told without comparing any result."""
     said = [
         # _message, with a text step's plain string taken as it is
-        " ".join(step.output.split())
-        if step.kind is StepKind.TEXT and type(step.output) is str
+        _collapsed(step.output)
+        if step.kind is _TEXT_KIND and type(step.output) is str
         else _message(step)
         for step in trace.steps
-        if step.kind is StepKind.TEXT or step.kind is StepKind.LLM
+        if step.kind is _TEXT_KIND or step.kind is _LLM_KIND
     ]
     if len(said) - len(set(said)) < min_messages - 1:
         return False  # no message (nor the empty one) is said min_messages times
@@ -978,12 +1094,7 @@ def _score_repeated(
         findings = sorted(findings, key=lambda f: order.get(f.step_ids[0], -1))
     attributes = {"steps": len(calls), "wasted_steps": out.wasted, "waste": _sum_waste(out.wastes)}
     if not findings:
-        return ScoreResult(
-            passed=True,
-            value=0.0,
-            detail=f"no repeated calls in {_steps(len(calls))}",
-            attributes=attributes,
-        )
+        return _passed(0.0, f"no repeated calls in {_steps(len(calls))}", attributes)
     return ScoreResult(
         passed=False,
         value=float(out.wasted),
@@ -1097,11 +1208,8 @@ def _score_excessive(
     n = len(calls)
     attributes: dict[str, Any] = {"steps": n, "budget": limit, "budget_set": budget.how}
     if n <= limit:
-        return ScoreResult(
-            passed=True,
-            value=float(n),
-            detail=f"{_steps(n)}, within the budget of {limit} ({budget.text})",
-            attributes=attributes,
+        return _passed(
+            float(n), f"{_steps(n)}, within the budget of {limit} ({budget.text})", attributes
         )
     excess = list(calls[limit:])
     waste = _waste(trace, calls, excess)
@@ -1227,11 +1335,10 @@ def _score_no_progress(
     wasted = sum(len(s) for s in stretches)
     attributes = {"steps": len(calls), "wasted_steps": wasted, "waste": _sum_waste(wastes)}
     if not findings:
-        return ScoreResult(
-            passed=True,
-            value=0.0,
-            detail=f"no stretch of {min_stretch}+ steps without new evidence in {_steps(len(calls))}",
-            attributes=attributes,
+        return _passed(
+            0.0,
+            f"no stretch of {min_stretch}+ steps without new evidence in {_steps(len(calls))}",
+            attributes,
         )
     return ScoreResult(
         passed=False,
