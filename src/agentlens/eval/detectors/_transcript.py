@@ -269,12 +269,15 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         steps.append(step)
         tools.append(tool)
         failed.append(error is not None and _is_error(error))
-    texts = _TOOLS
+    known = _TOOLS
+    texts = [known.get(tool) or _tool_text(tool) for tool in tools]
+    names = Counter(texts)
 
     def call_shapes(nested: bool) -> list[Hashable]:
+        # a call of a tool no other call of the run made is told apart by the tool alone
         return [
-            (texts.get(tool) or _tool_text(tool), _shape(s.input, nested))
-            for s, tool in zip(steps, tools, strict=True)
+            (text, _shape(s.input, nested)) if names[text] > 1 else text
+            for s, text in zip(steps, texts, strict=True)
         ]
 
     def call_fp(k: int) -> str:
