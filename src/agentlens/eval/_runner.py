@@ -232,10 +232,24 @@ def _few_collections() -> Iterator[None]:
             gc.unfreeze()
 
 
+_FULL_EVERY = 10
+"""Chunks between full collections; the chunks in between collect the young generations."""
+
+_chunks_done = 0
+
+
 def _between_chunks() -> None:
-    """The collection after each chunk (see :func:`_few_collections`): cheap, since what is
-    alive between chunks is small and what the batch started with is frozen."""
-    gc.collect()
+    """The collection after each chunk (see :func:`_few_collections`): of the young generations,
+    where a chunk's cycles are, and of every generation every :data:`_FULL_EVERY` chunks. Each
+    is cheap, since what is alive between chunks is small and what the batch started with is
+    frozen; a full one costs a few milliseconds all the same (0.22 s over the 100 chunks of
+    20,000 runs), and finds nothing the young ones missed but cycles that outlived a chunk."""
+    global _chunks_done
+    _chunks_done += 1
+    if _chunks_done % _FULL_EVERY:
+        gc.collect(1)
+    else:
+        gc.collect()
 
 
 def _settings(settings: Settings | None) -> Settings:
