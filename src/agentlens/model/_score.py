@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticSerializationError
 
+from agentlens.model._built import build_model, same_model
+
 __all__ = [
     "VERDICT_PRECEDENCE",
     "FailureMode",
@@ -218,10 +220,6 @@ class Score(ScoreResult):
         }
 
 
-_new = BaseModel.__new__
-_set = object.__setattr__
-
-
 def _attach_plain(
     cls: type[Score], result: ScoreResult, run_id: str, scorer: str, version: str
 ) -> Score:
@@ -237,12 +235,7 @@ def _attach_plain(
     values["version"] = version
     fields_set = set(values)
     values["scored_at"] = _scored_at()
-    score = _new(cls)
-    _set(score, "__dict__", values)
-    _set(score, "__pydantic_fields_set__", fields_set)
-    _set(score, "__pydantic_extra__", {})
-    _set(score, "__pydantic_private__", None)
-    return score
+    return build_model(cls, values, fields_set)
 
 
 _scored_at: Any = Score.model_fields["scored_at"].default_factory
@@ -257,14 +250,9 @@ def _pick_attach() -> Any:
     try:
         fast = _attach_plain(Score, result, run_id="r", scorer="s", version="1")
         slow = Score.model_construct(**result.__dict__, run_id="r", scorer="s", version="1")
-        _set(slow, "__dict__", {**slow.__dict__, "scored_at": fast.scored_at})
-        if (
-            list(fast.__dict__.items()) == list(slow.__dict__.items())
-            and fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
-            and fast.__pydantic_extra__ == slow.__pydantic_extra__
-            and fast.__pydantic_private__ == slow.__pydantic_private__
-            and fast.model_dump_json() == slow.model_dump_json()
-        ):
+        # the same time, set as model_construct set its own (not as a field set by assignment)
+        object.__setattr__(slow, "__dict__", {**slow.__dict__, "scored_at": fast.scored_at})
+        if same_model(fast, slow):
             return _attach_plain
     except Exception:  # pragma: no cover - a pydantic whose internals differ
         pass

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
 from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
@@ -21,6 +19,7 @@ from agentlens.eval._quantities import MONEY, NUMBER, RATE, claim_kind, operand_
 from agentlens.eval._references import Extractor, Reference, get_extractor
 from agentlens.eval._scorer import Bound, ScorerFn, scorer
 from agentlens.model import FailureMode, Finding, ScoreResult, Trace, Verdict
+from agentlens.model._built import build_model, same_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.eval.judges import Judge
@@ -92,13 +91,8 @@ def _grounded_values(
     }
 
 
-# pydantic's own slots of every model, set directly: a run has dozens of grounded claims, and
-# ``model_construct`` (or ``object.__setattr__`` by name) costs more than the claim's check
-_new = Finding.__new__
-_set_dict = vars(BaseModel)["__dict__"].__set__
-_set_fields = vars(BaseModel)["__pydantic_fields_set__"].__set__
-_set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
-_set_private = vars(BaseModel)["__pydantic_private__"].__set__
+# Built through pydantic's own slots (build_model): a run has dozens of grounded claims, and
+# ``model_construct`` (or ``object.__setattr__`` by name) costs more than the claim's check.
 _FINDING_FIELDS = frozenset(Finding.model_fields)
 _RESULT_FIELDS_SET = frozenset(
     ("passed", "value", "detail", "findings", "grounded", "attributes", "verdict")
@@ -109,9 +103,8 @@ _RESULT_FIELDS_SET = frozenset(
 def _grounded_fast(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
     """:func:`_grounded_plain` without pydantic's walk over the fields."""
     location = turn.location
-    finding = _new(Finding)
-    _set_dict(
-        finding,
+    return build_model(
+        Finding,
         {
             "failure_mode": None,
             "text": text,
@@ -126,11 +119,8 @@ def _grounded_fast(text: str, start: int, end: int, turn: Turn, match: Match, ki
             if match.derived
             else {"kind": kind},
         },
+        set(_FINDING_FIELDS),
     )
-    _set_fields(finding, set(_FINDING_FIELDS))
-    _set_extra(finding, {})
-    _set_private(finding, None)
-    return finding
 
 
 def _result_plain(
@@ -169,9 +159,8 @@ def _result_fast(
         verdict = Verdict.UNVERIFIABLE
     else:
         verdict = Verdict.FLAGGED
-    result = _new(ScoreResult)
-    _set_dict(
-        result,
+    return build_model(
+        ScoreResult,
         {
             "passed": passed,
             "value": value,
@@ -182,23 +171,7 @@ def _result_fast(
             "error": None,
             "attributes": attributes,
         },
-    )
-    _set_fields(result, set(_RESULT_FIELDS_SET))
-    _set_extra(result, {})
-    _set_private(result, None)
-    return result
-
-
-def _same_model(a: BaseModel, b: BaseModel) -> bool:
-    """``a`` and ``b`` are the same in everything pydantic keeps: class, fields in order, fields
-    set, extras, private state, and their JSON."""
-    return (
-        type(a) is type(b)
-        and list(a.__dict__.items()) == list(b.__dict__.items())
-        and a.__pydantic_fields_set__ == b.__pydantic_fields_set__
-        and a.__pydantic_extra__ == b.__pydantic_extra__
-        and a.__pydantic_private__ == b.__pydantic_private__
-        and a.model_dump_json() == b.model_dump_json()
+        set(_RESULT_FIELDS_SET),
     )
 
 
@@ -215,12 +188,12 @@ def _pick_fast_paths() -> tuple[Any, Any]:
     bad = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="y")
     unsure = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="z", unverifiable=True)
     try:
-        if not all(_same_model(_grounded_fast(*c), _grounded_plain(*c)) for c in claims):
+        if not all(same_model(_grounded_fast(*c), _grounded_plain(*c)) for c in claims):
             return _grounded_plain, _result_plain  # pragma: no cover
         grounded = [_grounded_plain(*c) for c in claims]
         for passed, findings in ((True, []), (False, [bad, unsure]), (False, [unsure])):
             args = (passed, 1.0, "d", findings, grounded, {"a": 1})
-            if not _same_model(_result_fast(*args), _result_plain(*args)):
+            if not same_model(_result_fast(*args), _result_plain(*args)):
                 return _grounded_fast, _result_plain  # pragma: no cover
     except Exception:  # pragma: no cover - a pydantic whose internals differ
         return _grounded_plain, _result_plain

@@ -34,6 +34,7 @@ from agentlens.eval._normalize import canonical, canonical_json, fingerprint, is
 from agentlens.eval._scorer import ScorerFn, scorer
 from agentlens.eval._volatile import VOLATILE_PARTS, Masker, masker
 from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace, Verdict
+from agentlens.model._built import build_model, same_model
 
 __all__ = [
     "DEFAULT_BOOKKEEPING",
@@ -103,17 +104,11 @@ def _passed_plain(value: float, detail: str, attributes: dict[str, Any]) -> Scor
     return ScoreResult(passed=True, value=value, detail=detail, attributes=attributes)
 
 
-_new = ScoreResult.__new__
-_set = object.__setattr__
-
-
 def _passed_direct(value: float, detail: str, attributes: dict[str, Any]) -> ScoreResult:
     """:func:`_passed_plain` without validation: a passing result is most of what the analysers
     return (three per run), and its values are the analysers' own."""
-    result = _new(ScoreResult)
-    _set(
-        result,
-        "__dict__",
+    return build_model(
+        ScoreResult,
         {
             "passed": True,
             "value": value,
@@ -124,11 +119,8 @@ def _passed_direct(value: float, detail: str, attributes: dict[str, Any]) -> Sco
             "error": None,
             "attributes": attributes,
         },
+        set(_PASSED_FIELDS),
     )
-    _set(result, "__pydantic_fields_set__", set(_PASSED_FIELDS))
-    _set(result, "__pydantic_extra__", {})
-    _set(result, "__pydantic_private__", None)
-    return result
 
 
 _PASSED_FIELDS = frozenset(_passed_plain(0.0, "", {}).__pydantic_fields_set__)
@@ -142,13 +134,7 @@ def _pick_passed() -> Callable[[float, str, dict[str, Any]], ScoreResult]:
     try:
         slow = _passed_plain(2.0, "d", {"steps": 2, "waste": {}})
         fast = _passed_direct(2.0, "d", {"steps": 2, "waste": {}})
-        if (
-            list(fast.__dict__.items()) == list(slow.__dict__.items())
-            and fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
-            and fast.__pydantic_extra__ == slow.__pydantic_extra__
-            and fast.__pydantic_private__ == slow.__pydantic_private__
-            and fast.model_dump_json() == slow.model_dump_json()
-        ):
+        if same_model(fast, slow):
             return _passed_direct
     except Exception:  # pragma: no cover - a pydantic whose internals differ
         pass
