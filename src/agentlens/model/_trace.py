@@ -328,29 +328,25 @@ def _str_dict(value: Any, *, values_str: bool = False) -> dict[str, Any]:
     return dict(value)
 
 
-def _trusted_step(cls: type[_S], data: Any) -> _S:
-    # Every field is present in what the store wrote; a missing one (KeyError) is validated.
-    if type(data) is not dict:
-        raise _Untrusted
-    step_id = data["id"]
+def _step_values(data: dict[str, Any]) -> tuple[StepKind, datetime | None, datetime | None]:
+    """A stored step's kind and times as validation makes them, once its ids, name and the keys
+    of its attributes are checked to be strings (raises :class:`_Untrusted` otherwise, and
+    ``KeyError`` for a missing field, which is then validated): what both trusted builds of a
+    step check and convert."""
     kind = _KINDS[data["kind"]]
     parent_id = data["parent_id"]
     name = data["name"]
     attributes = data["attributes"]
     if (
-        type(step_id) is not str
+        type(data["id"]) is not str
         or (parent_id is not None and type(parent_id) is not str)
         or (name is not None and type(name) is not str)
         or type(attributes) is not dict
     ):
         raise _Untrusted
-    if attributes:
-        for key in attributes:
-            if type(key) is not str:
-                raise _Untrusted
-        attributes = dict(attributes)  # validation copies a dict too
-    else:
-        attributes = {}
+    for key in attributes:
+        if type(key) is not str:
+            raise _Untrusted
     started = data["started_at"]
     if started is not None:
         started = (
@@ -359,6 +355,18 @@ def _trusted_step(cls: type[_S], data: Any) -> _S:
     ended = data["ended_at"]
     if ended is not None:
         ended = _fromiso(ended) if type(ended) is str and _utc_time(ended) else _time(ended)
+    return kind, started, ended
+
+
+def _trusted_step(cls: type[_S], data: Any) -> _S:
+    # Every field is present in what the store wrote; a missing one (KeyError) is validated.
+    if type(data) is not dict:
+        raise _Untrusted
+    kind, started, ended = _step_values(data)
+    attributes = dict(data["attributes"])  # validation copies a dict too
+    step_id = data["id"]
+    parent_id = data["parent_id"]
+    name = data["name"]
     step = _new(cls)
     _set(
         step,
@@ -394,28 +402,7 @@ def _stored_step(cls: type[_S], data: Any) -> _S:
     conversion happens before the first change, so a record given up on is left as it was."""
     if type(data) is not dict or len(data) != _STEP_FIELD_COUNT or tuple(data) != _STEP_ORDER:
         return _trusted_step(cls, data)
-    kind = _KINDS[data["kind"]]
-    parent_id = data["parent_id"]
-    name = data["name"]
-    attributes = data["attributes"]
-    if (
-        type(data["id"]) is not str
-        or (parent_id is not None and type(parent_id) is not str)
-        or (name is not None and type(name) is not str)
-        or type(attributes) is not dict
-    ):
-        raise _Untrusted
-    for key in attributes:
-        if type(key) is not str:
-            raise _Untrusted
-    started = data["started_at"]
-    if started is not None:
-        started = (
-            _fromiso(started) if type(started) is str and _utc_time(started) else _time(started)
-        )
-    ended = data["ended_at"]
-    if ended is not None:
-        ended = _fromiso(ended) if type(ended) is str and _utc_time(ended) else _time(ended)
+    kind, started, ended = _step_values(data)
     data["kind"] = kind
     data["started_at"] = started
     data["ended_at"] = ended
