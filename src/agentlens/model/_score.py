@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -111,6 +111,18 @@ class Finding(BaseModel):
     """Anything else worth keeping: the closest evidence, repeat counts, wasted tokens and cost."""
 
 
+def derive_verdict(passed: bool, error: str | None, findings: Sequence[Finding]) -> Verdict:
+    """The verdict of a result that gives none: ``error`` when the scorer failed, ``passed``,
+    ``unverifiable`` when every finding is unverifiable, otherwise ``flagged``."""
+    if error is not None:
+        return Verdict.ERROR
+    if passed:
+        return Verdict.PASSED
+    if findings and all(f.unverifiable for f in findings):
+        return Verdict.UNVERIFIABLE
+    return Verdict.FLAGGED
+
+
 class ScoreResult(BaseModel):
     """What one scorer says about one run."""
 
@@ -137,14 +149,7 @@ class ScoreResult(BaseModel):
     @model_validator(mode="after")
     def _derive_verdict(self) -> ScoreResult:
         if self.verdict is None:
-            if self.error is not None:
-                self.verdict = Verdict.ERROR
-            elif self.passed:
-                self.verdict = Verdict.PASSED
-            elif self.findings and all(f.unverifiable for f in self.findings):
-                self.verdict = Verdict.UNVERIFIABLE
-            else:
-                self.verdict = Verdict.FLAGGED
+            self.verdict = derive_verdict(self.passed, self.error, self.findings)
         if self.verdict is not Verdict.PASSED:
             self.passed = False
         return self

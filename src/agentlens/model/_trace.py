@@ -10,6 +10,7 @@ from typing import Any, Self, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentlens._ids import new_id
+from agentlens.model._built import build_model
 
 __all__ = [
     "EPOCH",
@@ -406,12 +407,7 @@ def _stored_step(cls: type[_S], data: Any) -> _S:
     data["kind"] = kind
     data["started_at"] = started
     data["ended_at"] = ended
-    step = _new(cls)
-    _set(step, "__dict__", data)
-    _set(step, "__pydantic_fields_set__", set(_STEP_FIELDS))
-    _set(step, "__pydantic_extra__", {})
-    _set(step, "__pydantic_private__", None)
-    return step
+    return build_model(cls, data, set(_STEP_FIELDS))
 
 
 def _trusted_trace(cls: type[_T], data: Any, *, owned: bool = False) -> _T:

@@ -18,8 +18,9 @@ from agentlens.eval._index import EvidenceIndex, Match
 from agentlens.eval._quantities import MONEY, NUMBER, RATE, claim_kind, operand_kinds
 from agentlens.eval._references import Extractor, Reference, get_extractor
 from agentlens.eval._scorer import Bound, ScorerFn, scorer
-from agentlens.model import FailureMode, Finding, ScoreResult, Trace, Verdict
+from agentlens.model import FailureMode, Finding, ScoreResult, Trace
 from agentlens.model._built import build_model, same_model
+from agentlens.model._score import derive_verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.eval.judges import Judge
@@ -102,24 +103,8 @@ _RESULT_FIELDS_SET = frozenset(
 
 def _grounded_fast(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
     """:func:`_grounded_plain` without pydantic's walk over the fields."""
-    location = turn.location
     return build_model(
-        Finding,
-        {
-            "failure_mode": None,
-            "text": text,
-            "start": start,
-            "end": end,
-            "location": location,
-            "step_ids": [] if location == "output" else [location],
-            "supported_by": match.item.source,
-            "unverifiable": False,
-            "detail": "",
-            "attributes": {"kind": kind, "derived": match.text}
-            if match.derived
-            else {"kind": kind},
-        },
-        set(_FINDING_FIELDS),
+        Finding, _grounded_values(text, start, end, turn, match, kind), set(_FINDING_FIELDS)
     )
 
 
@@ -153,12 +138,6 @@ def _result_fast(
     """:func:`_result_plain` from values already of their fields' types (the scorer's own
     findings, a float, a fresh dict): the verdict derived as ``ScoreResult`` derives it,
     without validating every grounded claim again."""
-    if passed:
-        verdict = Verdict.PASSED
-    elif findings and all(f.unverifiable for f in findings):
-        verdict = Verdict.UNVERIFIABLE
-    else:
-        verdict = Verdict.FLAGGED
     return build_model(
         ScoreResult,
         {
@@ -167,7 +146,7 @@ def _result_fast(
             "detail": detail,
             "findings": findings,
             "grounded": grounded,
-            "verdict": verdict,
+            "verdict": derive_verdict(passed, None, findings),
             "error": None,
             "attributes": attributes,
         },

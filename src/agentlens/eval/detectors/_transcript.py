@@ -371,9 +371,7 @@ class _Results:
         """The token of result ``k`` among all the results of the run."""
         token = self._tokens[k]
         if token is _UNSET:
-            unique = self._unique
-            if unique is _UNSET:
-                unique = self._unique = self._own_shapes(range(len(self._steps)))
+            unique = self._run_shapes()
             token = self._tokens[k] = (
                 k if unique is not None and unique[k] else self._fingerprint(k)
             )
@@ -395,10 +393,15 @@ class _Results:
 
     def shared(self, k: int) -> bool:
         """False when result ``k`` is equal to no other result of the run (its shape is its own)."""
+        unique = self._run_shapes()
+        return unique is None or not unique[k]
+
+    def _run_shapes(self) -> list[bool] | None:
+        """:meth:`_own_shapes` over every result of the run, computed once."""
         unique = self._unique
         if unique is _UNSET:
             unique = self._unique = self._own_shapes(range(len(self._steps)))
-        return unique is None or not unique[k]
+        return unique
 
     def empty(self, k: int) -> bool:
         """True when call ``k`` succeeded and returned nothing."""
@@ -810,7 +813,7 @@ def _message(step: Step) -> str:
         value = _reply_of(step.output)
     else:
         return ""
-    return " ".join(text_of(value).split())
+    return _collapsed(value if type(value) is str else text_of(value))
 
 
 def _turns_of(calls: Sequence[_Call], chosen: set[int]) -> set[int]:
@@ -841,12 +844,7 @@ def _may_repeat(trace: Trace, min_messages: int) -> bool:
     """False when no assistant message of the run is said ``min_messages`` times at all, so
     :func:`_monologues` finds none, told without comparing any result."""
     said = [
-        # _message, with a text step's plain string taken as it is
-        _collapsed(step.output)
-        if step.kind is _TEXT_KIND and type(step.output) is str
-        else _message(step)
-        for step in trace.steps
-        if step.kind is _TEXT_KIND or step.kind is _LLM_KIND
+        _message(step) for step in trace.steps if step.kind is _TEXT_KIND or step.kind is _LLM_KIND
     ]
     if len(said) - len(set(said)) < min_messages - 1:
         return False  # no message (nor the empty one) is said min_messages times
