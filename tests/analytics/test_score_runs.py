@@ -275,3 +275,55 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
     assert docs[0] == docs[1]
     assert any('"failure_mode":"fabricated_grounding"' in d for _, _, d in docs[0])
     assert dumps == 0  # the parent wrote no score's JSON again
+
+
+def test_each_run_is_freed_before_the_next_is_read(store) -> None:  # type: ignore[no-untyped-def]
+    """A chunk is scored run by run: when a run is scored, no earlier run's trace or evidence
+    is alive any more (freed by reference counting, with the collector off)."""
+    import weakref
+
+    alive: list[int] = []
+    earlier: list[weakref.ref[object]] = []
+
+    def watch(*, trace, evidence):  # type: ignore[no-untyped-def]
+        alive.append(sum(1 for ref in earlier if ref() is not None))
+        earlier.extend((weakref.ref(trace), weakref.ref(evidence)))
+        return ScoreResult(passed=True)
+
+    define_scorer("t_watch", watch)
+    summary = score_runs(store, ["t_watch", "t_loops"], settings=CFG, chunk_size=7)
+    assert summary.scores_written == 60
+    assert alive == [0] * 30
+
+
+def test_sync_and_async_runs_of_one_chunk_keep_the_runs_order(store) -> None:  # type: ignore[no-untyped-def]
+    """In a chunk where some runs need an async scorer and others do not, every score is that
+    scorer's result on that run, and the scores come in the runs' order, each run's in the
+    batch's order of scorers (what scoring every pair in that order gives)."""
+
+    async def slow(*, trace, evidence):  # type: ignore[no-untyped-def]
+        return ScoreResult(passed="FAKE" not in str(trace.output), value=len(trace.id))
+
+    define_scorer("t_slow", slow)
+    order = [r.id for r in store.list_runs(newest_first=False)]
+    first = RunFilter(run_ids=order[::3])
+    score_runs(store, ["t_slow"], first, settings=CFG)  # a third only need the sync scorer
+    got: list[tuple[str, str, bool, float | None]] = []
+    score_runs(
+        store,
+        ["t_refs", "t_slow"],
+        settings=CFG,
+        chunk_size=8,
+        on_scores=lambda batch: got.extend((s.run_id, s.scorer, s.passed, s.value) for s in batch),
+    )
+    expected = []
+    for i, run_id in enumerate(order):
+        output = str(store.get_trace(run_id).output)
+        if "BOOM" in output:
+            expected.append((run_id, "t_refs", False, None))
+        else:
+            refs = sum(word in output for word in ("FAKE", "LEAK", "TRUNC"))
+            expected.append((run_id, "t_refs", not refs, float(refs)))
+        if i % 3:
+            expected.append((run_id, "t_slow", "FAKE" not in output, float(len(run_id))))
+    assert got == expected

@@ -744,6 +744,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
                         on_unreadable(exc)
                         continue
                     yield trace
+                    del trace  # not kept while the next run is read
 
         return iterate()
 
