@@ -79,3 +79,30 @@ def test_migration_3_makes_existing_runs_pending(tmp_path: Path) -> None:
         store.refresh_flags(["r00001"])
         flags = store.get_flags("r00001")
         assert flags is not None and flags.hallucination_detected
+
+
+def test_put_scores_gives_a_run_without_a_review_row_one(tmp_path: Path) -> None:
+    """A run whose review row is missing (deleted by hand) gets one, pending and with its
+    flags, when it is scored; the runs that have one keep theirs (``put_scores`` looks for
+    missing rows instead of inserting one for every run)."""
+    url = f"sqlite:///{tmp_path}/a.db"
+    with SQLiteStore(url) as store:
+        store.put_traces([make_trace(1), make_trace(2), make_trace(3)])
+        store.mark_reviewed(store.pending_review())
+        conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+        conn.execute("DELETE FROM run_review WHERE run_id IN ('r00001', 'r00003')")
+        conn.close()
+        store.put_scores(
+            [
+                make_score("r00001"),
+                make_score("r00002", passed=True),
+                make_score("r00003", passed=True),
+            ]
+        )
+        assert [p.run_id for p in store.pending_review()] == ["r00001", "r00003"]
+        flagged = store.get_flags("r00001")
+        assert flagged is not None and flagged.hallucination_detected
+        for run_id in ("r00002", "r00003"):
+            clean = store.get_flags(run_id)
+            assert clean is not None and clean.state == "clean" and not clean.findings
+        assert store.count_runs(RunFilter(flagged=True)) == 1

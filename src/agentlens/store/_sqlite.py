@@ -132,6 +132,10 @@ NO_TIME = -(2**63)
 _STEPS: TypeAdapter[list[Step]] = TypeAdapter(list[Step])
 _WRITE_CHUNK = 256
 """Runs prepared and inserted per ``executemany`` round inside a write transaction."""
+_SCORE_CHUNK = 1000
+"""Scores prepared and written per round of ``put_scores``: each round reads the chunk's runs,
+stored failure modes and current scores and writes its flags with about fifteen statements,
+so a batch of ``agentlens score`` (200 runs, up to five scores each) is one round."""
 _FIRST_PAGE = 32
 """Runs in the first page of a lazy query: small, so the first result comes quickly."""
 _MAX_PAGE = 512
@@ -150,15 +154,17 @@ from_us = from_epoch_us
 """The UTC datetime of a microsecond timestamp written by :func:`to_us`."""
 
 
-def _in_chunks(items: Iterable[_T], put: Callable[[list[_T], int], None]) -> int:
-    """Hand ``items`` to ``put(chunk, offset)`` :data:`_WRITE_CHUNK` at a time (``offset``: the
-    position of the chunk's first item, for error messages); return how many there were. The
-    one batching loop of ``put_traces`` and ``put_scores``."""
+def _in_chunks(
+    items: Iterable[_T], put: Callable[[list[_T], int], None], size: int = _WRITE_CHUNK
+) -> int:
+    """Hand ``items`` to ``put(chunk, offset)`` ``size`` at a time (``offset``: the position of
+    the chunk's first item, for error messages); return how many there were. The one batching
+    loop of ``put_traces`` and ``put_scores``."""
     written = 0
     chunk: list[_T] = []
     for item in items:
         chunk.append(item)
-        if len(chunk) >= _WRITE_CHUNK:
+        if len(chunk) >= size:
             put(chunk, written)
             written += len(chunk)
             chunk = []
@@ -914,7 +920,9 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
 
         def write(conn: sqlite3.Connection) -> int:
             with _sqlite_rates.bulk_rollup(conn) as touched:
-                return _in_chunks(scores, partial(self._put_score_chunk, conn, touched))
+                return _in_chunks(
+                    scores, partial(self._put_score_chunk, conn, touched), _SCORE_CHUNK
+                )
 
         return self._write(write)
 

@@ -196,6 +196,13 @@ class _FlagWrites:
         "reviews",
     )
 
+    _CLEAN_REVIEW = (
+        "UPDATE run_review SET state = ?, flagged = 0, reason = NULL, modes = '[]',"
+        " findings = '[]', open = 0 WHERE run_id IN "
+    )
+    """What a clean run's review row becomes (a clean run has no findings): one statement for
+    all the part's clean runs, not one per run."""
+
     def __init__(self, now: int) -> None:
         self.now = now
         self.derived: list[str] = []
@@ -216,6 +223,11 @@ class _FlagWrites:
     ) -> None:
         """The rows of one run: its review row, its verdicts' liveness, its flag modes and the
         content flags it holds."""
+        if flags is _CLEAN:  # no findings: its review row is the same for every clean run
+            self.live.extend((0, run_id, k) for k in verdicts)
+            self.derived.append(run_id)
+            self.clean.append(run_id)
+            return
         findings = flags.findings if flags is not None else ()
         keys = {f.key for f in findings}
         live = {k: v for k, v in verdicts.items() if k in keys}
@@ -255,11 +267,16 @@ class _FlagWrites:
                 "UPDATE review_verdicts SET live = ? WHERE run_id = ? AND finding_key = ?",
                 self.live,
             )
-        conn.executemany(
-            "UPDATE run_review SET state = ?, flagged = ?, reason = ?, modes = ?, findings = ?,"
-            " open = ? WHERE run_id = ?",
-            self.reviews,
-        )
+        if self.reviews:
+            conn.executemany(
+                "UPDATE run_review SET state = ?, flagged = ?, reason = ?, modes = ?,"
+                " findings = ?, open = ? WHERE run_id = ?",
+                self.reviews,
+            )
+        if self.clean:
+            conn.execute(
+                self._CLEAN_REVIEW + _marks(len(self.clean)), [str(FlagState.CLEAN), *self.clean]
+            )
         if self.derived:
             conn.execute(
                 f"DELETE FROM run_flag_modes WHERE run_id IN {_marks(len(self.derived))}",
@@ -393,11 +410,24 @@ class ReviewMixin:
     ) -> None:
         marks = _marks(len(part))
         now = now_us()
-        conn.execute(
-            "INSERT OR IGNORE INTO run_review (run_id, sort_at, agent, stored_at)"
-            f" SELECT id, sort_at, agent, ? FROM runs WHERE id IN {marks}",
-            [now, *part],
-        )
+        # the stored runs, and those without a review row (none, unless written by hand): both
+        # read from the two primary keys' indexes, not from the runs' rows
+        stored: set[str] = set()
+        unreviewed: list[str] = []
+        for run_id, reviewed in conn.execute(
+            "SELECT r.id, f.run_id FROM runs r LEFT JOIN run_review f ON f.run_id = r.id"
+            f" WHERE r.id IN {marks}",
+            part,
+        ):
+            stored.add(run_id)
+            if reviewed is None:
+                unreviewed.append(run_id)
+        if unreviewed:
+            conn.execute(
+                "INSERT OR IGNORE INTO run_review (run_id, sort_at, agent, stored_at)"
+                f" SELECT id, sort_at, agent, ? FROM runs WHERE id IN {_marks(len(unreviewed))}",
+                [now, *unreviewed],
+            )
         rows = conn.execute(
             f"SELECT run_id, scorer, version, verdict, scored_at FROM scores WHERE run_id IN {marks}",
             part,
@@ -449,16 +479,18 @@ class ReviewMixin:
             part,
         ):
             verdicts.setdefault(run_id, {})[key] = verdict
-        links = self._run_links(conn, part)
+        # only a run with a score that did not pass can be flagged and hold content flags
+        derived = [run_id for run_id in part if run_id in mixed and run_id in stored]
+        links = self._run_links(conn, derived) if derived else {}
         writes = _FlagWrites(now)
         for run_id in part:
-            if run_id not in links:
+            if run_id not in stored:
                 continue
             if run_id in mixed:
                 flags = derive_from_current(current[run_id])
             else:
                 flags = _CLEAN if run_id in scored else None
-            writes.add(run_id, flags, verdicts.get(run_id, {}), links[run_id])
+            writes.add(run_id, flags, verdicts.get(run_id, {}), links.get(run_id, {}))
         writes.flush(conn)
 
     # -- the queue ----------------------------------------------------------------------------
