@@ -341,6 +341,32 @@ def test_put_scores_refreshes_the_rollup_in_bulk_exactly(
         store.close()
 
 
+def test_put_scores_changes_no_schema_after_its_first_batch(tmp_path: Path) -> None:
+    """The bulk refresh's temporary tables are made once per connection and emptied after each
+    batch: a change to any schema (the temporary one included) would expire every statement
+    the writer has prepared, and each batch would compile them all again."""
+    store: Any = open_store(f"sqlite:///{tmp_path / 'r.db'}")
+
+    def versions(conn: sqlite3.Connection) -> tuple[int, int]:
+        main = conn.execute("PRAGMA main.schema_version").fetchone()[0]
+        return main, conn.execute("PRAGMA temp.schema_version").fetchone()[0]
+
+    try:
+        store.put_traces([run(k, 2.0 * k, "support", "v1") for k in range(4)])
+        seen = []
+        for verdict in ("passed", "flagged", "passed"):
+            store.put_scores(
+                [_score(f"01RUN{k:04d}", "t_refs", "1", verdict, frozenset()) for k in range(4)]
+            )
+            seen.append(store._write(versions))
+        assert seen[1] == seen[0] and seen[2] == seen[0]
+        left = "SELECT (SELECT count(*) FROM _rate_new) + (SELECT count(*) FROM _rate_batch)"
+        assert store._write(lambda c: c.execute(left).fetchone()[0]) == 0
+        assert_rates_agree(store, WINDOWS[:2], (None,), (None,))
+    finally:
+        store.close()
+
+
 def test_a_failed_put_scores_keeps_the_rollup_and_its_triggers(tmp_path: Path) -> None:
     store: Any = open_store(f"sqlite:///{tmp_path / 'r.db'}")
     try:
