@@ -106,3 +106,63 @@ def test_put_scores_gives_a_run_without_a_review_row_one(tmp_path: Path) -> None
             clean = store.get_flags(run_id)
             assert clean is not None and clean.state == "clean" and not clean.findings
         assert store.count_runs(RunFilter(flagged=True)) == 1
+
+
+def _review_state(store: SQLiteStore) -> list[list[tuple[object, ...]]]:
+    queries = (
+        "SELECT run_id, state, flagged, reason, modes, findings, open FROM run_review"
+        " ORDER BY run_id",
+        "SELECT run_id, mode FROM run_flag_modes ORDER BY 1, 2",
+        "SELECT kind, item_id, run_id, reason, dismissed FROM content_flags ORDER BY 1, 2, 3",
+        "SELECT run_id, finding_key, live FROM review_verdicts ORDER BY 1, 2",
+    )
+    return store.read(lambda c: [c.execute(q).fetchall() for q in queries])
+
+
+def test_put_scores_derives_what_reading_the_scores_back_derives(tmp_path: Path) -> None:
+    """The flags ``put_scores`` derives with what it has at hand (the documents of the scores
+    it just wrote, the clean runs' review rows in one statement, links only of runs that can
+    be flagged) are those ``refresh_flags`` derives from the stored scores alone: over batches
+    of every verdict, replacing scores of other calls, with versions that must not win."""
+    import random
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.model import Finding, Score, ScoreResult
+
+    rng = random.Random(7)
+    runs = 120
+    t = datetime(2026, 5, 1, tzinfo=UTC)
+    with SQLiteStore(f"sqlite:///{tmp_path}/a.db") as store:
+        store.put_traces(
+            [make_trace(i, links={"ticket": f"T-{i % 7}"}) for i in range(1, runs + 1)]
+        )
+        ids = [f"r{i:05d}" for i in range(1, runs + 1)]
+        for batch in range(5):
+            scores = []
+            for run_id in rng.sample(ids, 90):
+                for scorer in rng.sample(["a", "b", "c", "d", "e"], rng.randint(1, 5)):
+                    kind = rng.choice(["passed", "passed", "passed", "flagged", "unsure", "error"])
+                    findings = []
+                    if kind in ("flagged", "unsure"):
+                        findings = [
+                            Finding(
+                                failure_mode="fabricated_grounding",
+                                text=f"CUST-{rng.randint(1, 3)}",
+                                unverifiable=kind == "unsure",
+                            )
+                        ]
+                    result = ScoreResult(
+                        passed=kind == "passed",
+                        findings=findings,
+                        error="boom" if kind == "error" else None,
+                    )
+                    score = Score.of(
+                        result, run_id=run_id, scorer=scorer, version=rng.choice(["1", "2"])
+                    )
+                    at = t + timedelta(hours=batch + rng.randint(-3, 3))
+                    scores.append(score.model_copy(update={"scored_at": at}))
+            store.put_scores(scores)
+            written = _review_state(store)
+            assert any(row[2] for row in written[0]), "no run flagged: the test checks nothing"
+            store.refresh_flags(ids)
+            assert _review_state(store) == written, batch
