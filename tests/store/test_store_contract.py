@@ -430,6 +430,34 @@ def test_scores_keep_their_findings(store: TraceStore) -> None:
     assert got.scored_at == score.scored_at
 
 
+_ODD_TEXTS = ['q"uo\\te{,}', "nul\x00in", "\x01lead", "NULL", "", "ünïcødé 😀 \\N", "x" * 3000]
+
+
+@pytest.mark.parametrize("odd", _ODD_TEXTS)
+def test_scores_with_any_text_are_stored_as_they_are(store: TraceStore, odd: str) -> None:
+    """Every text of a score (scorer, version, detail, error, a finding's text and detail, the
+    document) is stored and read back as it is, whatever it holds: quotes, backslashes, braces
+    and commas (what an array literal escapes), NUL, a leading ``\\x01`` (the NUL escape's
+    mark), ``NULL``, nothing; mixed with NULLs in the same batch."""
+    from agentlens.model import Finding, ScoreResult
+
+    store.put_traces([make_trace(1), make_trace(2)])
+    finding = Finding(failure_mode="fabricated_grounding", text=odd, detail=odd, step_ids=[odd])
+    flagged = ScoreResult(passed=False, detail=odd, findings=[finding])
+    failed = ScoreResult(passed=False, error=odd)
+    scores = [
+        Score.of(flagged, run_id="r00001", scorer=f"s{odd}", version=odd),
+        Score.of(ScoreResult(passed=True), run_id="r00002", scorer="plain", version="1"),
+        Score.of(failed, run_id="r00002", scorer="other", version="1"),
+    ]
+    store.put_scores(scores)
+    assert store.get_scores("r00001") == [scores[0]]
+    assert sorted(store.get_scores("r00002"), key=lambda s: s.scorer) == [scores[2], scores[1]]
+    flags = store.get_flags("r00001")
+    assert flags is not None and flags.hallucination_detected
+    assert [(f.text, f.scorer) for f in flags.findings] == [(odd, f"s{odd}")]
+
+
 @pytest.mark.parametrize("run_id", ["a\x00b", "ünïcødé 😀", "x" * 500, "1", "with 'quotes\" and ,"])
 def test_any_string_is_a_run_id(store: TraceStore, run_id: str) -> None:
     trace = Trace(id=run_id, output="first")
