@@ -26,15 +26,17 @@ from agentlens.eval._index import (
     _ISO_TEXT_LED,
     _WORD_RUN,
     EvidenceIndex,
+    Match,
     _amount_at,
     _first_checked,
     _number_at,
+    _number_variants,
     _RunIndex,
     _token_at,
     _word_candidates,
 )
 from agentlens.eval._quantities import NUMBER
-from agentlens.eval._references import distance_within, edit_distance
+from agentlens.eval._references import Reference, distance_within, edit_distance, number_key
 from agentlens.model import Trace
 
 # letters, digits (ASCII, Arabic-Indic, superscript: isdigit but not \d), separators, "_"
@@ -222,3 +224,56 @@ def test_kept_derivations_are_the_computed_ones(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(EvidenceIndex, "derive", always)
     assert results() == kept
     assert kept_count < len(computed)  # some derivations were kept and not computed again
+
+
+def _plain_find_token(index: EvidenceIndex, ref: Reference, at: int) -> Match | None:
+    """``find`` of an id or a code as written before its fast path: :meth:`_find_token`."""
+    return index._find_token(ref, at)
+
+
+def _plain_written_value(index: EvidenceIndex, value: float, at: int, strict: bool) -> Any:
+    """The written forms of ``find_value`` (no arithmetic) through :meth:`_first`, as written
+    before its loop was inlined."""
+    key = number_key(abs(value))
+    for v in _number_variants(key):
+        hit = index._first(v, at, lower=False, number=True, amount=strict)
+        if hit is not None:
+            return Match(hit, key)
+    return None
+
+
+_FIND_PIECES = [*"aAcCuU019 -_.,:\n", "CUST-", "cust-1", "1,834.20", "1834.2", "HAT117", "٣"]
+_FIND_TEXT = st.lists(st.sampled_from(_FIND_PIECES), max_size=25).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(_FIND_TEXT, min_size=1, max_size=4),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["id", "code", "uuid", "pattern"]),
+            st.text(alphabet="cCuU019-_.", min_size=1, max_size=8),
+            st.integers(-1, 5),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.lists(st.tuples(st.sampled_from([0.0, 1.0, 117.0, 1834.2, 1834.25, 1.5]), st.booleans())),
+)
+def test_find_gives_what_the_plain_look_ups_give(
+    texts: list[str],
+    asks: list[tuple[str, str, int]],
+    values: list[tuple[float, bool]],
+) -> None:
+    items = [EvidenceItem(f"s{n}", "tool", None, t, t, n) for n, t in enumerate(texts)]
+    fast, plain = EvidenceIndex(items), EvidenceIndex(items)
+    for kind, key, at in asks:
+        ref = Reference(kind, key.upper(), 0, len(key), key.lower())
+        got, want = fast.find(ref, at), _plain_find_token(plain, ref, at)
+        assert got == want and type(got) is type(want), (kind, key, at)
+    for value, strict in values:
+        for at in (0, 2, 9):
+            got = fast.find_value(value, at, arithmetic=False, strict=strict)
+            want = _plain_written_value(plain, value, at, strict)
+            assert got == want and type(got) is type(want), (value, strict, at)
+    assert fast._hits == plain._hits and fast._read == plain._read

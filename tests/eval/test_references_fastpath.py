@@ -23,15 +23,19 @@ from agentlens.eval._references import (
     _FAST_HEAD,
     _HEAD,
     _NOT_CODE,
+    _TRIGGER,
+    _TRIGGER_ASCII,
+    _TRIGGER_LED,
     Extractor,
     Reference,
+    _ascii_alike,
     _builtin_key,
     _make_ref,
     get_extractor,
 )
 
 _PIECES = [
-    *"aAbBcCdDeEfFxXzZ0123456789 -_.,:;@$€£¥[]()/%#\n\t\u2003\xa0*?'\"",
+    *"aAbBcCdDeEfFxXzZ0123456789 -_.,:;@$€£¥[]()/%#\n\t\u2003\xa0\x1c\x1f*?'\"",
     "March ",
     "May ",
     "Sept. ",
@@ -226,3 +230,53 @@ def test_extract_gives_the_plain_definition_on_real_runs(
                 assert _fields(ex.extract(text)) == _fields(_plain_extract(ex, text))
                 texts += 1
     assert texts > 1000
+
+
+_ASCII_PIECES = [p for p in _PIECES if p.isascii()] + ["\x1d", "\x1e", "\x0b", "\x0c", "\r"]
+ascii_texts = st.lists(st.sampled_from(_ASCII_PIECES), max_size=40).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.one_of(texts, st.text(alphabet=st.characters(codec="utf-8"), max_size=40)))
+def test_the_led_trigger_finds_a_trigger_exactly_when_the_plain_one_does(text: str) -> None:
+    plain = _TRIGGER.search(text) is not None
+    assert (_TRIGGER_LED.search(text) is not None) == plain
+    if text.isascii():
+        assert (_TRIGGER_ASCII.search(text) is not None) == plain
+
+
+def test_the_led_trigger_holds_each_kind_of_trigger() -> None:
+    for text in ["x٣", "a@b", "see ://", "www.x", "Deadbeef-dead-", "9"]:
+        assert _TRIGGER_LED.search(text) and _TRIGGER.search(text), text
+    for text in ["", "hello", "a:/b", "ww.x", "deadbee-dead-", "deadbeef-dea-", "- . :"]:
+        assert not _TRIGGER_LED.search(text) and not _TRIGGER.search(text), text
+
+
+@pytest.mark.parametrize("kinds", [None, ["id", "code"], ["date", "money", "percent"]])
+@settings(max_examples=400, deadline=None)
+@given(text=ascii_texts)
+def test_the_ascii_scan_finds_what_the_scan_finds_on_an_ascii_alike_text(
+    kinds: list[str] | None, text: str
+) -> None:
+    ex = get_extractor(kinds=kinds)
+    assert ex._scan is not None and ex._scan_ascii is not None
+    alike = _ascii_alike(text)
+    assert alike == (text.isascii() and not any(c in text for c in "\x1c\x1d\x1e\x1f"))
+    if alike:
+        spans = [(m.span(), m.lastgroup) for m in ex._scan_ascii.finditer(text)]
+        assert spans == [(m.span(), m.lastgroup) for m in ex._scan.finditer(text)]
+
+
+def test_the_ascii_scan_is_used_only_where_it_matches_alike() -> None:
+    # \s matches the separator \x1c in Unicode mode only: the two modes read "March\x1c5"
+    # differently, so such a text must take the Unicode scan (and does: the result is the plain
+    # definition's).
+    ex = get_extractor()
+    assert ex._scan is not None and ex._scan_ascii is not None
+    text = "on March\x1c5 and July 4"
+    assert [m.span() for m in ex._scan.finditer(text)] != [
+        m.span() for m in ex._scan_ascii.finditer(text)
+    ]
+    assert not _ascii_alike(text) and not _ascii_alike("é 5") and _ascii_alike("March 5")
+    assert _fields(ex.extract(text)) == _fields(_plain_extract(ex, text))
+    assert [r.text for r in ex.extract(text)] == ["March\x1c5", "July 4"]

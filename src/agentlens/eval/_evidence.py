@@ -147,6 +147,14 @@ def _compact(value: Any) -> str:
         return _ENCODE(value)
 
 
+def _dumped(value: Any) -> str:
+    """What :func:`_text` gives a value it dumps (``dump`` being :func:`_compact`)."""
+    try:
+        return _compact(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
 def _evidence_text(value: Any) -> str:
     """:func:`text_of` for evidence, which is searched and never shown whole: JSON compact."""
     return _text(value, _compact)
@@ -244,8 +252,17 @@ class Evidence:
             truncated = bool(step.attributes.get("truncated"))
             output = step.output
             if output is not None:
-                # a string is its own text (what _evidence_text gives it, without the calls)
-                text = output if type(output) is str else _text(output, _compact)
+                # a string is its own text, and a dict without "content" or a list not of text
+                # blocks its dump (what _evidence_text gives them, without its tests)
+                shape = type(output)
+                if shape is str:
+                    text = output
+                elif (shape is dict and "content" not in output) or (
+                    shape is list and (not output or type(output[0]) is not dict)
+                ):
+                    text = _dumped(output)
+                else:
+                    text = _text(output, _compact)
                 out.append(make(step.id, kind, step.name, output, text, i, truncated))
             error = step.error
             if error not in (None, "") and kind in ("tool", "retrieval"):

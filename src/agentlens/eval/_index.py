@@ -425,6 +425,16 @@ class EvidenceIndex:
         """Where ``ref`` is found in the evidence before step position ``index``, or ``None``.
         ``extra``: amounts the same turn already grounded (value, kind), usable in arithmetic."""
         kind = ref.kind
+        if kind == "id" or kind == "code":
+            # The commonest kinds, a token as written: _find_token's look-up, its cache probed
+            # here (what _first does, without its calls; most of a run's references are these).
+            key = (ref.key, True, 0)
+            hit = self._hits.get(key, _UNSEEN)
+            if hit is _UNSEEN:
+                hit = self._hits[key] = self._scan(ref.key, True, 0)
+            if hit is None or hit.index >= index:
+                return None
+            return _match(Match, (hit, ref.text, False))
         if kind in _NUMERIC_KINDS:
             return self._find_number(ref, index, extra)
         if kind == "date":
@@ -629,10 +639,14 @@ class EvidenceIndex:
         key = number_key(abs(value))
         variants = _number_variants(key)
         frac = _number_variants(number_key(abs(value) / 100)) if percent else None
-        for v in variants:
-            hit = self._first(v, index, lower=False, number=True, amount=strict)
-            if hit is not None:
-                return Match(hit, key)
+        mode = 2 if strict else 1
+        hits = self._hits
+        for v in variants:  # _first(v, index, lower=False, number=True, amount=strict), inlined
+            hit = hits.get((v, False, mode), _UNSEEN)
+            if hit is _UNSEEN:
+                hit = hits[(v, False, mode)] = self._scan(v, False, mode)
+            if hit is not None and hit.index < index:
+                return _match(Match, (hit, key, False))
         for v in frac or ():
             hit = self._first(v, index, lower=False, number=True, amount=strict)
             if hit is not None:
@@ -779,6 +793,9 @@ class EvidenceIndex:
         return None if best is None else (best[1], best[2])
 
 
+_match = tuple.__new__
+"""``_match(Match, (item, text, derived))`` is ``Match(item, text, derived)`` without the named
+tuple's ``__new__`` in Python."""
 _SEP = "\n\n"
 _UNSEEN: Any = object()
 """Marks a needle not looked up yet in :attr:`EvidenceIndex._hits` (where ``None`` is "not

@@ -401,6 +401,28 @@ def _trim_url(text: str) -> str:
 # Every built-in shape holds a digit, "@", "://" or "www.", except a UUID written only with the
 # letters a-f: a text without any of these (a greeting, a question) is not scanned.
 _TRIGGER = re.compile(r"\d|@|://|www\.|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
+# _TRIGGER written to start with one class, [\d@:.-], a character every one of its matches holds
+# (a digit, the "@", the ":" of "://", the "." of "www.", the first "-" of a UUID), the rest
+# checked around it: a text holds a match of one exactly when it holds a match of the other,
+# but the search skips to the next such character in C instead of trying the five alternatives
+# at every offset until the first match (tests/eval/test_references_fastpath.py).
+_TRIGGER_LED = re.compile(
+    r"[\d@:.-](?:(?<=[\d@])|(?<=:)(?=//)|(?<=www\.)|(?<=[0-9a-fA-F]{8}-)(?=[0-9a-fA-F]{4}-))"
+)
+_TRIGGER_ASCII = re.compile(_TRIGGER_LED.pattern, re.ASCII)
+"""_TRIGGER_LED for a text that is :func:`_ascii_alike`."""
+_SEPARATORS = re.compile(r"[\x1c-\x1f]")
+
+
+def _ascii_alike(text: str) -> bool:
+    r"""An expression matches in ``text`` what it matches in ASCII mode (``re.ASCII``): the text
+    is ASCII, where ``\w``, ``\d`` and ``\b`` mean the same in both modes and ignoring case
+    pairs the same letters, and holds none of the four separators ``\x1c``-``\x1f``, the only
+    ASCII characters that ``\s`` matches in Unicode mode (``str.isspace``) and not in ASCII
+    mode."""
+    return text.isascii() and _SEPARATORS.search(text) is None
+
+
 # What must follow a word start for any built-in shape to match there (every alternative of the
 # expression implies it; tests/eval/test_grounding_fastpath.py checks that it changes no match):
 # - before the next white space, a digit, "@", "://" or a "-" and a hex digit: a digit is in
@@ -499,6 +521,14 @@ class Extractor:
         self._scan = (
             re.compile(_FAST_HEAD + _GUARD + self._alternatives) if self._alternatives else None
         )
+        # The same expression in ASCII mode, for an ASCII text without the separators
+        # \x1c-\x1f (_ascii_alike): there it matches exactly what _scan matches, with classes
+        # tested by table instead of through Unicode's character database.
+        self._scan_ascii = (
+            re.compile(_FAST_HEAD + _GUARD + self._alternatives, re.ASCII)
+            if self._alternatives
+            else None
+        )
         named = (
             patterns.items()
             if isinstance(patterns, Mapping)
@@ -525,9 +555,11 @@ class Extractor:
     def extract(self, text: str) -> list[Reference]:
         """Every reference in ``text``, in order; custom patterns win over built-ins they overlap."""
         refs: list[Reference] = []
-        if self._scan is not None and _TRIGGER.search(text):
+        alike = _ascii_alike(text)
+        scan = self._scan_ascii if alike else self._scan
+        if scan is not None and (_TRIGGER_ASCII if alike else _TRIGGER_LED).search(text):
             make = _make_ref
-            for m in self._scan.finditer(text):
+            for m in scan.finditer(text):
                 # The common kinds are normalised inline (a function call costs as much as
                 # their whole key); the others go through the cached _builtin_key. Each
                 # branch computes what _builtin_key computes for its group.
@@ -548,6 +580,10 @@ class Extractor:
                     if (token[0] in "CFQMHXA" or token[-1] in "PK") and _NOT_CODE.match(token):
                         continue
                     refs.append(make("code", token, start, end, token.lower()))
+                elif group == "citation":
+                    refs.append(make("citation", token, start, end, token[1:-1].lower()))
+                elif group == "email" or group == "uuid":
+                    refs.append(make(group, token, start, end, token.lower()))
                 else:
                     assert group is not None
                     found = _builtin_key(group, token)
