@@ -96,6 +96,9 @@ __all__ = ["PgURL", "PostgresStore", "dec", "enc", "parse_pg_url"]
 
 _T = TypeVar("_T")
 _WRITE_CHUNK = 256
+_SCORE_CHUNK = 1000
+"""Scores per round of ``put_scores`` (about fifteen statements a round, each a round trip): a
+batch of ``agentlens score`` (200 runs, up to five scores each) is one round, as in SQLite."""
 _FIRST_PAGE = 32
 _MAX_PAGE = 512
 _PARTITION_LOCK = 8319
@@ -819,7 +822,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             chunk: list[Score] = []
             for score in scores:
                 chunk.append(score)
-                if len(chunk) >= _WRITE_CHUNK:
+                if len(chunk) >= _SCORE_CHUNK:
                     self._put_score_chunk(conn, chunk, written)
                     written += len(chunk)
                     chunk = []
