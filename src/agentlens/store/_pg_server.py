@@ -159,10 +159,12 @@ class PgServerMixin:
                     [int(e) for _, e in ordered],
                 ),
             )
+            # the text arrays in binary (%b): as text, psycopg escapes every quote of every
+            # span's JSON with a regular expression in Python
             (new,) = conn.execute(
                 "WITH new AS (INSERT INTO otlp_spans (project, trace_id, span_id, received_at,"
-                " doc) SELECT p, t, s, %s, d FROM unnest(%s::text[], %s::text[], %s::text[],"
-                " %s::text[]) AS u(p, t, s, d) ON CONFLICT DO NOTHING"
+                " doc) SELECT p, t, s, %s, d FROM unnest(%b::text[], %b::text[], %b::text[],"
+                " %b::text[]) AS u(p, t, s, d) ON CONFLICT DO NOTHING"
                 " RETURNING project, trace_id, seq),"
                 " upd AS (UPDATE otlp_traces x SET max_seq = greatest(x.max_seq, n.top)"
                 " FROM (SELECT project, trace_id, max(seq) AS top FROM new GROUP BY 1, 2) n"

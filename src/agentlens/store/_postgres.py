@@ -553,14 +553,16 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             return
         self._ensure_months({_month_of(p.row[7]) for p in prepared.values() if p.row[7] != NO_TIME})
         columns = list(zip(*(p.row for p in prepared.values()), strict=True))
+        # the text arrays in binary (%b), as put_scores sends them: as text, psycopg escapes
+        # every quote of every run's JSON with a regular expression in Python.
         conn.execute(
             "INSERT INTO runs (id, project, agent, name, status, started_at, ended_at, sort_at,"
             " has_output, step_count, release, written_at, digest, doc, steps)"
             " SELECT id, project, agent, name, status, started_at, ended_at, sort_at, has_output,"
             " step_count, release, written_at, digest, doc::json, steps::json FROM unnest("
-            "%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],"
-            " %s::bigint[], %s::bigint[], %s::boolean[], %s::integer[], %s::text[],"
-            " %s::bigint[], %s::bytea[], %s::text[], %s::text[]) AS u(id, project, agent, name,"
+            "%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %s::bigint[],"
+            " %s::bigint[], %s::bigint[], %s::boolean[], %s::integer[], %b::text[],"
+            " %s::bigint[], %s::bytea[], %b::text[], %b::text[]) AS u(id, project, agent, name,"
             " status, started_at, ended_at, sort_at, has_output, step_count, release, written_at,"
             " digest, doc, steps)",
             [list(c) for c in columns],
