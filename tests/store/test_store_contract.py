@@ -458,6 +458,30 @@ def test_scores_with_any_text_are_stored_as_they_are(store: TraceStore, odd: str
     assert [(f.text, f.scorer) for f in flags.findings] == [(odd, f"s{odd}")]
 
 
+@pytest.mark.parametrize("odd", _ODD_TEXTS)
+def test_runs_with_any_text_are_stored_as_they_are(store: TraceStore, odd: str) -> None:
+    """Every text column of a run (id, project, agent, name, release) and its documents (the
+    run's JSON and its steps') hold any text, as the scores' do; mixed in one batch with a run
+    whose texts are plain."""
+    odd_run = make_trace(1, agent=odd, project=odd, output=odd, links={odd: odd})
+    odd_run = odd_run.model_copy(
+        update={
+            "id": f"r{odd}",
+            "name": odd,
+            "metadata": {"release": odd, odd: odd},
+            "steps": [
+                s.model_copy(update={"name": odd, "output": {odd: [odd]}}) for s in odd_run.steps
+            ],
+        }
+    )
+    plain = make_trace(2)
+    store.put_traces([odd_run, plain])
+    assert store.get_trace(odd_run.id) == odd_run
+    assert store.get_trace(plain.id) == plain
+    assert ids(store.query_traces(RunFilter(agent=odd))) == [odd_run.id]
+    assert [r.id for r in store.list_runs(RunFilter(release=odd))] == [odd_run.id]
+
+
 @pytest.mark.parametrize("run_id", ["a\x00b", "ünïcødé 😀", "x" * 500, "1", "with 'quotes\" and ,"])
 def test_any_string_is_a_run_id(store: TraceStore, run_id: str) -> None:
     trace = Trace(id=run_id, output="first")

@@ -3,7 +3,10 @@ keys, and the staging of OTLP spans until their trace is built into a run."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
+
+import pytest
 
 from agentlens.model import Trace
 from agentlens.store._server import StagedSpan
@@ -50,6 +53,18 @@ def test_staging_is_idempotent_and_ready_when_the_root_ended(store: Any) -> None
     # a late span makes the trace ready again
     store.stage_spans([span("t1", "late")], 140)
     assert [r.trace_id for r in store.ready_traces(idle_before=0)] == ["t1"]
+
+
+@pytest.mark.parametrize("odd", ['q"uo\\te{,}', "nul\x00in", "\x01lead", "NULL", "", "😀 \\N"])
+def test_staged_spans_hold_any_text(store: Any, odd: str) -> None:
+    """A span's keys and JSON are staged and read back as they were sent, whatever they hold
+    (what an array literal escapes, NUL, the NUL escape's mark, ``NULL``, nothing)."""
+    doc = json.dumps({"attributes": {"input.value": json.dumps({"q": odd}), odd: odd}})
+    spans = [StagedSpan(odd, f"t{odd}", f"s{odd}", False, doc), span("t", "plain")]
+    assert store.stage_spans(spans, 100) == 2
+    docs, _ = store.staged_spans(odd, f"t{odd}")
+    assert docs == [doc]
+    assert store.staged_spans("p", "t")[0] == [spans[1].doc]
 
 
 def test_idle_traces_and_projects_apart(store: Any) -> None:
