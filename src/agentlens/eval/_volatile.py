@@ -132,7 +132,8 @@ _HINTS: dict[str, _Hint] = {
     "duration": _Hint(
         patterns=(
             re.compile(r"\.[0-9]++[ \t]?[mnu\xb5s]"),
-            re.compile(r"s(?:(?<=[0-9 ][mnu\xb5]s)|(?<=[0-9 m]s)(?=ec))"),
+            # time's 0m5s and 0m12s (with a fraction, 0m1.234s, the pattern above finds it)
+            re.compile(r"s(?:(?<=[0-9 ][mnu\xb5]s)|(?<=[0-9 m]s)(?=ec)|(?<=[m0-9][0-9]s))"),
         )
     ),
 }
