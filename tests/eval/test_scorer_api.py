@@ -81,6 +81,33 @@ def test_returning_the_wrong_type_is_an_error_result() -> None:
     assert score.verdict is Verdict.ERROR and "not a ScoreResult" in (score.error or "")
 
 
+def test_score_dispatches_every_kind_of_result_as_its_definition() -> None:
+    """``Scorer.score`` returns a plain result as it is and gives everything else to the
+    checks: a subclass kept, a boolean turned into a result, an awaitable awaited, a coroutine
+    function told by ``is_async`` (cached) as ``inspect.iscoroutinefunction`` tells it."""
+    import inspect
+
+    class Sub(ScoreResult):
+        pass
+
+    plain, sub = ScoreResult(passed=True), Sub(passed=False)
+
+    async def later(*, trace: Trace) -> ScoreResult:
+        return plain
+
+    cases = {
+        "t_plain": (lambda *, trace: plain, lambda r: r is plain),
+        "t_sub": (lambda *, trace: sub, lambda r: r is sub),
+        "t_bool": (lambda *, trace: False, lambda r: r.verdict is Verdict.FLAGGED),
+        "t_awaitable": (lambda *, trace: later(trace=trace), lambda r: r is plain),
+        "t_coroutine": (later, lambda r: r is plain),
+    }
+    for name, (fn, check) in cases.items():
+        made = define_scorer(name, fn)
+        assert made.is_async is inspect.iscoroutinefunction(made.fn)
+        assert check(made.score(_trace())), name
+
+
 def test_options_bind_per_agent_and_change_the_stored_version() -> None:
     @scorer(name="t_budget", version="2")
     def budget(*, trace: Trace, max_steps: int = 15) -> ScoreResult:

@@ -14,6 +14,7 @@ import itertools
 import random
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +203,12 @@ def _trace(calls: list[tuple[str, Any, Any, Any]]) -> Trace:
         for i, (name, args, output, error) in enumerate(calls)
     ]
     return Trace(id="r", steps=steps, output="done")
+
+
+@given(st.lists(st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b", 1.0, True, None]))))
+def test_alone_is_its_definition(values: list[Any]) -> None:
+    counts = Counter(values)
+    assert _transcript._alone(values) == [counts[v] == 1 for v in values]
 
 
 def _plain_tokens(shapes: Any, fingerprint_of: Any, n: int) -> list[Any]:

@@ -25,7 +25,6 @@ import asyncio
 import concurrent.futures as cf
 import gc
 import importlib
-import inspect
 import multiprocessing
 import signal
 import sys
@@ -414,7 +413,7 @@ def _score_traces(items: Iterable[tuple[Trace, list[str]]], resolver: _Resolver)
             trace, resolver.settings.for_agent(trace.agent).evidence, history=resolver.history
         )
         scorers = [resolver.get(name, trace.agent) for name in names]
-        if any(inspect.iscoroutinefunction(s.fn) for s in scorers):
+        if any(s.is_async for s in scorers):
             waiting.extend((len(scores), trace, evidence, s) for s in scorers)
         else:
             for s in scorers:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections.abc as cabc
+import functools
 import hashlib
 import inspect
 import json
@@ -142,12 +143,20 @@ class Scorer:
             logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=True)
             return ScoreResult.from_error(exc)
 
+    @functools.cached_property
+    def is_async(self) -> bool:
+        """True when the scoring function is a coroutine function (to be awaited: see
+        :meth:`ascore`)."""
+        return inspect.iscoroutinefunction(self.fn)
+
     def score(self, trace: Trace, evidence: Evidence | None = None) -> ScoreResult:
         """Score one run synchronously; never raises. Use :meth:`ascore` inside an event loop."""
         ev = evidence if evidence is not None else Evidence(trace)
-        if not inspect.iscoroutinefunction(self.fn):
+        if not self.is_async:
             try:
                 result = self.fn(trace=trace, evidence=ev)
+                if type(result) is ScoreResult:  # what nearly every scorer returns
+                    return result
                 if not inspect.isawaitable(result):
                     return _check_result(self.name, result)
                 return _run_sync(result)

@@ -257,13 +257,13 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         failed.append(error is not None and _is_error(error))
     known = _TOOLS
     texts = [known.get(tool) or _tool_text(tool) for tool in tools]
-    names = Counter(texts)
+    alone = _alone(texts)
 
     def call_shapes(nested: bool) -> list[Hashable]:
         # a call of a tool no other call of the run made is told apart by the tool alone
         return [
-            (text, _shape(s.input, nested)) if names[text] > 1 else text
-            for s, text in zip(steps, texts, strict=True)
+            text if own else (text, _shape(s.input, nested))
+            for s, text, own in zip(steps, texts, alone, strict=True)
         ]
 
     def call_fp(k: int) -> str:
@@ -329,8 +329,7 @@ class _Results:
         self.repeated: list[int] = []
         """The positions of the calls equal to another call of the run (by ``call_tokens``)."""
         if len(set(call_tokens)) < len(call_tokens):
-            counts = Counter(call_tokens)
-            self.repeated = [k for k, token in enumerate(call_tokens) if counts[token] > 1]
+            self.repeated = [k for k, own in enumerate(_alone(call_tokens)) if not own]
         self._calls = call_tokens
         self._steps = steps
         self._failed = failed
@@ -354,8 +353,7 @@ class _Results:
                 shapes = [_result_shape(steps[k], failed[k], nested) for k in positions]
             except _NoShape:
                 continue
-            counts = Counter(shapes)
-            return [counts[shape] == 1 for shape in shapes]
+            return _alone(shapes)
         return None
 
     def _fingerprint(self, k: int) -> str:
@@ -446,6 +444,15 @@ def _shape(value: Any, nested: bool = True) -> Hashable:
     raise _NoShape
 
 
+def _alone(values: Sequence[Hashable]) -> list[bool]:
+    """For each of ``values``, whether no other of them is equal to it (a ``Counter`` costs
+    twice as much on the few values of a run)."""
+    repeated: dict[Hashable, bool] = {}
+    for value in values:
+        repeated[value] = value in repeated
+    return [not repeated[value] for value in values]
+
+
 def _result_shape(step: Step, failed: bool, nested: bool) -> Hashable:
     if failed:
         raise _NoShape  # the error is part of the result: usually a string
@@ -474,8 +481,7 @@ def _tokens(
             found = shapes(False)
         except _NoShape:
             return [fingerprint_of(k) for k in range(n)]
-    counts = Counter(found)
-    return [k if counts[shape] == 1 else fingerprint_of(k) for k, shape in enumerate(found)]
+    return [k if own else fingerprint_of(k) for k, own in enumerate(_alone(found))]
 
 
 def _ignored(consider: _Consider, calls: Sequence[_Call]) -> list[str]:
