@@ -66,8 +66,9 @@ _SPELLED = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "e
 _SPELLED_COUNT = re.compile(
     rf"\b(two|three|four|five|six|seven|eight)\s+(?:[a-z-]+\s+)?{_COUNTED}\b", re.IGNORECASE
 )
-_SPELLED_WORD = re.compile("|".join(_SPELLED))
-"""Any word of _SPELLED, in a lower-case text."""
+_SPELLED_WORDS = tuple(_SPELLED)
+"""The words of _SPELLED, looked for in a lower-case text with ``in``: a C search per word,
+where one expression of them (``two|three|...``) stops at every t, f, s and e of the text."""
 STANDALONE = re.compile(rf"[\d.](?<![\w.,/:#-].){_NUM_TAIL}(?![\w/:-]|[.,]\d)")
 r"""A stand-alone number of a text: not the digits of a word, an id, a date, a time or a path.
 (``(?<![\w.,/:#-]){_NUM}(?![\w/:-]|[.,]\d)``, led by its first character: see
@@ -153,8 +154,13 @@ def _text_kinds(text: str, out: Quantities) -> None:
         out.add(value, _kinds_at(text, start, end, whole=value.is_integer()))
     # Ignoring case, an ASCII text holds a spelled count's word only if its lower case does (a
     # long s, "ſix", is not ASCII): most texts hold none, and skip the search.
-    if text.isascii() and _SPELLED_WORD.search(text.lower()) is None:
-        return
+    if text.isascii():
+        lower = text.lower()
+        for word in _SPELLED_WORDS:
+            if word in lower:
+                break
+        else:
+            return
     for m in _SPELLED_COUNT.finditer(text):
         out.counts.add(float(_spelled_value(m.group(1))))
 
