@@ -155,9 +155,12 @@ def test_the_led_candidates_are_the_plain_expressions_matches(
 ) -> None:
     digit = r"(?=[\w-]*\d)" if has_digit else ""
     plain = re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*")
-    led = _word_candidates(head, has_digit, text.isascii())
+    led, lowered = _word_candidates(head, has_digit, text.isascii())
+    assert lowered == bool(head and text.isascii() and head.isascii())
+    hay = text.lower() if lowered else text
+    assert len(hay) == len(text)
     for end in (len(text), len(text) // 2):
-        assert [m.span() for m in led.finditer(text, 0, end)] == [
+        assert [m.span() for m in led.finditer(hay, 0, end)] == [
             m.span() for m in plain.finditer(text, 0, end)
         ]
 

@@ -114,22 +114,24 @@ def _number_variants(key: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1024)
-def _word_candidates(head: str, has_digit: bool, ascii_text: bool) -> re.Pattern[str]:
+def _word_candidates(head: str, has_digit: bool, ascii_text: bool) -> tuple[re.Pattern[str], bool]:
     r"""The words :meth:`EvidenceIndex.closest` suggests for an id, a code or a citation key:
     ``(?i)(?<![\w-]){head}{digit}[\w-]*`` (``head`` the reference's first two characters,
-    ``digit`` a look-ahead for a digit when the reference holds one).
+    ``digit`` a look-ahead for a digit when the reference holds one); and whether the
+    expression is to search the lower-cased evidence rather than the evidence.
 
     That expression starts with a look-behind, which the search tries at every offset of the
-    evidence. When both the evidence and the head are ASCII, ignoring case means only that an
-    ASCII letter matches its two cases, so the head can be written as classes (``[cC][uU]``)
-    and lead the expression, the look-behind reading the head's first character and the one
-    before it: the same matches, found by skipping in C to the head's first character
-    (tests/eval/test_index_fastpath.py holds one to the other)."""
+    evidence. When both the evidence and the head are ASCII, the lower-cased evidence has the
+    same offsets, and ignoring case there means only matching the head in lower case: so the
+    head, lower-cased, leads the expression as a literal (the look-behind after it, reading it
+    and the character before it), and the search skips in C from one occurrence of the head to
+    the next. The same matches, at the same offsets (tests/eval/test_index_fastpath.py holds
+    one to the other); their text is the evidence's."""
     digit = r"(?=[\w-]*\d)" if has_digit else ""
     if not (head and ascii_text and head.isascii()):
-        return re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*")
-    first, *rest = (f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in head)
-    return re.compile(rf"{first}(?<![\w-][\s\S]){''.join(rest)}{digit}[\w-]*")
+        return re.compile(rf"(?i)(?<![\w-]){re.escape(head)}{digit}[\w-]*"), False
+    lower = re.escape(head.lower())
+    return re.compile(rf"{lower}(?<![\w-]{lower}){digit}[\w-]*"), True
 
 
 class _ItemIndex:
@@ -762,20 +764,22 @@ class EvidenceIndex:
         limit = max(2, len(ref.key) // 4 + 1)
         target = ref.key.strip("[]")
         has_digit = any(ch.isdigit() for ch in target)
-        raw, starts, _, _ = self._texts()
+        raw, starts, low, _ = self._texts()
+        lowered = False
         if ref.kind == "date":
             candidates = _ISO_TEXT_LED
         elif ref.kind in ("url", "email"):
             candidates = _URL if ref.kind == "url" else _EMAIL
         else:  # ids, codes, citations, custom shapes: words starting like the reference
             # (holding a digit when it does: "customer" is no suggestion for "cust-48231")
-            candidates = _word_candidates(target[:2], has_digit, raw.isascii())
+            candidates, lowered = _word_candidates(target[:2], has_digit, raw.isascii())
         end = self._end_before(index)
         if not end:
             return None
         seen: set[str] = set()
-        for m in candidates.finditer(raw, 0, end):  # in evidence order: the first of equals wins
-            cand = m.group(0)
+        # in evidence order: the first of equals wins
+        for m in candidates.finditer(low if lowered else raw, 0, end):
+            cand = raw[m.start() : m.end()] if lowered else m.group(0)
             if ref.kind == "url":
                 cand = _trim_url(cand)
                 key = url_key(cand)
