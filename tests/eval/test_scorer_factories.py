@@ -79,6 +79,27 @@ def test_stored_versions_of_changed_options_are_those_of_before() -> None:
     assert leakage.stored_version == "4+fdc99cbe"
 
 
+def test_a_stored_version_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch asks every scorer's stored version for each run and each score: the hash of its
+    options is computed once per scorer, and a scorer with other options has its own."""
+    import hashlib
+
+    from agentlens.eval import _scorer
+
+    hashed: list[bytes] = []
+    plain = hashlib.sha256
+
+    def counted(data: bytes = b"") -> object:
+        hashed.append(data)
+        return plain(data)
+
+    monkeypatch.setattr(_scorer.hashlib, "sha256", counted)
+    budget = excessive_steps(max_steps=30)
+    assert [budget.stored_version for _ in range(3)] == ["2+0c75f5fa"] * 3
+    assert budget.with_options(max_steps=31).stored_version not in ("2", "2+0c75f5fa")
+    assert len(hashed) == 2
+
+
 def test_the_judges_mode_from_settings_is_part_of_the_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

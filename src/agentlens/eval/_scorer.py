@@ -103,10 +103,11 @@ class Scorer:
     settings: Any = field(default=None, compare=False, repr=False)
     """The settings it was bound with (kept when options are rebound)."""
 
-    @property
+    @functools.cached_property
     def stored_version(self) -> str:
         """The version stored with results: the declared version, plus a short hash of what
-        changes a verdict (the options that differ from their defaults, a judge's identity)."""
+        changes a verdict (the options that differ from their defaults, a judge's identity).
+        Computed once (a batch asks it for every run and score; the options are frozen)."""
         material = self.options if self.version_options is None else self.version_options
         if not material:
             return self.version
