@@ -71,12 +71,15 @@ def test_stored_versions_of_changed_options_are_those_of_before() -> None:
     assert excessive_steps(max_steps=30).stored_version == "2+0c75f5fa"
     refs = get_scorer("no_fabricated_refs").with_options(patterns=["CUST-\\d{5}"])
     assert refs.stored_version == "4+e9cdc0a0"
+    # (the judged scorers name their judge's rules before the hash since the judge's
+    # prompt_version is part of the version: the hash of their options is unchanged)
     synthesis = get_scorer("faithful_synthesis")
-    assert synthesis.with_options(mode="strict").stored_version == "1+425a1c54"
-    assert synthesis.with_options(judge="offline", mode="strict").stored_version == "1+425a1c54"
-    assert synthesis.with_options(judge="openai", model="m1").stored_version == "1+e2fbda8a"
+    assert synthesis.with_options(mode="strict").stored_version == "1+offline-6+425a1c54"
+    strict = synthesis.with_options(judge="offline", mode="strict")
+    assert strict.stored_version == "1+offline-6+425a1c54"
+    assert synthesis.with_options(judge="openai", model="m1").stored_version == "1+llm-1+e2fbda8a"
     leakage = get_scorer("parametric_leakage").with_options(judge="offline")
-    assert leakage.stored_version == "4+fdc99cbe"
+    assert leakage.stored_version == "4+offline-6+fdc99cbe"
 
 
 def test_a_stored_version_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,18 +107,18 @@ def test_the_judges_mode_from_settings_is_part_of_the_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plain = resolve_scorer("faithful_synthesis", None, Settings()).stored_version
-    assert plain == "1"
+    assert plain == "1+offline-6"
     balanced = _file(tmp_path, '[judge]\nmode = "balanced"\n')
-    assert resolve_scorer("faithful_synthesis", None, balanced).stored_version == "1"
+    assert resolve_scorer("faithful_synthesis", None, balanced).stored_version == plain
     strict = _file(tmp_path, '[judge]\nmode = "strict"\n')
     from_file = resolve_scorer("faithful_synthesis", None, strict).stored_version
-    assert from_file != "1"
+    assert from_file != plain
     (tmp_path / "agentlens.toml").unlink()
     monkeypatch.setenv("AGENTLENS_JUDGE_MODE", "strict")
     assert resolve_scorer("faithful_synthesis", None, load_settings()).stored_version == from_file
     monkeypatch.setenv("AGENTLENS_JUDGE_MODE", "lenient")
     assert resolve_scorer("faithful_synthesis", None, load_settings()).stored_version not in (
-        "1",
+        plain,
         from_file,
     )
 

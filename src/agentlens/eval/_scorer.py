@@ -22,9 +22,10 @@ annotations and by the factory *when they are bound*, so a bad value is an error
 :class:`~agentlens.errors.ConfigError` naming the file and key when it came from
 ``agentlens.toml``), not an ``error`` score on every run.
 
-The stored version is the declared version, plus a short hash of the options that differ from
-their defaults (``max_steps = 15`` written out and left out are both version ``1``), and of
-whatever else the factory says changes a verdict (a judge's backend, model and mode).
+The stored version is the declared version, then a tag the factory names (a judge's prompt
+version: ``1+offline-6``), then a short hash of the options that differ from their defaults
+(``max_steps = 15`` written out and left out are both version ``1``) and of whatever else the
+factory says changes a verdict (a judge's backend, model and mode).
 
 A scorer that raises while scoring yields an ``error`` result; it never aborts a batch.
 """
@@ -38,6 +39,7 @@ import hashlib
 import inspect
 import json
 import logging
+import re
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -80,6 +82,10 @@ class Bound:
 
     fn: Callable[..., Any]
     version_options: Mapping[str, Any]
+    version_tag: str | None = None
+    """Shown in the stored version after the declared version, before the hash (the judge's
+    prompt version, ``offline-6``): what changes verdicts and should be readable, not hashed.
+    Letters, digits, ``.``, ``_`` and ``-`` only."""
 
 
 @dataclass(frozen=True)
@@ -102,17 +108,21 @@ class Scorer:
     """What the stored version hashes, when not :attr:`options`."""
     settings: Any = field(default=None, compare=False, repr=False)
     """The settings it was bound with (kept when options are rebound)."""
+    version_tag: str | None = field(default=None, compare=False, repr=False)
+    """Shown in the stored version after the declared version (a judge's prompt version)."""
 
     @functools.cached_property
     def stored_version(self) -> str:
-        """The version stored with results: the declared version, plus a short hash of what
-        changes a verdict (the options that differ from their defaults, a judge's identity).
-        Computed once (a batch asks it for every run and score; the options are frozen)."""
+        """The version stored with results: the declared version, then the factory's tag (a
+        judge's prompt version), then a short hash of what else changes a verdict (the options
+        that differ from their defaults, a judge's identity), each after a ``+``. Computed once
+        (a batch asks it for every run and score; the options and the tag are frozen)."""
         material = self.options if self.version_options is None else self.version_options
+        version = self.version if self.version_tag is None else f"{self.version}+{self.version_tag}"
         if not material:
-            return self.version
+            return version
         blob = json.dumps(dict(material), sort_keys=True, default=str).encode()
-        return f"{self.version}+{hashlib.sha256(blob).hexdigest()[:8]}"
+        return f"{version}+{hashlib.sha256(blob).hexdigest()[:8]}"
 
     @property
     def takes_settings(self) -> bool:
@@ -275,6 +285,7 @@ class ScorerFactory:
         kwargs = dict(options)
         if self.takes_settings:
             kwargs[CONTEXT] = settings
+        tag: str | None = None
         if self.plain:
             fn = _partial(self.make, kwargs)
             versioned: Mapping[str, Any] | None = None
@@ -287,6 +298,12 @@ class ScorerFactory:
                 raise ConfigError(f"scorer {self.name!r}: {exc}") from None
             if isinstance(made, Bound):
                 fn, versioned = made.fn, MappingProxyType(dict(made.version_options))
+                tag = made.version_tag
+                if tag is not None and not VERSION_TAG.fullmatch(tag):
+                    raise ScorerError(
+                        f"scorer factory {self.name!r}: bad version tag {tag!r}: use letters, "
+                        "digits, '.', '_' or '-'"
+                    )
             else:
                 fn, versioned = made, None
             if not callable(fn):
@@ -306,7 +323,12 @@ class ScorerFactory:
             factory=self,
             version_options=versioned,
             settings=settings if self.takes_settings else None,
+            version_tag=tag,
         )
+
+
+VERSION_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+"""A version tag: one readable token, so that the stored version stays one."""
 
 
 def _check_name(name: str) -> None:

@@ -321,7 +321,7 @@ def parametric_leakage(
             the deterministic half only.
         model: the judge's model, for the network backends (used only with ``judge``).
     """
-    from agentlens.eval.detectors._synthesis import build_judge, judge_identity
+    from agentlens.eval.detectors._synthesis import build_judge, judge_identity, judge_rules
 
     extractor = _extractor(patterns, kinds)
     wanted = None if facts is None else frozenset([facts] if isinstance(facts, str) else facts)
@@ -349,7 +349,7 @@ def parametric_leakage(
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
         return _parametric_leakage(evidence, extractor, wanted, allowed, the_judge, label)
 
-    return Bound(score, version)
+    return Bound(score, version, version_tag=None if the_judge is None else judge_rules(the_judge))
 
 
 def _parametric_leakage(

@@ -16,7 +16,7 @@ from typing import Any
 
 from agentlens.eval._claims import Claim, extract_claims
 from agentlens.eval._evidence import Evidence, Turn
-from agentlens.eval._scorer import Bound, scorer
+from agentlens.eval._scorer import VERSION_TAG, Bound, scorer
 from agentlens.eval.judges import (
     Judge,
     OfflineJudge,
@@ -33,6 +33,7 @@ __all__ = [
     "build_judge",
     "faithful_synthesis",
     "judge_identity",
+    "judge_rules",
     "judged_leakage",
     "resolve_judge",
 ]
@@ -140,10 +141,29 @@ def _classify(
     return "unsupported", _finding(mode, claim, verdict, turn)
 
 
+def judge_rules(judge: Judge) -> str | None:
+    """The judge's rules as they are shown in a scorer's stored version: its ``prompt_version``
+    (``offline-6``, ``llm-1``), which changes whenever its verdicts may, so that a new judge
+    re-scores history. ``None`` for a judge without one, or with one that is not a plain token
+    (letters, digits, ``.``, ``_``, ``-``: :func:`judge_identity` hashes that one instead)."""
+    rules = getattr(judge, "prompt_version", None)
+    return rules if isinstance(rules, str) and VERSION_TAG.fullmatch(rules) else None
+
+
 def judge_identity(judge: Judge) -> dict[str, Any]:
-    """What of a judge changes its verdicts, as it goes into a scorer's stored version: its
-    backend and model, or for the offline judge its mode and threshold; nothing for the
-    default offline judge (so its scorers keep their plain version)."""
+    """What else of a judge changes its verdicts, as it is hashed into a scorer's stored version:
+    its backend and model, or for the offline judge its mode and threshold; nothing for the
+    default offline judge (whose scorers' version is then the declared one and
+    :func:`judge_rules`: ``1+offline-6``). A ``prompt_version`` that cannot be shown as it is
+    (not a plain token) is hashed here."""
+    identity = _identity(judge)
+    rules = getattr(judge, "prompt_version", None)
+    if rules is not None and judge_rules(judge) is None:
+        identity["prompt_version"] = str(rules)
+    return identity
+
+
+def _identity(judge: Judge) -> dict[str, Any]:
     name = str(getattr(judge, "name", type(judge).__qualname__))
     if name != "offline":
         return {"judge": name, "model": str(getattr(judge, "model", ""))}
@@ -233,12 +253,15 @@ def faithful_synthesis(
         return await _faithful_synthesis(evidence, the_judge)
 
     if built is not None:
-        identity = judge_identity(built)
+        identity, rules = judge_identity(built), judge_rules(built)
     else:  # the configured judge, resolved at the first run: what was given is what is known
+        # (and the default judge's rules: `agentlens score` and the review pipeline always bind
+        # with the settings, so what they store names the judge they use)
         identity = {k: v for k, v in (("model", model), ("mode", mode)) if v is not None}
         if identity.get("mode") == _DEFAULT_OFFLINE.mode:
             del identity["mode"]
-    return Bound(score, identity)
+        rules = judge_rules(_DEFAULT_OFFLINE)
+    return Bound(score, identity, version_tag=rules)
 
 
 async def _faithful_synthesis(evidence: Evidence, the_judge: Judge) -> ScoreResult:
@@ -277,7 +300,7 @@ async def _faithful_synthesis(evidence: Evidence, the_judge: Judge) -> ScoreResu
         attributes={
             "judge": the_judge.name,
             "judge_model": the_judge.model,
-            "prompt_version": the_judge.prompt_version,
+            "prompt_version": getattr(the_judge, "prompt_version", None),
             "claims": total,
             **counts,
             "input_tokens": tokens_in,
