@@ -31,6 +31,12 @@ def pg(pg_url: str) -> Iterator[Any]:
         store.close()
 
 
+def _nulls_first(row: tuple[Any, ...]) -> list[tuple[bool, Any]]:
+    """A rollup row's key as it sorts with its NULLs (no agent, no release) first: a NULL and a
+    text in the same column do not compare in Python."""
+    return [(value is not None, value) for value in row[:5]]
+
+
 def pg_tables(store: Any) -> tuple[list[Any], list[Any], list[Any]]:
     """``rate_runs``, and the rollups summed per key (what a query reads), each key of
     ``rate_rollup`` with the run ids its rows hold (added less removed), which must be the ids of
@@ -52,9 +58,12 @@ def pg_tables(store: Any) -> tuple[list[Any], list[Any], list[Any]]:
             for i in ids or []:
                 held[i] += 1 if n > 0 else -1
         rollup = sorted(
-            (*key, total, sorted(i for i, k in held.items() if k > 0))
-            for key, (total, held) in keyed.items()
-            if total
+            (
+                (*key, total, sorted(i for i, k in held.items() if k > 0))
+                for key, (total, held) in keyed.items()
+                if total
+            ),
+            key=_nulls_first,
         )
         expected_ids: dict[tuple[Any, ...], list[str]] = {}
         for run_id, _, hour, agent, release, project, flags, sig in runs:
