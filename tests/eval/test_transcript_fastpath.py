@@ -223,6 +223,9 @@ def _plain_tokens(shapes: Any, fingerprint_of: Any, n: int) -> list[Any]:
 # arguments equal once canonical: a key with spaces, a float that is an integer, JSON text
 @example([("a", {" q": "x"}, 1, None), ("a", {"q": "x"}, 2, None), ("a", '{"q": "x"}', 3, None)])
 @example([("a", 3.0, 1, None), ("a", 3, 2, None), (" a", 3, 3, None)])
+# arguments whose canonical text is past the length kept as a token (then its digest)
+@example([("a", "x" * 600, 1, None), ("a", "x" * 600 + " ", 2, None), ("a", "x" * 601, 3, None)])
+@example([("a", "y" * 504, 1, None), ("a", "y" * 505, 2, None), ("a", "y" * 504, 3, None)])
 def test_tokens_are_equal_exactly_when_the_fingerprints_are(
     calls: list[tuple[str, Any, Any, Any]],
 ) -> None:
@@ -429,13 +432,19 @@ def test_a_run_of_distinct_calls_compares_no_result(monkeypatch: pytest.MonkeyPa
     finally:
         sys.path.pop(0)
     fingerprinted: list[Any] = []
-    real = _transcript.fingerprint
+    real, real_json = _transcript.fingerprint, _transcript.canonical_json
 
     def counting(value: Any) -> str:
         fingerprinted.append(value)
         return real(value)
 
+    def counting_json(value: Any) -> str:
+        if isinstance(value, list):  # a call's [tool, arguments] (not a tool's name alone)
+            fingerprinted.append(value)
+        return real_json(value)
+
     monkeypatch.setattr(_transcript, "fingerprint", counting)
+    monkeypatch.setattr(_transcript, "canonical_json", counting_json)
     trace = Trace.model_validate(make_run(0, random.Random(0)))
     names = ("repeated_tool_calls", "no_progress", "excessive_steps")
     report = run_scorers([get_scorer(n) for n in names], trace=trace, settings=Settings())

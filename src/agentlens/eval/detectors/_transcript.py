@@ -267,7 +267,13 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         ]
 
     def call_fp(k: int) -> str:
-        return fingerprint([tools[k], steps[k].input])
+        # the canonical JSON text itself while it is short (its digest is what costs), else its
+        # fingerprint: either is equal to another call's exactly when the fingerprints are (a
+        # text starts with "[", a fingerprint is hexadecimal)
+        text = canonical_json([tools[k], steps[k].input])
+        if len(text) <= _KEY_TEXT_MAX:
+            return text
+        return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     call_fps = _tokens(call_shapes, call_fp, len(steps))
     results = _Results(steps, failed, consider.masker, call_fps)
