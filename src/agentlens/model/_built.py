@@ -24,13 +24,19 @@ _set_extra = vars(BaseModel)["__pydantic_extra__"].__set__
 _set_private = vars(BaseModel)["__pydantic_private__"].__set__
 
 
-def build_model(cls: type[M], values: dict[str, Any], fields_set: set[str]) -> M:
+def build_model(
+    cls: type[M],
+    values: dict[str, Any],
+    fields_set: set[str],
+    extra: dict[str, Any] | None = None,
+) -> M:
     """An instance of ``cls`` whose fields are ``values`` (in the declared order, every field,
-    nothing else) and whose fields set is ``fields_set`` (the caller's: it is kept)."""
+    nothing else), whose fields set is ``fields_set`` (the caller's: it is kept), and whose
+    extras are ``extra`` (none when not given; a model with ``extra="allow"``)."""
     model = _new(cls)
     _set_dict(model, values)
     _set_fields(model, fields_set)
-    _set_extra(model, {})
+    _set_extra(model, {} if extra is None else extra)
     _set_private(model, None)
     return model
 

@@ -301,8 +301,6 @@ _utc_time = re.compile(
 """How pydantic serialises an aware UTC time (every time a validated run holds):
 :meth:`datetime.fromisoformat` reads it as the same value, already in :data:`datetime.UTC`."""
 _fromiso = datetime.fromisoformat
-_new = object.__new__
-_set = object.__setattr__
 
 
 def _time(value: Any) -> datetime | None:
@@ -368,31 +366,22 @@ def _trusted_step(cls: type[_S], data: Any) -> _S:
     step_id = data["id"]
     parent_id = data["parent_id"]
     name = data["name"]
-    step = _new(cls)
-    _set(
-        step,
-        "__dict__",
-        {
-            "id": step_id,
-            "parent_id": parent_id,
-            "kind": kind,
-            "name": name,
-            "input": data["input"],
-            "output": data["output"],
-            "error": data["error"],
-            "started_at": started,
-            "ended_at": ended,
-            "attributes": attributes,
-        },
-    )
+    values = {
+        "id": step_id,
+        "parent_id": parent_id,
+        "kind": kind,
+        "name": name,
+        "input": data["input"],
+        "output": data["output"],
+        "error": data["error"],
+        "started_at": started,
+        "ended_at": ended,
+        "attributes": attributes,
+    }
     if len(data) == _STEP_FIELD_COUNT:  # every field and nothing else
-        _set(step, "__pydantic_fields_set__", set(_STEP_FIELDS))
-        _set(step, "__pydantic_extra__", {})
-    else:
-        _set(step, "__pydantic_fields_set__", set(data))
-        _set(step, "__pydantic_extra__", {k: v for k, v in data.items() if k not in _STEP_FIELDS})
-    _set(step, "__pydantic_private__", None)
-    return step
+        return build_model(cls, values, set(_STEP_FIELDS))
+    extra = {k: v for k, v in data.items() if k not in _STEP_FIELDS}
+    return build_model(cls, values, set(data), extra)
 
 
 def _stored_step(cls: type[_S], data: Any) -> _S:
@@ -447,34 +436,25 @@ def _trusted_trace(cls: type[_T], data: Any, *, owned: bool = False) -> _T:
         steps = []
     else:
         raise _Untrusted
-    trace = _new(cls)
-    _set(
-        trace,
-        "__dict__",
-        {
-            "schema_version": version,
-            "id": run_id,
-            "project": project,
-            "agent": agent,
-            "name": name,
-            "status": status,
-            "started_at": started,
-            "ended_at": ended,
-            "input": get("input"),
-            "output": get("output"),
-            "metadata": metadata,
-            "links": links,
-            "steps": steps,
-        },
-    )
+    values = {
+        "schema_version": version,
+        "id": run_id,
+        "project": project,
+        "agent": agent,
+        "name": name,
+        "status": status,
+        "started_at": started,
+        "ended_at": ended,
+        "input": get("input"),
+        "output": get("output"),
+        "metadata": metadata,
+        "links": links,
+        "steps": steps,
+    }
     fields_set = set(data)
-    _set(trace, "__pydantic_fields_set__", fields_set)
-    _set(
-        trace,
-        "__pydantic_extra__",
-        {}
+    extra = (
+        None
         if fields_set <= _TRACE_FIELDS
-        else {k: v for k, v in data.items() if k not in _TRACE_FIELDS},
+        else {k: v for k, v in data.items() if k not in _TRACE_FIELDS}
     )
-    _set(trace, "__pydantic_private__", None)
-    return trace
+    return build_model(cls, values, fields_set, extra)
