@@ -147,10 +147,11 @@ def _compact(value: Any) -> str:
         return _ENCODE(value)
 
 
-def _dumped(value: Any) -> str:
-    """What :func:`_text` gives a value it dumps (``dump`` being :func:`_compact`)."""
+def _dumped(value: Any, dump: Callable[[Any], str]) -> str:
+    """What :func:`_text` gives a value it dumps: ``dump(value)``, or ``str(value)`` when it is
+    not JSON data."""
     try:
-        return _compact(value)
+        return dump(value)
     except (TypeError, ValueError):
         return str(value)
 
@@ -177,10 +178,7 @@ def _text(value: Any, dump: Callable[[Any], str]) -> str:
         and all(isinstance(v, dict) and v.get("type") == "text" for v in value)
     ):
         return _blocks_text(value)
-    try:
-        return dump(value)
-    except (TypeError, ValueError):
-        return str(value)
+    return _dumped(value, dump)
 
 
 def _blocks_text(blocks: Sequence[Any]) -> str:
@@ -260,7 +258,7 @@ class Evidence:
                 elif (shape is dict and "content" not in output) or (
                     shape is list and (not output or type(output[0]) is not dict)
                 ):
-                    text = _dumped(output)
+                    text = _dumped(output, _compact)
                 else:
                     text = _text(output, _compact)
                 out.append(make(step.id, kind, step.name, output, text, i, truncated))

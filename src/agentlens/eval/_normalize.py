@@ -25,7 +25,14 @@ from typing import Any
 
 import orjson
 
-__all__ = ["canonical", "canonical_json", "fingerprint", "is_empty_result", "json_container"]
+__all__ = [
+    "canonical",
+    "canonical_json",
+    "fingerprint",
+    "fingerprint_of_text",
+    "is_empty_result",
+    "json_container",
+]
 
 _TRAILING = re.compile(r"[ \t\f\v]+$", re.MULTILINE)
 _INNER = re.compile(r"(?<=\S)[ \t\f\v]{2,}|(?<=\S)[\t\f\v]")
@@ -191,7 +198,13 @@ def canonical_json(value: Any) -> str:
 
 def fingerprint(value: Any) -> str:
     """A SHA-1 hex digest of :func:`canonical_json`: equal for values that are the same call."""
-    return hashlib.sha1(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()
+    return fingerprint_of_text(canonical_json(value))
+
+
+def fingerprint_of_text(text: str) -> str:
+    """:func:`fingerprint` of the value whose :func:`canonical_json` is ``text`` (for a caller
+    that already has the text)."""
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def is_empty_result(value: Any) -> bool:

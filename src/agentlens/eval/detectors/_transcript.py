@@ -30,7 +30,13 @@ import orjson
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, _reply_of, text_of
-from agentlens.eval._normalize import canonical, canonical_json, fingerprint, is_empty_result
+from agentlens.eval._normalize import (
+    canonical,
+    canonical_json,
+    fingerprint,
+    fingerprint_of_text,
+    is_empty_result,
+)
 from agentlens.eval._scorer import ScorerFn, scorer
 from agentlens.eval._volatile import VOLATILE_PARTS, Masker, masker
 from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace, Verdict
@@ -273,7 +279,7 @@ def _calls(trace: Trace, evidence: Evidence | None, consider: _Consider) -> list
         text = canonical_json([tools[k], steps[k].input])
         if len(text) <= _KEY_TEXT_MAX:
             return text
-        return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+        return fingerprint_of_text(text)
 
     call_fps = _tokens(call_shapes, call_fp, len(steps))
     results = _Results(steps, failed, consider.masker, call_fps)
