@@ -61,6 +61,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -86,6 +87,7 @@ from agentlens.store._rates import RateCounts, RateQuery
 from agentlens.store._sqlite import (
     NO_TIME,
     _first_page,
+    _in_chunks,
     _parse,
     from_us,
     serialise_run,
@@ -511,18 +513,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
 
     def _put_all(self, conn: Any, traces: Iterable[Trace]) -> int:
         """:meth:`put_traces` inside the caller's write transaction."""
-        written = 0
-        chunk: list[Trace] = []
-        for trace in traces:
-            chunk.append(trace)
-            if len(chunk) >= _WRITE_CHUNK:
-                self._put_chunk(conn, chunk, written)
-                written += len(chunk)
-                chunk = []
-        if chunk:
-            self._put_chunk(conn, chunk, written)
-            written += len(chunk)
-        return written
+        return _in_chunks(traces, partial(self._put_chunk, conn), _WRITE_CHUNK)
 
     def _put_chunk(self, conn: Any, chunk: list[Trace], offset: int) -> None:
         prepared: dict[str, _Prepared] = {}
@@ -819,21 +810,9 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         score of a run that is not stored.
         """
 
-        def work(conn: Any) -> int:
-            written = 0
-            chunk: list[Score] = []
-            for score in scores:
-                chunk.append(score)
-                if len(chunk) >= _SCORE_CHUNK:
-                    self._put_score_chunk(conn, chunk, written)
-                    written += len(chunk)
-                    chunk = []
-            if chunk:
-                self._put_score_chunk(conn, chunk, written)
-                written += len(chunk)
-            return written
-
-        result = self.write(work)
+        result = self.write(
+            lambda conn: _in_chunks(scores, partial(self._put_score_chunk, conn), _SCORE_CHUNK)
+        )
         self._maybe_compact(result)
         return result
 
