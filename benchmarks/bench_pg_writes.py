@@ -134,21 +134,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     # the cached store holds at least --runs runs (made by this code, readable by both)
     db = cached_store(Path(args.cache), max(args.runs, 2000), None)
-    codes = {"this code": None} | ({"baseline": args.baseline_src} if args.baseline_src else {})
+    codes = {"this code": str(HERE.parent / "src")} | (
+        {"baseline": args.baseline_src} if args.baseline_src else {}
+    )
     figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for _ in range(args.rounds):
         for what in ("runs", "spans"):
             for label, src in codes.items():
                 cmd = [sys.executable, __file__, "--child", what, "--pg", args.pg, "--db", str(db)]
                 cmd += ["--runs", str(args.runs), "--spans", str(args.spans)]
-                env = (
-                    child_env(src)
-                    if src
-                    else {
-                        **child_env(),
-                        "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE)]),
-                    }
-                )
+                env = child_env(src)  # the code in src first on the path
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
                 if out.returncode != 0:
                     raise SystemExit(f"{label} {what} failed:\n{out.stderr[-2000:]}")
