@@ -1,6 +1,6 @@
 """The ``agentlens`` command's entry point (also ``python -m agentlens``).
 
-A Ctrl-C while the command line loads (its modules take about half a second to import) ends
+A Ctrl-C while the command line loads (a command's modules can take half a second to import) ends
 the command quietly, with ``interrupted`` and exit code 130: this module, which imports nothing
 heavy, installs a SIGINT handler that exits at once, and the command line puts Python's own
 handler back (Ctrl-C as ``KeyboardInterrupt``, which commands such as ``score`` report on) only

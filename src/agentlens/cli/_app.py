@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import sys
@@ -10,16 +11,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
 from agentlens.config import DEFAULT_DB_URL, env_flag
 from agentlens.errors import AgentlensError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
     from agentlens.config import Settings
 
-__all__ = ["State", "app", "err_console", "fail", "main", "out_console", "state"]
+__all__ = [
+    "State",
+    "app",
+    "command_name",
+    "err_console",
+    "fail",
+    "main",
+    "out_console",
+    "real_console",
+    "state",
+]
 
 
 def _quiet_stdout() -> None:
@@ -58,8 +70,45 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-out_console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+class _LazyConsole:
+    """A rich ``Console`` made on first use (importing rich costs about 40 ms, which ``--help``
+    and a command that prints nothing through rich need not pay): every attribute read or set
+    goes to the console, made with these options."""
+
+    __slots__ = ("_console", "_options")
+
+    def __init__(self, **options: Any) -> None:
+        object.__setattr__(self, "_options", options)
+        object.__setattr__(self, "_console", None)
+
+    def _get(self) -> Console:
+        console = self._console
+        if console is None:
+            from rich.console import Console
+
+            console = Console(**self._options)
+            object.__setattr__(self, "_console", console)
+        return console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._get(), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._get(), name)
+
+
+def real_console(console: Console) -> Console:
+    """The rich ``Console`` itself behind :data:`out_console` or :data:`err_console`, for what
+    takes a console as an object (a progress display enters it as a context manager)."""
+    return console._get() if isinstance(console, _LazyConsole) else console
+
+
+out_console: Console = _LazyConsole(highlight=False, soft_wrap=True)  # type: ignore[assignment]
+err_console: Console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True)  # type: ignore[assignment]
 
 
 @dataclass
@@ -134,16 +183,68 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _entry_name(entry: Any) -> str | None:
+    """The name a registered command (typer's ``CommandInfo``) or group (``TyperInfo``) has on
+    the command line, as typer names it."""
+    from typer.main import get_command_name, solve_typer_info_defaults
+    from typer.models import CommandInfo
+
+    if isinstance(entry, CommandInfo):
+        if entry.name:
+            return entry.name
+        return get_command_name(entry.callback.__name__) if entry.callback else None
+    name = solve_typer_info_defaults(entry).name
+    return name if isinstance(name, str) and name else None
+
+
+def command_name(args: list[str]) -> str | None:
+    """The command (or group) that a command line without the program name runs, when only
+    ``--db`` options come before it: ``None`` for anything else (``--help``, ``--version``, no
+    command), which the whole app handles."""
+    i = 0
+    while i < len(args) and (args[i] == "--db" or args[i].startswith("--db=")):
+        i += 1 if args[i].startswith("--db=") else 2
+    return args[i] if i < len(args) and not args[i].startswith("-") else None
+
+
+def _app_for(args: list[str]) -> typer.Typer:
+    """The app to run ``args`` with: :data:`app` with only the command ``args`` names (see
+    :func:`command_name`; typer builds the click command of every registered command on each
+    call, about 50 ms for all of ours, one in a few), or the whole app (the group's help,
+    ``--version``, a name that is no command, shell completion).
+
+    The global options are parsed as before (the group and its callback are the same), and
+    click finds the command the same way, so the outcome is the same as with every command
+    registered (``tests/cli/test_app.py`` compares the help and errors of each)."""
+    from agentlens import cli
+
+    name = command_name(args)
+    if name is None or any(k.endswith("_COMPLETE") for k in os.environ):
+        cli.register()
+        return app
+    commands = [e for e in app.registered_commands if _entry_name(e) == name]
+    groups = [e for e in app.registered_groups if _entry_name(e) == name]
+    if len(commands) + len(groups) != 1:
+        cli.register()  # not a command of the module imported: the whole app answers
+        return app
+    only = copy.copy(app)
+    only.registered_commands = commands
+    only.registered_groups = groups
+    return only
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console-script entry point: user errors print one line and exit 2; no traceback."""
-    from agentlens import cli as _cli  # noqa: F401  (registers the commands)
+    from agentlens import cli
 
+    args = sys.argv[1:] if argv is None else argv
+    cli.register(args)  # the module of the command that runs
     try:
         if threading.current_thread() is threading.main_thread():
             # Ctrl-C as KeyboardInterrupt from here on (agentlens.__main__ exits at once while
             # the command line loads); set inside the try, so no window is left uncovered.
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        app(args=argv, standalone_mode=True)
+        _app_for(args)(args=argv, standalone_mode=True)
     except AgentlensError as exc:
         err_console.print(f"error: {exc}", markup=False)
         sys.exit(2)

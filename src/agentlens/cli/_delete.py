@@ -16,7 +16,6 @@ from agentlens.cli._util import (
     command_store,
     time_window,
 )
-from agentlens.store import RunFilter
 
 __all__ = ["delete"]
 
@@ -52,6 +51,8 @@ def delete(
             "name the runs to delete: agentlens delete RUN_ID..., or select them with "
             "--agent, --since, --from or --to"
         )
+    from agentlens.store import RunFilter
+
     window = time_window(since, start, end)
     with command_store() as store:
         if run_ids:

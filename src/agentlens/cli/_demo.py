@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.text import Text
-
 from agentlens.cli._app import app, err_console, fail, out_console, state
 from agentlens.cli._util import command, command_store
 
@@ -230,6 +228,8 @@ def demo() -> None:
 
 
 def _record_and_report(store: Any, url: str, settings: Any) -> None:
+    from rich.text import Text
+
     import agentlens
     from agentlens.capture import configure, flush, stats
 
@@ -263,6 +263,8 @@ def _record_and_report(store: Any, url: str, settings: Any) -> None:
 
 
 def _score_and_report(store: Any, run_ids: list[str], settings: Any) -> None:
+    from rich.text import Text
+
     from agentlens.analytics import wilson_interval
     from agentlens.cli._runs import print_score, render_answer
     from agentlens.eval import registered_scorers

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentlens.cli._app import app, err_console, fail, out_console, state
+from agentlens.cli._app import app, err_console, fail, out_console, real_console, state
 from agentlens.cli._util import (
     AgentOpt,
     FromOpt,
@@ -34,10 +34,11 @@ from agentlens.cli._util import (
     time_window,
 )
 from agentlens.errors import FormatError, UnreadableRunError
-from agentlens.model import Trace
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
+
+    from agentlens.model import Trace
 
 __all__ = ["export", "import_"]
 
@@ -280,7 +281,7 @@ def _progress(name: str, size: int | None) -> tuple[Progress, TaskID] | None:
         DownloadColumn(),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
-        console=err_console,
+        console=real_console(err_console),
         transient=True,
     )
     task = progress.add_task(Path(name).name, total=size)

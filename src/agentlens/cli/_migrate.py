@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 import typer
 
-from agentlens.cli._app import app, err_console, out_console
+from agentlens.cli._app import app, err_console, out_console, real_console
 from agentlens.cli._util import command
 
 __all__ = ["copy_store", "migrate"]
@@ -188,7 +188,7 @@ def _bar(enabled: bool) -> Iterator[Any]:
         MofNCompleteColumn(),
         TextColumn("runs, ETA"),
         TimeRemainingColumn(),
-        console=err_console,
+        console=real_console(err_console),
         transient=True,
     ) as bar:
         task = bar.add_task("copy", total=None)

@@ -9,11 +9,9 @@ import tempfile
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
 from agentlens.cli._app import app, err_console, fail, out_console, state
 from agentlens.cli._util import (
@@ -27,7 +25,9 @@ from agentlens.cli._util import (
     time_window,
 )
 from agentlens.errors import ConfigError
-from agentlens.model._time import Window
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.model._time import Window
 
 __all__ = ["forest_bar", "gate", "parse_fraction", "rate", "sparkline", "write_atomic"]
 
@@ -76,6 +76,8 @@ _ScorerOpt = Annotated[
 
 def _window(since: str | None, start: str | None, end: str | None) -> Window:
     """The window of ``--since``/``--from``/``--to``; open on both sides for ``--since all``."""
+    from agentlens.model._time import Window
+
     if since is not None and since.strip().lower() == "all":
         if start is not None or end is not None:
             raise ConfigError("--since all takes every run; it cannot be combined with --from/--to")
@@ -88,6 +90,8 @@ def _window(since: str | None, start: str | None, end: str | None) -> Window:
 
 
 def _window_label(start: datetime | None, end: datetime | None) -> str:
+    from agentlens.model._time import Window
+
     return Window(start, end).label()
 
 
@@ -209,6 +213,9 @@ def rate(
 
 
 def _print_report(report: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
@@ -269,6 +276,8 @@ def _print_breakdown(breakdown: Any) -> None:
     if not groups:
         err_console.print("no runs in this window", markup=False)
         return
+    from rich.table import Table
+
     timeline = breakdown.by in ("day", "week")
     scale = max((g.ci_high or 0.0) for g in groups) or 1.0
     table = Table(box=None, pad_edge=False, header_style="bold")
@@ -457,6 +466,8 @@ def gate(
     if as_json:
         sys.stdout.write(json_line(result.to_json()) + "\n")
     else:
+        from rich.text import Text
+
         out_console.print(
             Text(
                 f"gate {'passed' if result.passed else 'FAILED'}",

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from agentlens.cli._app import app, fail, out_console, state
 from agentlens.cli._util import (
@@ -20,7 +17,11 @@ from agentlens.cli._util import (
     time_window,
     write_json_lines,
 )
-from agentlens.store import RunSummary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.table import Table
+
+    from agentlens.store import RunSummary
 
 __all__ = ["content", "review_app", "summary_json"]
 
@@ -51,6 +52,8 @@ def _print(table: Table) -> None:
     if out_console.is_terminal:
         out_console.print(table)
     else:
+        from rich.console import Console
+
         Console(file=out_console.file, width=240, highlight=False).print(table)
 
 
@@ -83,6 +86,9 @@ def queue(
     if not rows:
         out_console.print("the review queue is empty", markup=False)
         return
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for name in ("id", "agent", "started", "modes", "reason"):
         table.add_column(name, no_wrap=name != "reason", overflow="fold")
@@ -161,6 +167,8 @@ def precision(
     if not rows:
         out_console.print("no verdicts yet (`agentlens review verdict RUN_ID ...`)", markup=False)
         return
+    from rich.table import Table
+
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for name in ("by", "name", "confirmed", "false_positive", "precision", "95% interval"):
         table.add_column(
@@ -221,6 +229,9 @@ def deliveries(
     if not rows:
         out_console.print("no webhook deliveries", markup=False)
         return
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for name in ("id", "run", "status", "attempts", "created", "last error"):
         table.add_column(name, no_wrap=name != "last error", overflow="fold")
@@ -308,6 +319,8 @@ def content(
     if flagged and not items:
         out_console.print("no content is flagged", markup=False)
         return
+    from rich.text import Text
+
     for c in items:
         head = Text(f"{c.kind} {c.item_id}: ", style="bold")
         if c.hallucination_suspected:

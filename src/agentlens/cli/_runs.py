@@ -5,12 +5,9 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from agentlens.cli._app import app, out_console
 from agentlens.cli._review import summary_json
@@ -30,10 +27,14 @@ from agentlens.cli._util import (
     write_json_lines,
 )
 from agentlens.errors import ConfigError
-from agentlens.model import FailureMode, Finding, Score, Step, Trace, Verdict, worst_verdict
-from agentlens.store import RunFilter, RunSummary, TraceStore
-from agentlens.store._flags import RunFlags
-from agentlens.store._protocol import VerdictRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.text import Text
+
+    from agentlens.model import Finding, Score, Step, Trace, Verdict
+    from agentlens.store import RunSummary, TraceStore
+    from agentlens.store._flags import RunFlags
+    from agentlens.store._protocol import VerdictRecord
 
 __all__ = [
     "describe_finding",
@@ -46,17 +47,18 @@ __all__ = [
     "verdict_summary",
 ]
 
+# by Verdict (a str enum: its members are these keys)
 _MARK = {
-    Verdict.PASSED: "✓",
-    Verdict.FLAGGED: "✗",
-    Verdict.UNVERIFIABLE: "?",
-    Verdict.ERROR: "!",
+    "passed": "✓",
+    "flagged": "✗",
+    "unverifiable": "?",
+    "error": "!",
 }
 _STYLE = {
-    Verdict.PASSED: "green",
-    Verdict.FLAGGED: "bold red",
-    Verdict.UNVERIFIABLE: "yellow",
-    Verdict.ERROR: "magenta",
+    "passed": "green",
+    "flagged": "bold red",
+    "unverifiable": "yellow",
+    "error": "magenta",
 }
 _HIGHLIGHT = "bold red reverse"
 ANSWER_SHOWN = 20_000
@@ -78,6 +80,8 @@ def verdict_summary(scores: Sequence[Score]) -> tuple[Verdict | None, str]:
 
     ``flagged`` wins over ``error``, which wins over ``unverifiable``; ``None`` when unscored.
     """
+    from agentlens.model import Verdict, worst_verdict
+
     if not scores:
         return None, ""
     verdict = worst_verdict(s.verdict for s in scores)
@@ -121,6 +125,9 @@ def runs(
     ] = False,
 ) -> None:
     """List stored runs, newest first, with their verdicts when they have been scored."""
+    from agentlens.model import FailureMode
+    from agentlens.store import RunFilter
+
     window = time_window(since, start, end)
     if mode is not None and mode not in {m.value for m in FailureMode}:
         known = ", ".join(m.value for m in FailureMode)
@@ -163,6 +170,10 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
 
 
 def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     table.add_column("id", no_wrap=True, min_width=26)
     table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=20)
@@ -219,6 +230,8 @@ def show(
     Control characters from the trace (terminal escape sequences, carriage returns...) are
     printed as visible escapes (``\\x1b``), never sent to the terminal.
     """
+    from agentlens.store import RunFilter
+
     with command_store(read_only=True) as store:
         trace = store.get_trace(run_id)
         scores = store.get_scores(run_id)
@@ -255,6 +268,8 @@ def _verdict_json(v: VerdictRecord) -> dict[str, Any]:
 
 def render_flags(flags: RunFlags | None, verdicts: Sequence[VerdictRecord] = ()) -> None:
     """The run's flag, its reason first, then its numbered findings with their verdicts."""
+    from rich.text import Text
+
     console = out_console
     if flags is None:
         return
@@ -310,6 +325,8 @@ def render_run(
     The answer is cut after :data:`ANSWER_SHOWN` characters (with a note saying how to see it
     all) unless ``full``.
     """
+    from rich.text import Text
+
     console = out_console
     render_flags(flags, verdicts)
     header = Text("run ", style="bold")
@@ -407,6 +424,8 @@ def _tree(steps: Sequence[Step]) -> list[tuple[str, Step]]:
 
 
 def _step_line(prefix: str, step: Step) -> Text:
+    from rich.text import Text
+
     line = Text(prefix, style="dim")
     line.append(visible(step.id, lines=False), style="cyan")
     line.append(f" {step.kind}", style="bold")
@@ -467,6 +486,8 @@ def _highlighted(text: str, spans: Sequence[tuple[int, int]]) -> Text:
     """``text`` with its control characters made visible and ``spans`` (offsets into the raw
     text) highlighted: each piece between span boundaries is made visible on its own, so the
     highlights stay on the tokens they mark."""
+    from rich.text import Text
+
     marks = sorted({0, len(text), *(p for sp in spans for p in sp if 0 <= p <= len(text))})
     out = Text()
     for start, end in itertools.pairwise(marks):
@@ -477,6 +498,8 @@ def _highlighted(text: str, spans: Sequence[tuple[int, int]]) -> Text:
 
 
 def _indent(text: Text, lead: str) -> Text:
+    from rich.text import Text
+
     lines = text.split("\n")
     out = Text()
     for i, line in enumerate(lines):
@@ -492,6 +515,10 @@ def print_score(
 ) -> None:
     """Print one score: its verdict, then each finding with the closest evidence and where
     the token sits in the text it was found in."""
+    from rich.text import Text
+
+    from agentlens.model import Verdict
+
     if texts is None:
         texts = _turn_texts(trace)
     verdict = score.verdict or Verdict.ERROR
@@ -521,6 +548,8 @@ def print_score(
 
 
 def _finding_line(finding: Finding, trace: Trace, indent: str) -> Text:
+    from rich.text import Text
+
     mark = "?" if finding.unverifiable else "•"
     line = Text(f"{indent}{mark} ", style="yellow" if finding.unverifiable else "red")
     if finding.failure_mode is not None:
@@ -532,6 +561,8 @@ def _finding_line(finding: Finding, trace: Trace, indent: str) -> Text:
 def describe_finding(finding: Finding, trace: Trace | None = None) -> str:
     """One line for a finding, naming the closest evidence when the finding carries it:
     ``CUST-48231 is not in the evidence; closest: CUST-48213 in step s1 get_customer``."""
+    from agentlens.model import FailureMode
+
     grounding = finding.failure_mode in (
         FailureMode.FABRICATED_GROUNDING,
         FailureMode.PARAMETRIC_LEAKAGE,
@@ -565,6 +596,8 @@ def _context(
     finding: Finding, texts: dict[str, str], indent: str, trace: Trace, width: int = 30
 ) -> Text | None:
     """``in the answer, chars 21-31: …customer »CUST-48231« has…`` for a finding with a span."""
+    from rich.text import Text
+
     text = texts.get(finding.location)
     if text is None:
         return None

@@ -6,13 +6,11 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from agentlens.cli._app import app, err_console, fail, out_console, state
+from agentlens.cli._app import app, err_console, fail, out_console, real_console, state
 from agentlens.cli._util import (
     AgentOpt,
     FromOpt,
@@ -23,7 +21,9 @@ from agentlens.cli._util import (
     json_line,
     time_window,
 )
-from agentlens.model import Score, Verdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.model import Score
 
 __all__ = ["score"]
 
@@ -32,11 +32,11 @@ _TABLE_LIMIT = 100
 _PROGRESS_FROM = 50
 """Batches of at least this many runs get a progress bar (on a terminal)."""
 
-_STYLE = {
-    Verdict.PASSED: "green",
-    Verdict.FLAGGED: "bold red",
-    Verdict.UNVERIFIABLE: "yellow",
-    Verdict.ERROR: "magenta",
+_STYLE = {  # by Verdict (a str enum: its members are these keys)
+    "passed": "green",
+    "flagged": "bold red",
+    "unverifiable": "yellow",
+    "error": "magenta",
 }
 
 
@@ -219,6 +219,8 @@ def _trim(rows: list[Score]) -> None:
     """Keep the table's rows bounded: past the limit, drop passes, then the oldest rows."""
     if len(rows) <= _TABLE_LIMIT:
         return
+    from agentlens.model import Verdict
+
     kept = [s for s in rows if s.verdict is not Verdict.PASSED]
     rows[:] = kept[-_TABLE_LIMIT:]
 
@@ -226,6 +228,11 @@ def _trim(rows: list[Score]) -> None:
 def _print_table(rows: list[Score], total: int) -> None:
     if not rows:
         return
+    from rich.table import Table
+    from rich.text import Text
+
+    from agentlens.model import Verdict
+
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("run", no_wrap=True)
     table.add_column("scorer", no_wrap=True)
@@ -269,7 +276,7 @@ def _progress(*, enabled: bool) -> Iterator[Any]:
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        console=err_console,
+        console=real_console(err_console),
         transient=True,
     )
     task: list[Any] = []

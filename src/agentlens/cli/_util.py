@@ -19,10 +19,11 @@ import typer
 
 from agentlens.cli._app import err_console, fail, state
 from agentlens.errors import AgentlensError, ConfigError, UnreadableRunError
-from agentlens.model import utc
-from agentlens.model._time import Window, parse_duration, parse_since, parse_time
 
 if TYPE_CHECKING:  # pragma: no cover
+    from datetime import timedelta
+
+    from agentlens.model._time import Window
     from agentlens.store import TraceStore
 
 __all__ = [
@@ -66,6 +67,23 @@ ToOpt = Annotated[
 ]
 
 
+# The model (pydantic) is imported by the commands that use it, not by every command's module.
+
+
+def parse_duration(text: str) -> timedelta:
+    """:func:`agentlens.model._time.parse_duration`."""
+    from agentlens.model._time import parse_duration
+
+    return parse_duration(text)
+
+
+def parse_time(text: str, option: str = "time") -> datetime:
+    """:func:`agentlens.model._time.parse_time`."""
+    from agentlens.model._time import parse_time
+
+    return parse_time(text, option)
+
+
 def time_window(
     since: str | None,
     start: str | None,
@@ -81,6 +99,8 @@ def time_window(
     Raises:
         ConfigError: both ``--since`` and ``--from`` given, a bad value, or an empty window.
     """
+    from agentlens.model._time import Window, parse_since
+
     if since is not None and start is not None:
         raise ConfigError("give --since or --from, not both")
     lower: datetime | None = None
@@ -98,6 +118,8 @@ def time_window(
 
 def iso(value: datetime | None) -> str | None:
     """A time as the trace format and every ``--json`` write it: ISO 8601 in UTC with a ``Z``."""
+    from agentlens.model import utc
+
     return None if value is None else utc(value).isoformat().replace("+00:00", "Z")
 
 
@@ -105,6 +127,8 @@ def format_time(value: datetime | None) -> str:
     """A UTC time for tables: ``2026-11-29 10:00:41Z`` (``-`` when unknown)."""
     if value is None:
         return "-"
+    from agentlens.model import utc
+
     return utc(value).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
