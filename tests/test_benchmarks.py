@@ -261,3 +261,19 @@ def test_bench_put_scores_writes_the_same_tables_as_its_baseline(tmp_path: Path)
     digests = dict(re.findall(r"^\s*(this code|baseline): .* per score, digest (\w+)$", out, re.M))
     assert set(digests) == {"this code", "baseline"}
     assert digests["this code"] == digests["baseline"]  # one digest each: the same every round
+
+
+def test_bench_startup_times_each_variant_beside_the_baseline() -> None:
+    src = str(ROOT / "src")
+    out = _run(
+        str(BENCHMARKS / "bench_startup.py"),
+        "--rounds",
+        "1",
+        "--variants",
+        "python,help,score",
+        "--baseline-src",
+        src,
+    )
+    rows = re.findall(r"^(\S+)\s+(\d+\.\d{3}) +\(", out, re.M)
+    assert [name for name, _ in rows] == ["python", "help", "score", "help@base", "score@base"]
+    assert all(float(cpu) > 0 for _, cpu in rows)
