@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import FrozenInstanceError, fields
+from dataclasses import FrozenInstanceError, fields, replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentlens.eval._facts import (
@@ -36,6 +36,7 @@ from agentlens.eval._facts import (
     _times,
     _tolerance,
     extract_facts,
+    fact_tolerance,
 )
 from agentlens.eval._references import _NUM, Reference, get_extractor, parse_number
 
@@ -381,3 +382,23 @@ def test_fact_maker_builds_the_dataclass() -> None:
     assert repr(made) == repr(plain)
     with pytest.raises(FrozenInstanceError):
         made.start = 0  # type: ignore[misc]
+
+
+_ROUNDED = st.lists(
+    st.sampled_from(
+        [*_PIECES, "about ", "over ", "~", "roughly $", "$1,834.20", "12.5%", " million", "9,000"]
+    ),
+    max_size=20,
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_TEXTS | _ROUNDED)
+@example(text="about $5.2 million, over 8 million and ~12.5% of 9,000")
+def test_facts_without_tolerances_are_the_facts_with_them(text: str) -> None:
+    """``tolerances=False`` changes nothing but the tolerance, which ``fact_tolerance`` gives."""
+    refs = get_extractor().extract(text)
+    eager = extract_facts(text, refs)
+    lazy = extract_facts(text, refs, tolerances=False)
+    assert lazy == [replace(f, tolerance=0.0) for f in eager]
+    assert [fact_tolerance(f, text) for f in lazy] == [f.tolerance for f in eager]

@@ -37,6 +37,7 @@ from agentlens.eval._index import (
 )
 from agentlens.eval._quantities import NUMBER
 from agentlens.eval._references import Reference, distance_within, edit_distance, number_key
+from agentlens.eval.detectors import _grounding
 from agentlens.model import Trace
 
 # letters, digits (ASCII, Arabic-Indic, superscript: isdigit but not \d), separators, "_"
@@ -280,3 +281,90 @@ def test_find_gives_what_the_plain_look_ups_give(
             want = _plain_written_value(plain, value, at, strict)
             assert got == want and type(got) is type(want), (value, strict, at)
     assert fast._hits == plain._hits and fast._read == plain._read
+
+
+def _plain_find_fact(
+    fact: Any, text: str, at: int, index: EvidenceIndex, numbers: Any, quantity: str
+) -> Match | None:
+    """``_find_fact`` of a number, an amount or a percentage as written before the look-up as
+    written was kept per run and the tolerance read lazily: one ``find_value`` call."""
+    if fact.kind in ("number", "money", "percent"):
+        return index.find_value(
+            fact.value,
+            at,
+            percent=fact.kind == "percent",
+            tolerance=fact.tolerance,  # extract_facts's, with_tolerances below
+            extra=numbers,
+            strict=fact.kind != "number",
+            quantity=quantity,
+        )
+    return _real_find_fact(fact, text, at, index, numbers, quantity)
+
+
+_real_find_fact = _grounding._find_fact
+
+
+def _rounded_traces() -> list[Trace]:
+    """Runs whose amounts, percentages and numbers are rounded, hedged, derived or absent."""
+    answers = [
+        "About $1,800 is due; 12% of it ($216.00) is tax, 3 bags at $45 make $135.",
+        "Over 8 million users, roughly 1.83 thousand a day; the rate is 12.5% (0.125).",
+        "Revenue was $5.2mn, up 4%; a refund of $1,834.20 and $1,834.2 and $99.99 are open.",
+        "The total is $3,052.97 and 7 items cost 1,250; ~30% off gives $875.",
+    ]
+    evidence = [
+        {"balance": 1834.2, "rate": 0.125, "users": 8_810_000, "per_day": 1834},
+        {"items": [1250.0, 1802.97], "tax": 0.12, "revenue": 5_200_000, "growth": 0.04},
+        {"bags": 3, "fee": 45, "discount": "30%", "price": 1250},
+    ]
+    out = []
+    for n, answer in enumerate(answers):
+        steps: list[dict[str, Any]] = [
+            {"id": f"t{k}", "kind": "tool", "name": "get", "output": e}
+            for k, e in enumerate(evidence[n % 3 :] + evidence[: n % 3])
+        ]
+        steps.append({"id": "a", "kind": "text", "output": answer})
+        out.append(Trace.model_validate({"steps": steps, "output": answer + " Thanks."}))
+    return out
+
+
+def test_numbers_looked_up_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The look-up as written kept per run (and shared by both scorers), and the tolerances
+    read only for the arithmetic, give what one ``find_value`` with the tolerances of
+    ``extract_facts`` gave, on the benchmark's runs and on rounded and derived amounts."""
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+    try:
+        from bench_grounding import make_run
+    finally:
+        sys.path.pop(0)
+    rng = random.Random(11)
+    traces = [Trace.model_validate(make_run(i, rng)) for i in range(150)] + _rounded_traces()
+    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+
+    def results() -> list[str]:
+        out = []
+        for trace in traces:
+            evidence = Evidence(trace)
+            out += [s.score(trace, evidence).model_dump_json() for s in scorers]
+        return out
+
+    fast = results()
+    eager = _grounding.extract_facts
+
+    def with_tolerances(text: str, refs: Any, **_: Any) -> Any:
+        return eager(text, refs)
+
+    monkeypatch.setattr(_grounding, "extract_facts", with_tolerances)
+    monkeypatch.setattr(_grounding, "_find_fact", _plain_find_fact)
+    monkeypatch.setattr(EvidenceIndex, "find_written", _uncached_written)
+    plain = results()
+    assert plain == fast
+    assert sum(r.count('"derived"') for r in fast) >= 4  # some amounts were derived
+
+
+def _uncached_written(
+    self: EvidenceIndex, value: float, index: int, *, percent: bool = False, strict: bool = True
+) -> Any:
+    """``find_written`` computed on every call (nothing is kept, so the probes of the kept
+    look-ups in ``find_value`` and ``_find_number`` never hit either)."""
+    return self._find_written(value, index, percent, strict)

@@ -33,7 +33,7 @@ from agentlens.eval._references import (
     parse_number,
 )
 
-__all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "name_tokens"]
+__all__ = ["COMMON_WORDS", "FACT_KINDS", "Fact", "extract_facts", "fact_tolerance", "name_tokens"]
 
 FACT_KINDS = frozenset(
     {"number", "money", "percent", "year", "decade", "last_digits", "date", "time", "name"}
@@ -260,10 +260,14 @@ def name_tokens(text: str) -> list[str]:
     return _WORDS.findall(text.lower())
 
 
-def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
+def extract_facts(text: str, refs: Sequence[Reference], *, tolerances: bool = True) -> list[Fact]:
     """The specific facts in ``text``. ``refs`` are the references already found in it (by the
     same extractor ``no_fabricated_refs`` uses): amounts, percentages and dates among them become
-    facts; the spans of the others are not searched for numbers or names again."""
+    facts; the spans of the others are not searched for numbers or names again.
+
+    ``tolerances=False`` leaves every fact's ``tolerance`` at ``0.0``, for a caller that needs
+    it only now and then (``parametric_leakage`` reads it only for a number that the evidence
+    does not hold as written) and asks :func:`fact_tolerance` for it then."""
     facts: list[Fact] = []
     # The spans taken by references, then times: a match overlapping one is not searched again.
     starts: list[int] = []
@@ -276,7 +280,7 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         starts.append(start)
         ends.append(end)
         if kind == "money" or kind == "percent":
-            tolerance = _tolerance(r.text, text, start)
+            tolerance = _tolerance(r.text, text, start) if tolerances else 0.0
             facts.append(_fact(kind, r.text, start, end, r.key, float(r.key), tolerance))
         elif kind == "date":
             facts.append(_fact("date", r.text, start, end, r.key, None, 0.0))
@@ -351,7 +355,7 @@ def extract_facts(text: str, refs: Sequence[Reference]) -> list[Fact]:
         if not scale and len(digits) == 4 and digits.isdigit() and 1900 <= value <= 2100:
             facts.append(_fact("year", raw, start, end, digits, value, 0.0))
             continue
-        tolerance = _tolerance_of(digits, scale, text, start)
+        tolerance = _tolerance_of(digits, scale, text, start) if tolerances else 0.0
         facts.append(_fact("number", raw, start, end, number_key(value), value, tolerance))
 
     line_start = _LineStart(text)
@@ -552,6 +556,18 @@ def _fact_maker() -> Callable[[str, str, int, int, str, float | None, float], Fa
 
 
 _fact = _fact_maker()
+
+
+def fact_tolerance(fact: Fact, text: str) -> float:
+    """The ``tolerance`` that :func:`extract_facts` gives ``fact``, a fact of ``text``: the
+    rounding of a number, an amount or a percentage as written (:func:`_tolerance`), else
+    ``0.0``."""
+    if fact.kind in _ROUNDED_KINDS:
+        return _tolerance(fact.text, text, fact.start)
+    return 0.0
+
+
+_ROUNDED_KINDS = frozenset({"number", "money", "percent"})
 
 
 def _tolerance(raw: str, text: str, start: int) -> float:

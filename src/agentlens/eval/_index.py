@@ -291,6 +291,7 @@ class EvidenceIndex:
         self._derived: dict[
             tuple[float, int, bool, float, str, tuple[tuple[float, str], ...]], Match | None
         ] = {}
+        self._written: dict[tuple[float, int, bool, bool], Match | None] = {}
 
     @property
     def items(self) -> tuple[_ItemIndex, ...]:
@@ -411,6 +412,7 @@ class EvidenceIndex:
         other._decades = self._decades
         other._last_digits = self._last_digits
         other._derived = self._derived
+        other._written = self._written
         return other
 
     def before(self, index: int) -> Iterator[_ItemIndex]:
@@ -638,6 +640,33 @@ class EvidenceIndex:
         ``rate`` or ``number``). ``strict``: the number must stand alone in the evidence (an
         amount); otherwise digits inside an id or a date count too ("certificate 7504069", the
         year of a date)."""
+        found = self._written.get((value, index, percent, strict), _UNSEEN)
+        if found is _UNSEEN:
+            found = self.find_written(value, index, percent=percent, strict=strict)
+        if found is not None or not arithmetic:
+            return found
+        return self.derive(
+            abs(value), index, percent=percent, tolerance=tolerance, extra=extra, quantity=quantity
+        )
+
+    def find_written(
+        self, value: float, index: int, *, percent: bool = False, strict: bool = True
+    ) -> Match | None:
+        """:meth:`find_value` without its arithmetic: the number as written in the evidence
+        before ``index`` (any common formatting), or for a percentage its hundredth; the rest of
+        :meth:`find_value` (rounding, arithmetic) is tried only when this finds nothing.
+
+        Kept per run: ``no_fabricated_refs`` looks up an amount or a percentage of a turn and
+        ``parametric_leakage`` the same one, at the same position, again (the answer depends on
+        nothing else)."""
+        key = (value, index, percent, strict)
+        found = self._written.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._written[key] = self._find_written(value, index, percent, strict)
+        return found
+
+    def _find_written(self, value: float, index: int, percent: bool, strict: bool) -> Match | None:
+        """:meth:`find_written`, computed."""
         key = number_key(abs(value))
         variants = _number_variants(key)
         frac = _number_variants(number_key(abs(value) / 100)) if percent else None
@@ -653,11 +682,7 @@ class EvidenceIndex:
             hit = self._first(v, index, lower=False, number=True, amount=strict)
             if hit is not None:
                 return Match(hit, number_key(abs(value) / 100))
-        if not arithmetic:
-            return None
-        return self.derive(
-            abs(value), index, percent=percent, tolerance=tolerance, extra=extra, quantity=quantity
-        )
+        return None
 
     def _find_url(self, key: str, index: int, text: str = "") -> Match | None:
         bare = _SCHEME.sub("", text).lower()
@@ -679,10 +704,19 @@ class EvidenceIndex:
     def _find_number(
         self, ref: Reference, index: int, extra: Sequence[tuple[float, str]] = ()
     ) -> Match | None:
-        return self.find_value(
-            float(ref.key),
+        # find_value, with the tolerance (needed only by the arithmetic) read only when the
+        # amount is not in the evidence as written
+        value = float(ref.key)
+        percent = ref.kind == "percent"
+        found = self._written.get((value, index, percent, True), _UNSEEN)
+        if found is _UNSEEN:
+            found = self.find_written(value, index, percent=percent)
+        if found is not None:
+            return found
+        return self.derive(
+            abs(value),
             index,
-            percent=ref.kind == "percent",
+            percent=percent,
             tolerance=written_tolerance(ref.text),
             extra=extra,
             quantity=MONEY if ref.kind == "money" else RATE,

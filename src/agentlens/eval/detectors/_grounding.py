@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentlens.errors import ConfigError
 from agentlens.eval._evidence import Evidence, EvidenceItem, Turn
-from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, name_tokens
+from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, fact_tolerance, name_tokens
 from agentlens.eval._index import EvidenceIndex, Match
 from agentlens.eval._quantities import MONEY, NUMBER, RATE, claim_kind, operand_kinds
 from agentlens.eval._references import Extractor, Reference, get_extractor
@@ -366,13 +366,14 @@ def _parametric_leakage(
     for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
         # numbers this turn already grounded, with their kinds: operands for the next
         numbers: list[tuple[float, str]] = []
-        for fact in extract_facts(turn.text, refs):
+        # the tolerances are read only for the numbers that need arithmetic (_find_fact)
+        for fact in extract_facts(turn.text, refs, tolerances=False):
             if wanted is not None and fact.kind not in wanted:
                 continue
             if fact.kind == "name" and allowed and set(fact.key.split()) <= allowed:
                 continue
             quantity = _quantity(fact, turn.text)
-            match = _find_fact(fact, turn.index, index, numbers, quantity)
+            match = _find_fact(fact, turn.text, turn.index, index, numbers, quantity)
             if match is not None:
                 grounded.append(_grounded(fact.text, fact.start, fact.end, turn, match, fact.kind))
                 if fact.value is not None:
@@ -443,21 +444,31 @@ def _quantity(fact: Fact, text: str) -> str:
 
 def _find_fact(
     fact: Fact,
+    text: str,
     index_pos: int,
     index: EvidenceIndex,
     numbers: Sequence[tuple[float, str]],
     quantity: str,
 ) -> Match | None:
+    """Where ``fact`` (of the turn ``text``, extracted without its tolerance) is found in the
+    evidence before ``index_pos``."""
     kind = fact.kind
     if kind in ("number", "money", "percent"):
-        assert fact.value is not None
-        return index.find_value(
-            fact.value,
+        value = fact.value
+        assert value is not None
+        percent = kind == "percent"
+        strict = kind != "number"  # a bare number may be part of an id ("certificate 7504069")
+        # index.find_value(value, ..., tolerance=fact_tolerance(fact, text), ...), the
+        # tolerance read only for the arithmetic
+        match = index.find_written(value, index_pos, percent=percent, strict=strict)
+        if match is not None:
+            return match
+        return index.derive(
+            abs(value),
             index_pos,
-            percent=kind == "percent",
-            tolerance=fact.tolerance,
+            percent=percent,
+            tolerance=fact_tolerance(fact, text),
             extra=numbers,
-            strict=kind != "number",  # a bare number may be part of an id ("certificate 7504069")
             quantity=quantity,
         )
     if kind == "year":
