@@ -189,3 +189,20 @@ def test_the_lazy_console_is_a_console() -> None:
     console._force_terminal = True
     assert real._force_terminal is True and console.is_terminal
     assert _app.real_console(real) is real
+
+
+def test_score_imports_no_judge_nor_asyncio(tmp_path: Path) -> None:
+    # the five default scorers need no judge, no event loop and no worker processes
+    code = (
+        "import sys\n"
+        "from agentlens.cli import main\n"
+        "try:\n"
+        f"    main(['--db', {str(tmp_path / 'x.db')!r}, 'score'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('agentlens.eval.judges', 'agentlens.eval._claims', 'asyncio', 'multiprocessing')\n"
+        "print([m for m in heavy if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+    assert "nothing to score" in out.stderr + out.stdout

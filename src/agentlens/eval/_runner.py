@@ -21,17 +21,14 @@ A scorer that raises gives an ``error`` score for that run; the batch goes on.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures as cf
 import gc
 import importlib
-import multiprocessing
 import signal
 import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
@@ -435,6 +432,8 @@ _ASYNC_CONCURRENCY = 16
 
 
 def _run_async(work: list[tuple[Trace, Evidence, Scorer]]) -> list[ScoreResult]:
+    import asyncio  # (with ssl and sockets: about 20 ms, for async scorers only)
+
     async def main() -> list[ScoreResult]:
         gate = asyncio.Semaphore(_ASYNC_CONCURRENCY)
 
@@ -517,6 +516,9 @@ def _run_parallel(
     workers: int,
     record: Callable[[list[Score], int, list[tuple[str, str]], list[str | None] | None], None],
 ) -> None:
+    import multiprocessing
+    from concurrent.futures.process import BrokenProcessPool
+
     specs = [(b.name, dict(b.options), _origin_module(b)) for b in bases]
     context = multiprocessing.get_context("spawn")
     pool = cf.ProcessPoolExecutor(

@@ -32,7 +32,6 @@ A scorer that raises while scoring yields an ``error`` result; it never aborts a
 
 from __future__ import annotations
 
-import asyncio
 import collections.abc as cabc
 import functools
 import hashlib
@@ -456,6 +455,8 @@ def _check_result(name: str, result: Any) -> ScoreResult:
 
 
 def _run_sync(awaitable: Awaitable[Any]) -> Any:
+    import asyncio  # (with ssl and sockets: about 20 ms, for async scorers only)
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -9,24 +9,22 @@ finding, never as a pass; so is an unsupported claim when the evidence was trunc
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Mapping
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from agentlens.eval._claims import Claim, extract_claims
 from agentlens.eval._evidence import Evidence, Turn
 from agentlens.eval._scorer import VERSION_TAG, Bound, scorer
-from agentlens.eval.judges import (
-    Judge,
-    OfflineJudge,
-    check_file_base_url,
-    get_judge,
-    judge_from_settings,
-    judge_options,
-)
-from agentlens.eval.judges._protocol import ClaimVerdict, Label
 from agentlens.model import FailureMode, Finding, ScoreResult, Trace
+
+if TYPE_CHECKING:  # pragma: no cover
+    from agentlens.eval._claims import Claim
+    from agentlens.eval.judges import Judge, OfflineJudge
+    from agentlens.eval.judges._protocol import ClaimVerdict
+
+# The judges (and the claim splitter) are imported when a judge is first needed: registering
+# this scorer, or scoring with the others, does not need them.
 
 __all__ = [
     "ajudged_leakage",
@@ -52,6 +50,8 @@ def resolve_judge(judge: Judge | str | None = None, **options: Any) -> Judge:
         return judge
     opts = {k: v for k, v in options.items() if v is not None}
     key = (judge, tuple(sorted((k, repr(v)) for k, v in opts.items())))
+    from agentlens.eval.judges import get_judge, judge_from_settings
+
     with _LOCK:
         found = _JUDGES.get(key)
         if found is None:
@@ -61,6 +61,9 @@ def resolve_judge(judge: Judge | str | None = None, **options: Any) -> Judge:
 
 
 async def _judge_turn(judge: Judge, turn: Turn) -> list[tuple[Claim, ClaimVerdict]]:
+    from agentlens.eval._claims import extract_claims
+    from agentlens.eval.judges._protocol import ClaimVerdict, Label
+
     claims = extract_claims(turn.text)
     if not claims:
         return []
@@ -125,6 +128,8 @@ def _finding(
 def _classify(
     mode: FailureMode, turn: Turn, claim: Claim, verdict: ClaimVerdict
 ) -> tuple[str, Finding]:
+    from agentlens.eval.judges._protocol import Label
+
     if verdict.label is Label.SUPPORTED:
         return "supported", _finding(None, claim, verdict, turn)
     if verdict.label is Label.UNVERIFIABLE:
@@ -168,7 +173,7 @@ def _identity(judge: Judge) -> dict[str, Any]:
     if name != "offline":
         return {"judge": name, "model": str(getattr(judge, "model", ""))}
     identity: dict[str, Any] = {}
-    default = _DEFAULT_OFFLINE
+    default = _default_offline()
     if getattr(judge, "mode", default.mode) != default.mode:
         identity["mode"] = judge.mode  # type: ignore[attr-defined]
     if getattr(judge, "min_coverage", default.min_coverage) != default.min_coverage:
@@ -178,7 +183,12 @@ def _identity(judge: Judge) -> dict[str, Any]:
     return identity
 
 
-_DEFAULT_OFFLINE = OfflineJudge()
+@cache
+def _default_offline() -> OfflineJudge:
+    """The offline judge with its defaults (what an unconfigured judge is compared with)."""
+    from agentlens.eval.judges import OfflineJudge
+
+    return OfflineJudge()
 
 
 def build_judge(
@@ -206,6 +216,8 @@ def build_judge(
     given = {k: v for k, v in options.items() if v is not None}
     if settings is None:
         return None if judge is None else resolve_judge(judge, **given)
+    from agentlens.eval.judges import check_file_base_url, judge_options
+
     table = judge_options(getattr(settings, "judge", None) or {})
     configured = table.pop("backend", None)
     backend = judge or (configured if backend_from_settings else None) or "offline"
@@ -258,13 +270,15 @@ def faithful_synthesis(
         # (and the default judge's rules: `agentlens score` and the review pipeline always bind
         # with the settings, so what they store names the judge they use)
         identity = {k: v for k, v in (("model", model), ("mode", mode)) if v is not None}
-        if identity.get("mode") == _DEFAULT_OFFLINE.mode:
+        if identity.get("mode") == _default_offline().mode:
             del identity["mode"]
-        rules = judge_rules(_DEFAULT_OFFLINE)
+        rules = judge_rules(_default_offline())
     return Bound(score, identity, version_tag=rules)
 
 
 async def _faithful_synthesis(evidence: Evidence, the_judge: Judge) -> ScoreResult:
+    import asyncio  # (imported when used: with ssl and sockets, about 20 ms)
+
     turns = evidence.turns
     results = await asyncio.gather(*(_judge_turn(the_judge, t) for t in turns))
     findings: list[Finding] = []
@@ -317,6 +331,8 @@ async def ajudged_leakage(
     """The judged half of ``parametric_leakage``: claims of each assistant turn that the judge
     finds absent from the evidence before it, as ``parametric_leakage`` findings. A claim the
     judge could not decide gives a finding with ``unverifiable=True``."""
+    import asyncio  # (imported when used: with ssl and sockets, about 20 ms)
+
     ev = evidence if evidence is not None else Evidence(trace)
     the_judge = resolve_judge(judge, **options)
     turns = ev.turns
@@ -335,6 +351,8 @@ def judged_leakage(
 ) -> list[Finding]:
     """Synchronous :func:`ajudged_leakage`; safe to call from a sync scorer even when an event
     loop is running in this thread (the judge then runs in a worker thread)."""
+    import asyncio  # (imported when used: with ssl and sockets, about 20 ms)
+
     coro_args: tuple[Trace, Evidence | None, Judge | str | None] = (trace, evidence, judge)
     try:
         asyncio.get_running_loop()
