@@ -280,3 +280,54 @@ def test_the_ascii_scan_is_used_only_where_it_matches_alike() -> None:
     assert not _ascii_alike(text) and not _ascii_alike("é 5") and _ascii_alike("March 5")
     assert _fields(ex.extract(text)) == _fields(_plain_extract(ex, text))
     assert [r.text for r in ex.extract(text)] == ["March\x1c5", "July 4"]
+
+
+_PROSE = [
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\xa0",
+    "\u2003",
+    "Thanks",
+    "see",
+    "the",
+    "a",
+    ",",
+    ".",
+    "Dec.",
+    "USD",
+]
+prose_then_refs = st.tuples(st.lists(st.sampled_from(_PROSE), max_size=12).map("".join), texts).map(
+    "".join
+)
+
+
+@pytest.mark.parametrize("kinds", [None, ["id", "code"], ["date", "money", "percent", "url"]])
+@settings(max_examples=300, deadline=None)
+@given(text=prose_then_refs)
+def test_the_scan_starting_before_the_first_trigger_finds_every_match(
+    kinds: list[str] | None, text: str
+) -> None:
+    """``extract`` starts its scan at the word before the first trigger's word: the matches are
+    those of the expression over the whole text."""
+    ex = get_extractor(kinds=kinds)
+    assert _fields(ex.extract(text)) == _fields(_plain_extract(ex, text))
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("We met on  March \t 5, 2026.", ["March \t 5, 2026"]),
+        ("due Dec.\n\n5 for USD\u20035 or US$ 12", ["Dec.\n\n5", "USD\u20035", "US$ 12"]),
+        ("pay -$ 12 at www.example.com or a@b.co", ["-$ 12", "www.example.com", "a@b.co"]),
+        ("id deadbeef-dead-beef-dead-beefdeadbeef ok", ["deadbeef-dead-beef-dead-beefdeadbeef"]),
+        ("see x[3] and ABCDEFGHIJKLMNOP-12345", ["[3]", "ABCDEFGHIJKLMNOP-12345"]),
+        ("5 items", []),
+        ("12% of it", ["12%"]),
+    ],
+)
+def test_the_scan_start_keeps_a_reference_led_by_a_word(text: str, found: list[str]) -> None:
+    ex = get_extractor()
+    assert [r.text for r in ex.extract(text)] == found
+    assert _fields(ex.extract(text)) == _fields(_plain_extract(ex, text))
