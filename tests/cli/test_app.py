@@ -206,3 +206,14 @@ def test_score_imports_no_judge_nor_asyncio(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
     assert "nothing to score" in out.stderr + out.stdout
+
+
+def test_importing_the_cli_imports_no_command() -> None:
+    # `from agentlens.cli import main` (a script, a spawned worker importing it again) is light
+    code = (
+        "import sys, agentlens.cli\n"
+        "print([m for m in ('typer', 'rich', 'agentlens.cli._app', 'agentlens.model')"
+        " if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

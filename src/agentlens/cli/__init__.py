@@ -13,12 +13,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agentlens.cli._app import command_name, main
-
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.cli._app import app
 
-__all__ = ["MODULES", "app", "main", "register"]
+__all__ = ["MODULES", "app", "command_name", "main", "register"]
 
 MODULES: dict[str, str] = {
     "delete": "_delete",
@@ -55,6 +53,25 @@ _ORDER = (
     "_worker",
 )
 """Every command module, in the order ``agentlens --help`` lists their commands."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The console-script entry point (:func:`agentlens.cli._app.main`). Importing this module
+    imports neither typer nor any command: a ``--workers`` child started by ``spawn`` imports
+    the ``agentlens`` script's module again, and with it this one."""
+    from agentlens.cli._app import main as run
+
+    run(argv)
+
+
+def command_name(args: list[str]) -> str | None:
+    """The command (or group) that a command line without the program name runs, when only
+    ``--db`` options come before it: ``None`` for anything else (``--help``, ``--version``, no
+    command), which the whole app handles."""
+    i = 0
+    while i < len(args) and (args[i] == "--db" or args[i].startswith("--db=")):
+        i += 1 if args[i].startswith("--db=") else 2
+    return args[i] if i < len(args) and not args[i].startswith("-") else None
 
 
 def register(args: list[str] | None = None) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from agentlens.cli import command_name
 from agentlens.config import DEFAULT_DB_URL, env_flag
 from agentlens.errors import AgentlensError
 
@@ -195,16 +196,6 @@ def _entry_name(entry: Any) -> str | None:
         return get_command_name(entry.callback.__name__) if entry.callback else None
     name = solve_typer_info_defaults(entry).name
     return name if isinstance(name, str) and name else None
-
-
-def command_name(args: list[str]) -> str | None:
-    """The command (or group) that a command line without the program name runs, when only
-    ``--db`` options come before it: ``None`` for anything else (``--help``, ``--version``, no
-    command), which the whole app handles."""
-    i = 0
-    while i < len(args) and (args[i] == "--db" or args[i].startswith("--db=")):
-        i += 1 if args[i].startswith("--db=") else 2
-    return args[i] if i < len(args) and not args[i].startswith("-") else None
 
 
 def _app_for(args: list[str]) -> typer.Typer:
