@@ -8,17 +8,19 @@ the very scores ``known_dumps`` names, and a new dump for every other.
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic_core import PydanticSerializationError
 
 from agentlens.model import FailureMode, Finding, Score, ScoreResult, Verdict
-from agentlens.model._score import dump_exactly, known_dumps, stored_json
+from agentlens.model._score import dump_exactly, known_dumps, plain_json, stored_json
 
 
 class Colour(Enum):
@@ -202,3 +204,226 @@ def test_the_stored_json_is_the_known_dump_only_for_those_very_scores() -> None:
     with pytest.raises(RuntimeError), known_dumps([score], ["KNOWN"]):
         raise RuntimeError
     assert stored_json(score) == score.model_dump_json()  # forgotten on the way out too
+
+
+# ---------------------------------------------------------------- the plain writer (orjson)
+
+
+class Shade(IntEnum):
+    DARK = 1
+
+
+class Pair(Enum):
+    AB = ("a", 1)
+
+
+class Label(str):
+    pass
+
+
+Named = namedtuple("Named", "a b")
+
+# what orjson writes itself as pydantic does (most scores: the writer's own path)...
+plain_leaves = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats()
+    | st.text(max_size=8)
+    | st.uuids()
+    | st.sampled_from([Shade.DARK, Pair.AB, FailureMode.NO_PROGRESS, Verdict.PASSED])
+)
+plain_values = st.recursive(
+    plain_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+# ...and what it must leave to pydantic, or write as pydantic does though pydantic warns
+odd_leaves = (
+    leaves
+    | plain_leaves
+    | st.integers(min_value=-(2**64), max_value=2**65)
+    | st.text(max_size=3).map(Label)
+    | st.tuples(st.integers(), st.text(max_size=2)).map(lambda t: Named(*t))
+    | st.frozensets(st.integers(0, 3), max_size=2)
+    | st.just(complex(1, 2))
+    | st.text(max_size=3).map(lambda t: t + "\ud800")  # a lone surrogate: pydantic refuses too
+)
+odd_values = st.recursive(
+    odd_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=4) | st.integers(0, 9), inner, max_size=3)
+        | st.dictionaries(st.text(max_size=2).map(Label), inner, max_size=2)
+    ),
+    max_leaves=6,
+)
+odd_findings = st.builds(
+    Finding,
+    failure_mode=st.none() | st.sampled_from(FailureMode),
+    text=st.text(max_size=10),
+    start=st.none() | st.integers(0, 2**40),
+    end=st.none() | st.integers(0, 2**40),
+    location=st.text(max_size=4),
+    step_ids=st.lists(st.text(max_size=3), max_size=2),
+    supported_by=st.none() | st.text(max_size=3),
+    unverifiable=st.booleans(),
+    detail=st.text(max_size=10),
+    attributes=st.dictionaries(st.text(max_size=5), plain_values, max_size=3),
+)
+odd_results = st.builds(
+    ScoreResult,
+    passed=st.booleans(),
+    value=st.none() | st.floats(),
+    detail=st.text(max_size=10),
+    findings=st.lists(odd_findings, max_size=3),
+    grounded=st.lists(odd_findings, max_size=3),
+    verdict=st.none() | st.sampled_from(Verdict),
+    error=st.none() | st.text(max_size=5),
+    attributes=st.dictionaries(st.text(max_size=5), plain_values, max_size=3),
+)
+any_moment = st.datetimes(
+    timezones=st.just(UTC)
+    | st.just(UTC)
+    | st.just(UTC)
+    | st.none()
+    | st.just(timezone(timedelta(0)))
+    | st.just(timezone(timedelta(hours=-3)))
+    | st.just(timezone(timedelta(seconds=30)))
+)
+
+
+def _ill_typed(score: Score, how: str) -> None:
+    """Values of a type other than the declared one (assignments are not validated)."""
+    some = (score.findings or score.grounded or [None])[0]
+    if how == "int value":
+        score.value = 3  # type: ignore[assignment]
+    elif how == "bool start" and some is not None:
+        some.start = True  # type: ignore[assignment]
+    elif how == "text mode" and some is not None:
+        some.failure_mode = "fabricated_grounding"  # type: ignore[assignment]
+    elif how == "int step id" and some is not None:
+        some.step_ids = ["s1", 2]  # type: ignore[list-item]
+    elif how == "label text" and some is not None:
+        some.text = Label("x")
+    elif how == "tuple steps" and some is not None:
+        some.step_ids = ("s1",)  # type: ignore[assignment]
+    elif how == "finding extra" and some is not None:
+        some.note = "n"  # type: ignore[attr-defined]
+    elif how == "score extra":
+        score.judge = "m"  # type: ignore[attr-defined]
+    elif how == "fields reordered" and some is not None:
+        object.__setattr__(some, "__dict__", dict(reversed(list(some.__dict__.items()))))
+    elif how == "field missing" and some is not None:
+        del some.__dict__["detail"]
+    elif how == "stray key" and some is not None:
+        some.__dict__["stray"] = 1
+    elif how == "subclass finding":
+        score.findings.append(_Marked(failure_mode=None, text="m"))
+    elif how == "naive time":
+        score.scored_at = score.scored_at.replace(tzinfo=None)
+
+
+class _Marked(Finding):
+    mark: int = 1
+
+
+@given(
+    odd_results,
+    any_moment,
+    st.sampled_from(
+        [
+            "",
+            "int value",
+            "bool start",
+            "text mode",
+            "int step id",
+            "label text",
+            "tuple steps",
+            "finding extra",
+            "score extra",
+            "fields reordered",
+            "field missing",
+            "stray key",
+            "subclass finding",
+            "naive time",
+            "any field",
+            "any field",
+            "any field",
+            "odd attribute",
+            "odd attribute",
+        ]
+    ),
+    st.sampled_from(sorted(Finding.model_fields)),
+    odd_values,
+)
+@settings(max_examples=800, deadline=None)
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_the_plain_writer_writes_what_pydantic_writes_or_nothing(
+    result: ScoreResult, when: datetime, how: str, field: str, value: Any
+) -> None:
+    score = Score.of(result, run_id="r1", scorer="s", version="2")
+    score.scored_at = when
+    _ill_typed(score, how)
+    some = (score.findings or score.grounded or [None])[0]
+    if how == "any field" and some is not None:
+        some.__dict__[field] = value  # any value in any field (assignment is not validated)
+    if how == "odd attribute":
+        (some.attributes if some is not None else score.attributes)["odd"] = value
+    try:
+        expected: str | None = score.model_dump_json()
+    except PydanticSerializationError:
+        expected = None
+    doc = plain_json(score)
+    if how == "" and when.utcoffset() == timedelta(0):
+        assert doc is not None  # a plain score at UTC: the writer's own
+    if doc is not None:
+        assert doc == expected
+        assert stored_json(score) == doc
+    elif expected is not None:
+        assert stored_json(score) == expected
+    if how in ("bool start", "label text", "subclass finding", "finding extra") and some:
+        assert doc is None
+    if how in ("int value", "score extra", "naive time", "stray key", "field missing"):
+        assert doc is None or (how in ("stray key", "field missing") and some is None)
+
+
+def test_the_plain_writer_takes_the_scores_the_scorers_make() -> None:
+    grounded = Finding(
+        failure_mode=None,
+        text="CUST-12345",
+        start=3,
+        end=13,
+        location="s4",
+        step_ids=["s4"],
+        supported_by="s2",
+        attributes={"kind": "id"},
+    )
+    bad = Finding(
+        failure_mode=FailureMode.FABRICATED_GROUNDING,
+        text="$1.5e16",
+        detail="not in the evidence",
+        attributes={"kind": "money", "key": 1.5e16, "closest": {"text": "ü\u2028\x01"}},
+    )
+    loop = Finding(
+        failure_mode=FailureMode.REPEATED_TOOL_CALL,
+        text="search(q)",
+        step_ids=["s1", "s2", "s3"],
+        attributes={"repeats": 3, "wasted_tokens": 120, "cost": 0.25, "calls": [[1, "a"]]},
+    )
+    for result in (
+        ScoreResult(passed=True, value=0.0, detail="1 reference grounded", grounded=[grounded]),
+        ScoreResult(passed=False, value=1.0, findings=[bad], grounded=[grounded] * 3),
+        ScoreResult(passed=False, value=3.0, findings=[loop], attributes={"steps": 9}),
+        ScoreResult.from_error(ValueError("boom")),
+    ):
+        score = Score.of(result, run_id="r", scorer="s", version="1")
+        doc = plain_json(score)
+        assert doc is not None and doc == score.model_dump_json()
+        back = Score.model_validate_json(doc)
+        assert plain_json(back) == doc  # read back (pydantic's UTC): the same text again

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from functools import partial
+from itertools import product
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -270,6 +272,90 @@ _attach = _pick_attach()
 # ---------------------------------------------------------------- a score's JSON, written once
 
 
+_FINDING_FIELDS = len(Finding.model_fields)
+_SCORE_KEYS = tuple(Score.model_fields)
+_NONE = type(None)
+_SCORE_TYPES = frozenset(
+    product(
+        (bool,), (float, _NONE), (str,), (list,), (list,), (Verdict, _NONE), (str, _NONE),
+        (dict,), (str,), (str,), (str,), (datetime,),
+    )
+)
+_ZERO = timedelta(0)
+_dumps: Any = None
+"""``orjson.dumps`` with the options :func:`plain_json` needs, once it has been imported (not
+before a score is written: ``import agentlens.model`` stays without it)."""
+
+
+class _NotPlain(Exception):
+    """A value :func:`plain_json` leaves to pydantic."""
+
+
+def _finding_dict(value: Any) -> dict[str, Any]:
+    """orjson's ``default``: a :class:`Finding` without extras as its ``__dict__``, which
+    pydantic writes as orjson does (every field, in the dict's order) with one exception,
+    refused here: ``True`` in ``start`` or ``end`` (pydantic writes ``1``). A value of another
+    type than its field's is written by pydantic as by inference, which is what orjson writes
+    (or refuses). Anything else orjson does not write itself is refused."""
+    if type(value) is Finding and not value.__pydantic_extra__:
+        fields = value.__dict__
+        # every field and nothing else (a deleted field is missing; a new attribute goes to
+        # the extras: no stray key reaches ``__dict__`` through the model's own methods)
+        if (
+            len(fields) == _FINDING_FIELDS
+            and type(fields["start"]) is not bool
+            and type(fields["end"]) is not bool
+        ):
+            return fields
+    raise _NotPlain
+
+
+def plain_json(score: Score) -> str | None:
+    """``score.model_dump_json()``, written by orjson from the score's and its findings' own
+    ``__dict__``s, or ``None`` when a value is not one this writer renders as pydantic does.
+
+    It renders a score whose own fields hold exactly their declared types (no extras,
+    ``scored_at`` an aware time at UTC: pydantic writes an integer ``value`` as a float) and
+    whose findings are plain :class:`Finding`s (see :func:`_finding_dict`), where every value
+    is one orjson writes as pydantic does: text, integers of 64 bits, floats (NaN and the
+    infinities as ``null``), booleans, ``None``, lists, tuples, dicts with text keys, UUIDs,
+    enums of those. Anything else (a subclass of a builtin, a time, a ``Decimal``, a model, a
+    large integer, a text with a lone surrogate...) is refused (``None``), and the caller asks
+    pydantic, which also warns of values of the wrong type (this writer does not).
+    ``tests/model/test_score_dumps.py`` holds it to pydantic's text on generated scores, ill
+    typed ones included.
+    """
+    if type(score) is not Score or score.__pydantic_extra__:
+        return None
+    fields = score.__dict__
+    if tuple(fields) != _SCORE_KEYS or tuple(map(type, fields.values())) not in _SCORE_TYPES:
+        return None
+    when = fields["scored_at"]
+    if when.utcoffset() != _ZERO:
+        return None
+    fields = dict(fields)
+    fields["scored_at"] = when.isoformat()[:-6] + "Z"
+    try:
+        return (_dumps or _load_dumps())(fields).decode()
+    except TypeError:  # orjson.JSONEncodeError: whatever default raised, or orjson refused
+        return None
+
+
+def _load_dumps() -> Any:
+    global _dumps
+    import orjson
+
+    # a subclass of str, int, dict or list, a time and a dataclass go to default (refused):
+    # pydantic writes them by rules of its own
+    option = (
+        orjson.OPT_PASSTHROUGH_SUBCLASS
+        | orjson.OPT_PASSTHROUGH_DATETIME
+        | orjson.OPT_PASSTHROUGH_DATACLASS
+    )
+    _dumps = partial(orjson.dumps, default=_finding_dict, option=option)
+    return _dumps
+
+
 def dump_exactly(score: Score) -> tuple[str, bool]:
     """``score.model_dump_json()``, and whether that text is also the JSON of the score that
     ``Score.model_validate_json`` reads back from it (so a process that parses it need not
@@ -316,4 +402,5 @@ def stored_json(score: Score) -> str:
     known = _DUMPS.get(id(score))
     if known is not None and known[0] is score:
         return known[1]
-    return score.model_dump_json()
+    doc = plain_json(score)
+    return score.model_dump_json() if doc is None else doc
