@@ -362,7 +362,7 @@ class _Marked(Finding):
     st.sampled_from(sorted(Finding.model_fields)),
     odd_values,
 )
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=400, deadline=None)
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
 def test_the_plain_writer_writes_what_pydantic_writes_or_nothing(
     result: ScoreResult, when: datetime, how: str, field: str, value: Any

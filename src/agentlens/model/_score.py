@@ -277,10 +277,12 @@ _SCORE_KEYS = tuple(Score.model_fields)
 _NONE = type(None)
 _SCORE_TYPES = frozenset(
     product(
-        (bool,), (float, _NONE), (str,), (list,), (list,), (Verdict, _NONE), (str, _NONE),
-        (dict,), (str,), (str,), (str,), (datetime,),
+        *[(bool,), (float, _NONE), (str,), (list,), (list,), (Verdict, _NONE), (str, _NONE)],
+        *[(dict,), (str,), (str,), (str,), (datetime,)],
     )
 )
+"""The types of a score's fields, in order, that :func:`plain_json` writes itself: exactly those
+of the declarations (pydantic writes an integer or a boolean ``value`` as a float)."""
 _ZERO = timedelta(0)
 _dumps: Any = None
 """``orjson.dumps`` with the options :func:`plain_json` needs, once it has been imported (not
