@@ -49,30 +49,44 @@ values = st.recursive(
     max_leaves=10,
 )
 attributes = st.dictionaries(st.text(max_size=5), values, max_size=3)
-findings = st.builds(
-    Finding,
-    failure_mode=st.none() | st.sampled_from(FailureMode),
-    text=st.text(max_size=10),
-    start=st.none() | st.integers(0, 2**40),
-    end=st.none() | st.integers(0, 2**40),
-    location=st.text(max_size=4),
-    step_ids=st.lists(st.text(max_size=3), max_size=2),
-    supported_by=st.none() | st.text(max_size=3),
-    unverifiable=st.booleans(),
-    detail=st.text(max_size=10),
-    attributes=attributes,
-)
-results = st.builds(
-    ScoreResult,
-    passed=st.booleans(),
-    value=st.none() | st.floats(),
-    detail=st.text(max_size=10),
-    findings=st.lists(findings, max_size=3),
-    grounded=st.lists(findings, max_size=3),
-    verdict=st.none() | st.sampled_from(Verdict),
-    error=st.none() | st.text(max_size=5),
-    attributes=attributes,
-)
+
+
+def findings_of(attributes: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Finding]:
+    """Findings with every field generated, ``attributes`` from the strategy given."""
+    return st.builds(
+        Finding,
+        failure_mode=st.none() | st.sampled_from(FailureMode),
+        text=st.text(max_size=10),
+        start=st.none() | st.integers(0, 2**40),
+        end=st.none() | st.integers(0, 2**40),
+        location=st.text(max_size=4),
+        step_ids=st.lists(st.text(max_size=3), max_size=2),
+        supported_by=st.none() | st.text(max_size=3),
+        unverifiable=st.booleans(),
+        detail=st.text(max_size=10),
+        attributes=attributes,
+    )
+
+
+def results_of(
+    findings: st.SearchStrategy[Finding], attributes: st.SearchStrategy[dict[str, Any]]
+) -> st.SearchStrategy[ScoreResult]:
+    """Results with every field generated, of the findings and attributes given."""
+    return st.builds(
+        ScoreResult,
+        passed=st.booleans(),
+        value=st.none() | st.floats(),
+        detail=st.text(max_size=10),
+        findings=st.lists(findings, max_size=3),
+        grounded=st.lists(findings, max_size=3),
+        verdict=st.none() | st.sampled_from(Verdict),
+        error=st.none() | st.text(max_size=5),
+        attributes=attributes,
+    )
+
+
+findings = findings_of(attributes)
+results = results_of(findings, attributes)
 moments = st.datetimes(
     min_value=datetime(1970, 1, 2), timezones=st.just(UTC) | st.just(timezone(timedelta(hours=5)))
 )
@@ -263,30 +277,9 @@ odd_values = st.recursive(
     ),
     max_leaves=6,
 )
-odd_findings = st.builds(
-    Finding,
-    failure_mode=st.none() | st.sampled_from(FailureMode),
-    text=st.text(max_size=10),
-    start=st.none() | st.integers(0, 2**40),
-    end=st.none() | st.integers(0, 2**40),
-    location=st.text(max_size=4),
-    step_ids=st.lists(st.text(max_size=3), max_size=2),
-    supported_by=st.none() | st.text(max_size=3),
-    unverifiable=st.booleans(),
-    detail=st.text(max_size=10),
-    attributes=st.dictionaries(st.text(max_size=5), plain_values, max_size=3),
-)
-odd_results = st.builds(
-    ScoreResult,
-    passed=st.booleans(),
-    value=st.none() | st.floats(),
-    detail=st.text(max_size=10),
-    findings=st.lists(odd_findings, max_size=3),
-    grounded=st.lists(odd_findings, max_size=3),
-    verdict=st.none() | st.sampled_from(Verdict),
-    error=st.none() | st.text(max_size=5),
-    attributes=st.dictionaries(st.text(max_size=5), plain_values, max_size=3),
-)
+odd_attributes = st.dictionaries(st.text(max_size=5), plain_values, max_size=3)
+odd_findings = findings_of(odd_attributes)
+odd_results = results_of(odd_findings, odd_attributes)
 any_moment = st.datetimes(
     timezones=st.just(UTC)
     | st.just(UTC)
