@@ -72,19 +72,24 @@ def _bench_runs() -> list[dict[str, Any]]:
     return [make_run(i, rng) for i in range(60)]
 
 
+def _grounding_results(traces: list[Trace]) -> list[str]:
+    """The JSON of both grounding scorers' results on each of ``traces``, in order."""
+    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+    out = []
+    for trace in traces:
+        evidence = Evidence(trace)
+        out += [s.score(trace, evidence).model_dump_json() for s in scorers]
+    return out
+
+
 @pytest.mark.parametrize("forced", [False, True])
 def test_the_grounding_scorers_give_the_same_results_through_the_run_index(
     monkeypatch: pytest.MonkeyPatch, forced: bool
 ) -> None:
     traces = [Trace.model_validate(r) for r in _bench_runs()]
-    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
 
     def results() -> list[str]:
-        out = []
-        for trace in traces:
-            evidence = Evidence(trace)
-            out += [s.score(trace, evidence).model_dump_json() for s in scorers]
-        return out
+        return _grounding_results(traces)
 
     plain = results()
     monkeypatch.setattr(_index, "_INDEX_AFTER", 0)
@@ -339,14 +344,9 @@ def test_numbers_looked_up_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
         sys.path.pop(0)
     rng = random.Random(11)
     traces = [Trace.model_validate(make_run(i, rng)) for i in range(150)] + _rounded_traces()
-    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
 
     def results() -> list[str]:
-        out = []
-        for trace in traces:
-            evidence = Evidence(trace)
-            out += [s.score(trace, evidence).model_dump_json() for s in scorers]
-        return out
+        return _grounding_results(traces)
 
     fast = results()
     eager = _grounding.extract_facts
