@@ -2,7 +2,9 @@
 
 :attr:`Evidence.items` and :attr:`Evidence.turns` build their objects through the slots (not the
 frozen dataclasses' ``__init__``) and take a string as its own text without the calls of
-:func:`_evidence_text` / :func:`text_of`; :meth:`Evidence.memo` and :meth:`Evidence.before`
+:func:`_evidence_text` / :func:`text_of`; the items read each step's fields from its
+``__dict__`` and dump a number, or a list led by a dict that is no text block, without
+:func:`_text`'s tests; :meth:`Evidence.memo` and :meth:`Evidence.before`
 look up with ``get``. Each is held here to the plain definition, written out as it was, on
 generated runs.
 """
@@ -89,6 +91,15 @@ _VALUES = st.one_of(
     st.builds(lambda t: {"role": "assistant", "content": t}, _TEXTS),
     st.builds(lambda t: [{"type": "text", "text": t}, {"type": "text", "text": "b"}], _TEXTS),
     st.builds(lambda t: {"choices": [{"message": {"content": t}}]}, _TEXTS),
+    # lists led by a dict, a text block or not, and mixed lists: the fast path dumps a list
+    # whose first element is a dict but no text block, and leaves the rest to _text
+    st.lists(
+        st.fixed_dictionaries({"type": st.sampled_from(["text", "image"]), "text": _TEXTS})
+        | st.dictionaries(_TEXTS, _JSON, max_size=2)
+        | _TEXTS,
+        min_size=1,
+        max_size=3,
+    ),
 )
 _STEPS = st.lists(
     st.fixed_dictionaries(

@@ -33,6 +33,8 @@ _T = TypeVar("_T")
 # call, which costs as much as dumping a small tool output. Same output as
 # ``json.dumps(value, ensure_ascii=False)``.
 _ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+_NUMBERS = (int, float, bool)
+"""Shapes :func:`_text` dumps without a test of their content."""
 _UNSET: Any = object()
 """Marks a key not computed yet in :meth:`Evidence.memo`."""
 
@@ -244,28 +246,42 @@ class Evidence:
             text = value if type(value) is str else _text(value, _compact)
             out.append(make("input", "input", None, value, text, -1, False))
         for i, step in enumerate(trace.steps):
-            if step.kind not in sources:  # a StepKind is a str: it hashes and compares as one
+            # a model's fields are in its ``__dict__``: read there, each costs a dict look-up
+            # instead of ``BaseModel``'s attribute hook (six fields per step)
+            record = step.__dict__
+            step_kind = record["kind"]
+            if step_kind not in sources:  # a StepKind is a str: it hashes and compares as one
                 continue
-            kind = _KIND_TEXT.get(step.kind) or str(step.kind)
-            truncated = bool(step.attributes.get("truncated"))
-            output = step.output
+            kind = _KIND_TEXT.get(step_kind) or str(step_kind)
+            truncated = bool(record["attributes"].get("truncated"))
+            output = record["output"]
             if output is not None:
-                # a string is its own text, and a dict without "content" or a list not of text
-                # blocks its dump (what _evidence_text gives them, without its tests)
+                # a string is its own text, and a number, a dict without "content" or a list
+                # not of text blocks (told by its first element) its dump: what _evidence_text
+                # gives them, without its tests
                 shape = type(output)
                 if shape is str:
                     text = output
-                elif (shape is dict and "content" not in output) or (
-                    shape is list and (not output or type(output[0]) is not dict)
+                elif (
+                    (shape is dict and "content" not in output)
+                    or (
+                        shape is list
+                        and (
+                            not output
+                            or type(output[0]) is not dict
+                            or output[0].get("type") != "text"
+                        )
+                    )
+                    or shape in _NUMBERS
                 ):
                     text = _dumped(output, _compact)
                 else:
                     text = _text(output, _compact)
-                out.append(make(step.id, kind, step.name, output, text, i, truncated))
-            error = step.error
+                out.append(make(record["id"], kind, record["name"], output, text, i, truncated))
+            error = record["error"]
             if error not in (None, "") and kind in ("tool", "retrieval"):
                 text = error if type(error) is str else _text(error, _compact)
-                out.append(make(step.id, kind, step.name, error, text, i, truncated))
+                out.append(make(record["id"], kind, record["name"], error, text, i, truncated))
         return tuple(out)
 
     def before(self, index: int) -> tuple[EvidenceItem, ...]:
