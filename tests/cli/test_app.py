@@ -162,6 +162,16 @@ def test_the_whole_app_for_anything_else() -> None:
         assert _app._app_for(args) is _full_app(), args
 
 
+def _imported_after(
+    code: str, modules: tuple[str, ...]
+) -> tuple[list[str], subprocess.CompletedProcess[str]]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``, and the
+    process (its output; the list is its last line)."""
+    script = f"{code}import sys\nprint([m for m in {modules!r} if m in sys.modules])\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return ast.literal_eval(out.stdout.strip().splitlines()[-1]), out
+
+
 def test_help_imports_no_model_store_or_rich() -> None:
     # (typer itself may import pydantic for a command's option types)
     code = (
@@ -172,11 +182,9 @@ def test_help_imports_no_model_store_or_rich() -> None:
         "        main(args)\n"
         "    except SystemExit:\n"
         "        pass\n"
-        "heavy = ('rich', 'agentlens.model', 'agentlens.store', 'agentlens.eval')\n"
-        "print([m for m in heavy if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    heavy = ("rich", "agentlens.model", "agentlens.store", "agentlens.eval")
+    assert _imported_after(code, heavy)[0] == []
 
 
 def test_the_lazy_console_is_a_console() -> None:
@@ -200,20 +208,15 @@ def test_score_imports_no_judge_nor_asyncio(tmp_path: Path) -> None:
         f"    main(['--db', {str(tmp_path / 'x.db')!r}, 'score'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "heavy = ('agentlens.eval.judges', 'agentlens.eval._claims', 'asyncio', 'multiprocessing')\n"
-        "print([m for m in heavy if m in sys.modules])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    heavy = ("agentlens.eval.judges", "agentlens.eval._claims", "asyncio", "multiprocessing")
+    loaded, out = _imported_after(code, heavy)
+    assert loaded == []
     assert "nothing to score" in out.stderr + out.stdout
 
 
 def test_importing_the_cli_imports_no_command() -> None:
     # `from agentlens.cli import main` (a script, a spawned worker importing it again) is light
-    code = (
-        "import sys, agentlens.cli\n"
-        "print([m for m in ('typer', 'rich', 'agentlens.cli._app', 'agentlens.model')"
-        " if m in sys.modules])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    heavy = ("typer", "rich", "agentlens.cli._app", "agentlens.model")
+    loaded, out = _imported_after("import agentlens.cli\n", heavy)
+    assert loaded == [] and out.stdout.strip() == "[]"  # and the import printed nothing
