@@ -178,8 +178,9 @@ def test_colliding_keys_are_stored_as_one_process_stores_them() -> None:
     assert Score.model_validate_json(doc).model_dump_json() != doc  # read back with one key
 
 
-def test_a_plain_score_of_each_grounding_shape_is_vouched_for() -> None:
-    grounded = Finding(
+def _grounded_id(**attributes: Any) -> Finding:
+    """A grounded claim as ``no_fabricated_refs`` writes one: an id found in step ``s2``."""
+    return Finding(
         failure_mode=None,
         text="CUST-12345",
         start=3,
@@ -187,13 +188,23 @@ def test_a_plain_score_of_each_grounding_shape_is_vouched_for() -> None:
         location="s4",
         step_ids=["s4"],
         supported_by="s2",
-        attributes={"kind": "id", "derived": "1 + 2"},
+        attributes={"kind": "id", **attributes},
     )
-    bad = Finding(
+
+
+def _fabricated_amount(detail: str = "") -> Finding:
+    """A fabricated amount with its closest evidence: a float key and text JSON escapes."""
+    return Finding(
         failure_mode=FailureMode.FABRICATED_GROUNDING,
         text="$1.5e16",
+        detail=detail,
         attributes={"kind": "money", "key": 1.5e16, "closest": {"text": "ü\u2028\x01"}},
     )
+
+
+def test_a_plain_score_of_each_grounding_shape_is_vouched_for() -> None:
+    grounded = _grounded_id(derived="1 + 2")
+    bad = _fabricated_amount()
     for result in (
         ScoreResult(passed=True, value=0.0, detail="1 reference grounded", grounded=[grounded]),
         ScoreResult(passed=False, value=1.0, findings=[bad], grounded=[grounded] * 3),
@@ -387,22 +398,8 @@ def test_the_plain_writer_writes_what_pydantic_writes_or_nothing(
 
 
 def test_the_plain_writer_takes_the_scores_the_scorers_make() -> None:
-    grounded = Finding(
-        failure_mode=None,
-        text="CUST-12345",
-        start=3,
-        end=13,
-        location="s4",
-        step_ids=["s4"],
-        supported_by="s2",
-        attributes={"kind": "id"},
-    )
-    bad = Finding(
-        failure_mode=FailureMode.FABRICATED_GROUNDING,
-        text="$1.5e16",
-        detail="not in the evidence",
-        attributes={"kind": "money", "key": 1.5e16, "closest": {"text": "ü\u2028\x01"}},
-    )
+    grounded = _grounded_id()
+    bad = _fabricated_amount(detail="not in the evidence")
     loop = Finding(
         failure_mode=FailureMode.REPEATED_TOOL_CALL,
         text="search(q)",
