@@ -39,19 +39,7 @@ MODULES: dict[str, str] = {
 """The module that registers each top-level command or group (``tests/cli/test_app.py`` holds
 it to what the modules register)."""
 
-_ORDER = (
-    "_delete",
-    "_demo",
-    "_io",
-    "_migrate",
-    "_rate",
-    "_review",
-    "_runs",
-    "_schema",
-    "_score",
-    "_serve",
-    "_worker",
-)
+_ORDER = tuple(sorted(set(MODULES.values())))
 """Every command module, in the order ``agentlens --help`` lists their commands."""
 
 
