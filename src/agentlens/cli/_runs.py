@@ -12,6 +12,7 @@ import typer
 from agentlens.cli._app import app, out_console
 from agentlens.cli._review import summary_json
 from agentlens.cli._util import (
+    VERDICT_STYLE,
     AgentOpt,
     FromOpt,
     SinceOpt,
@@ -53,12 +54,6 @@ _MARK = {
     "flagged": "✗",
     "unverifiable": "?",
     "error": "!",
-}
-_STYLE = {
-    "passed": "green",
-    "flagged": "bold red",
-    "unverifiable": "yellow",
-    "error": "magenta",
 }
 _HIGHLIGHT = "bold red reverse"
 ANSWER_SHOWN = 20_000
@@ -197,7 +192,10 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
                 visible(summary.status, lines=False),
                 style="red" if summary.status == "error" else "",
             ),
-            Text(visible(text, lines=False), style=_STYLE.get(verdict, "") if verdict else "dim"),
+            Text(
+                visible(text, lines=False),
+                style=VERDICT_STYLE.get(verdict, "") if verdict else "dim",
+            ),
             Text(preview(summary.hallucination_reason or "", 80), style="red"),
         )
     if count == 0:
@@ -522,10 +520,10 @@ def print_score(
     if texts is None:
         texts = _turn_texts(trace)
     verdict = score.verdict or Verdict.ERROR
-    line = Text(f"{indent}{_MARK[verdict]} ", style=_STYLE[verdict])
+    line = Text(f"{indent}{_MARK[verdict]} ", style=VERDICT_STYLE[verdict])
     line.append(visible(score.scorer, lines=False), style="bold")
     line.append(visible(f" v{score.version}: ", lines=False), style="dim")
-    line.append(str(verdict), style=_STYLE[verdict])
+    line.append(str(verdict), style=VERDICT_STYLE[verdict])
     if score.detail:
         line.append(visible(f" — {score.detail}", lines=False))
     out_console.print(line)

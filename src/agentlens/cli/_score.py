@@ -12,6 +12,7 @@ import typer
 
 from agentlens.cli._app import app, err_console, fail, out_console, real_console, state
 from agentlens.cli._util import (
+    VERDICT_STYLE,
     AgentOpt,
     FromOpt,
     SinceOpt,
@@ -31,13 +32,6 @@ _TABLE_LIMIT = 100
 """Rows the table shows; beyond that only what did not pass is listed."""
 _PROGRESS_FROM = 50
 """Batches of at least this many runs get a progress bar (on a terminal)."""
-
-_STYLE = {  # by Verdict (a str enum: its members are these keys)
-    "passed": "green",
-    "flagged": "bold red",
-    "unverifiable": "yellow",
-    "error": "magenta",
-}
 
 
 @command(app)
@@ -243,7 +237,9 @@ def _print_table(rows: list[Score], total: int) -> None:
         detail = s.detail
         if not detail and s.findings:
             detail = "; ".join(f"{f.failure_mode}: {f.text}" for f in s.findings[:3])
-        table.add_row(s.run_id, s.scorer, Text(str(verdict), style=_STYLE.get(verdict, "")), detail)
+        table.add_row(
+            s.run_id, s.scorer, Text(str(verdict), style=VERDICT_STYLE.get(verdict, "")), detail
+        )
     out_console.print(table)
     if total > len(rows):
         out_console.print(

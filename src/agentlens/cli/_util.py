@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.store import TraceStore
 
 __all__ = [
+    "VERDICT_STYLE",
     "AgentOpt",
     "FromOpt",
     "SinceOpt",
@@ -47,6 +48,15 @@ __all__ = [
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+VERDICT_STYLE = {
+    "passed": "green",
+    "flagged": "bold red",
+    "unverifiable": "yellow",
+    "error": "magenta",
+}
+"""The rich style of each verdict in tables and trees, by ``Verdict`` (a str enum: its members
+are these keys; the model is not imported for it)."""
 
 # The options that select runs, shared by every command that takes them.
 AgentOpt = Annotated[
