@@ -226,14 +226,9 @@ def test_a_disabled_collector_stays_disabled(store) -> None:  # type: ignore[no-
         gc.enable()
 
 
-def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With workers, the parent stores each score's JSON as the worker wrote it (vouched for by
-    dump_exactly) instead of writing it again: the same bytes as one process stores."""
+def _bench_runs(n: int) -> list[object]:
+    """``n`` of the end-to-end benchmark's runs (about 1 in 20 with a fabricated reference)."""
     import random
-    import re
-    import sqlite3
     import sys
 
     from agentlens.model import Trace
@@ -244,7 +239,30 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
     finally:
         sys.path.pop(0)
     rng = random.Random(5)
-    runs = [Trace.model_validate(make_run(i, rng)) for i in range(60)]
+    return [Trace.model_validate(make_run(i, rng)) for i in range(n)]
+
+
+_DERIVED = {
+    # every table a score write fills, without the times of writing
+    "scores": "SELECT run_id, scorer, version, verdict, passed, value, detail, error,"
+    " finding_count, run_project, run_agent, run_release, run_started_at, doc FROM scores",
+    "score_modes": "SELECT * FROM score_modes",
+    "run_review": "SELECT run_id, sort_at, agent, flagged, modes FROM run_review",
+    "run_flag_modes": "SELECT * FROM run_flag_modes",
+    "content_flags": "SELECT * FROM content_flags",
+}
+
+
+def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With workers, the parent stores each score's row as the worker made it, its JSON as the
+    worker wrote it (vouched for by dump_exactly), instead of writing it again: the same bytes
+    as one process stores, in every table a score write fills."""
+    import re
+    import sqlite3
+
+    runs = _bench_runs(60)
     dumps = 0
     plain_dump = Score.model_dump_json
 
@@ -253,7 +271,7 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
         dumps += 1
         return plain_dump(self, **options)  # type: ignore[arg-type]
 
-    docs = []
+    tables = []
     for workers in (1, 2):
         db = tmp_path / f"w{workers}.db"
         with open_store(f"sqlite:///{db}") as s:  # type: ignore[attr-defined]
@@ -270,11 +288,67 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
             monkeypatch.undo()
             assert summary.scores_written == 120
         with sqlite3.connect(db) as conn:
-            rows = conn.execute("SELECT run_id, scorer, doc FROM scores ORDER BY 1, 2").fetchall()
-        docs.append([(r, n, re.sub(r'"scored_at":"[^"]*"', "", d)) for r, n, d in rows])
-    assert docs[0] == docs[1]
-    assert any('"failure_mode":"fabricated_grounding"' in d for _, _, d in docs[0])
+            found = {}
+            for name, sql in _DERIVED.items():
+                rows = sorted(map(repr, conn.execute(sql).fetchall()))
+                found[name] = [re.sub(r'"scored_at":"[^"]*"', "", r) for r in rows]
+        tables.append(found)
+    assert tables[0] == tables[1]
+    assert any("fabricated_grounding" in r for r in tables[0]["score_modes"])
+    assert tables[0]["run_flag_modes"]  # the flags were derived, from the findings
     assert dumps == 0  # the parent wrote no score's JSON again
+
+
+def test_the_parent_reads_back_only_the_scores_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With workers and no ``on_scores``, the parent builds a score only for those that did not
+    pass (their findings make the run's flags): ``on_rows`` gets every row, with its score
+    where one was built. With ``on_scores``, every score is built, equal to what is stored."""
+    runs = _bench_runs(60)
+    parsed = 0
+    plain_parse = Score.model_validate_json.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Score], *args: object, **options: object) -> Score:
+        nonlocal parsed
+        parsed += 1
+        return plain_parse(cls, *args, **options)  # type: ignore[no-any-return]
+
+    for wanted in (False, True):
+        db = tmp_path / f"w{wanted}.db"
+        rows: list[object] = []
+        scores: list[Score] = []
+        parsed = 0
+        with open_store(f"sqlite:///{db}") as s:  # type: ignore[attr-defined]
+            s.put_traces(runs)
+            monkeypatch.setattr(Score, "model_validate_json", classmethod(counted))
+            score_runs(
+                s,
+                ["no_fabricated_refs", "parametric_leakage"],
+                settings=CFG,
+                workers=2,
+                chunk_size=20,
+                on_rows=rows.extend,
+                on_scores=scores.extend if wanted else None,
+            )
+            monkeypatch.undo()
+            stored = {(x.run_id, x.scorer): x for r in runs for x in s.get_scores(r.id)}
+        assert len(rows) == 120
+        failed = [r for r in rows if r.verdict != "passed"]  # type: ignore[attr-defined]
+        assert failed  # the benchmark's runs include fabricated references
+        for r in rows:
+            held = r.score  # type: ignore[attr-defined]
+            if wanted or r.verdict != "passed":  # type: ignore[attr-defined]
+                assert held is not None and held == stored[(r.run_id, r.scorer)]  # type: ignore[attr-defined]
+                assert r.doc == held.model_dump_json()  # type: ignore[attr-defined]
+            else:
+                assert held is None
+        assert parsed == (120 if wanted else len(failed))
+        if wanted:
+            assert [(x.run_id, x.scorer) for x in scores] == [
+                (r.run_id, r.scorer)  # type: ignore[attr-defined]
+                for r in rows
+            ]
 
 
 def test_each_run_is_freed_before_the_next_is_read(store) -> None:  # type: ignore[no-untyped-def]
@@ -327,3 +401,27 @@ def test_sync_and_async_runs_of_one_chunk_keep_the_runs_order(store) -> None:  #
         if i % 3:
             expected.append((run_id, "t_slow", "FAKE" not in output, float(len(run_id))))
     assert got == expected
+
+
+def test_what_the_parent_builds_of_each_row_a_worker_sent() -> None:
+    from agentlens.eval._runner import _received
+    from agentlens.model import FailureMode, Finding, ScoreRow, Verdict
+
+    def row(result: ScoreResult) -> ScoreRow:
+        score = Score.of(result, run_id="r", scorer="s", version="1")
+        return ScoreRow.of(score, score.model_dump_json(), keep=False)
+
+    finding = Finding(failure_mode=FailureMode.REPEATED_TOOL_CALL, text="t")
+    passed = row(ScoreResult(passed=True, detail="fine"))
+    shown = row(ScoreResult(passed=True, findings=[finding]))  # the table shows its findings
+    flagged = row(ScoreResult(passed=False, detail="bad", findings=[finding]))
+    got = _received([passed, shown, flagged], [True, True, True], parse_all=False)
+    assert got[0] == passed and got[0].score is None
+    assert [g.score.findings for g in got[1:]] == [[finding], [finding]]  # type: ignore[union-attr]
+    assert [g[:12] for g in got] == [r[:12] for r in (passed, shown, flagged)]
+    assert all(g.score is not None for g in _received([passed], [True], parse_all=True))
+    # a text not vouched for is read back and written again, as one process stores that score
+    odd = passed._replace(doc=passed.doc.replace('"detail":"fine"', '"detail":"fine" '))
+    again = _received([odd], [False], parse_all=False)[0]
+    assert again.score is not None and again.score.verdict is Verdict.PASSED
+    assert again.doc == again.score.model_dump_json() != odd.doc

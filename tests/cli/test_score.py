@@ -164,3 +164,23 @@ def test_settings_are_loaded_once_per_command(cli, db_url, monkeypatch) -> None:
     calls.clear()
     assert cli("rate", "--since", "7d").exit_code == 0
     assert len(calls) == 1
+
+
+def test_the_table_with_workers_is_the_table_of_one_process(cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With --workers the table is made from the rows the workers send (a score is built back
+    only where the table shows its findings): the same rows, details and counts as one
+    process shows, past the table's limit too."""
+    outputs = ["fine", "FAKE x", "TRUNC", "BOOM"] * 30  # 240 scores: past the 100 rows shown
+    runs = [trace(o, day=i % 3, now=NOW) for i, o in enumerate(outputs)]
+    tables = []
+    for workers in ("1", "2"):
+        url = f"sqlite:///{tmp_path / f'w{workers}.db'}"
+        with open_store(url) as store:  # type: ignore[attr-defined]
+            store.put_traces(runs)
+        result = cli("score", "-s", "t_refs", "-s", "t_loops", "--workers", workers, db=url)
+        assert result.exit_code == 0, result.output
+        # the elapsed seconds of the last line differ
+        tables.append(result.stdout.rsplit(";", 1)[0])
+    assert tables[0] == tables[1]
+    assert "FAKE-1" in tables[0]  # findings shown for a score without a detail
+    assert "more scores not shown" in tables[0]

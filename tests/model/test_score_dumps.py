@@ -1,8 +1,8 @@
 """A worker's score JSON is stored as it came only when it is the JSON of the score read back.
 
 ``dump_exactly`` writes ``model_dump_json()`` and vouches for it when pydantic, reading it back,
-builds a score whose ``model_dump_json()`` is the same text; ``stored_json`` gives that text for
-the very scores ``known_dumps`` names, and a new dump for every other.
+builds a score whose ``model_dump_json()`` is the same text; a :class:`ScoreRow` carries a
+score's stored columns with that text (or ``stored_json``, the store's own dump).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic_core import PydanticSerializationError
 
-from agentlens.model import FailureMode, Finding, Score, ScoreResult, Verdict
-from agentlens.model._score import dump_exactly, known_dumps, plain_json, stored_json
+from agentlens.model import FailureMode, Finding, Score, ScoreResult, ScoreRow, Verdict, to_epoch_us
+from agentlens.model._score import dump_exactly, plain_json, stored_json
 
 
 class Colour(Enum):
@@ -217,18 +217,44 @@ def test_a_plain_score_of_each_grounding_shape_is_vouched_for() -> None:
         assert Score.model_validate_json(doc).model_dump_json() == doc
 
 
-def test_the_stored_json_is_the_known_dump_only_for_those_very_scores() -> None:
-    score = Score.of(ScoreResult(passed=True), run_id="r", scorer="s", version="1")
-    twin = score.model_copy()
-    assert twin == score
-    with known_dumps([score, twin], ["KNOWN", None]):
-        assert stored_json(score) == "KNOWN"
-        assert stored_json(twin) == twin.model_dump_json()
-        assert stored_json(score.model_copy()) == score.model_dump_json()
-    assert stored_json(score) == score.model_dump_json()
-    with pytest.raises(RuntimeError), known_dumps([score], ["KNOWN"]):
-        raise RuntimeError
-    assert stored_json(score) == score.model_dump_json()  # forgotten on the way out too
+def test_a_row_holds_the_columns_a_store_writes_of_its_score() -> None:
+    findings = [
+        Finding(failure_mode=FailureMode.PARAMETRIC_LEAKAGE, text="a"),
+        Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="b"),
+        Finding(failure_mode=None, text="not counted"),
+        Finding(failure_mode=FailureMode.PARAMETRIC_LEAKAGE, text="c"),
+    ]
+    result = ScoreResult(passed=False, value=2.5, detail="d", findings=findings)
+    score = Score.of(result, run_id="r", scorer="s", version="3")
+    row = ScoreRow.of(score)
+    assert row[:10] == (
+        "r",
+        "s",
+        "3",
+        "flagged",
+        False,
+        2.5,
+        "d",
+        None,
+        4,
+        to_epoch_us(score.scored_at),
+    )
+    # in order of first appearance, as text: what the failure-mode columns hold
+    assert row.modes == (("parametric_leakage", 2), ("fabricated_grounding", 1))
+    assert all(type(mode) is str for mode, _ in row.modes)
+    assert row.doc == stored_json(score) == score.model_dump_json()
+    assert row.score is score
+    sent = ScoreRow.of(score, "VOUCHED", keep=False)
+    assert sent.doc == "VOUCHED" and sent.score is None and sent[:11] == row[:11]
+    error = ScoreRow.of(
+        Score.of(ScoreResult.from_error(ValueError("x")), run_id="r", scorer="s", version="1")
+    )
+    assert (error.verdict, error.passed, error.error, error.modes) == (
+        "error",
+        False,
+        "ValueError: x",
+        (),
+    )
 
 
 # ---------------------------------------------------------------- the plain writer (orjson)

@@ -25,6 +25,7 @@ from agentlens.cli._util import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.model import Score
+    from agentlens.model._score import ScoreRow
 
 __all__ = ["score"]
 
@@ -94,25 +95,25 @@ def score(
     if judge is not None or model is not None:
         bases = _with_judge(bases, judge, model, settings)
     where = RunFilter(start=lower, end=upper, agent=agent)
-    shown: list[Score] = []
+    shown: list[ScoreRow] = []
     with command_store() as store:
         closed: list[bool] = []
 
         def emit(batch: list[Score]) -> None:
-            if as_json:
-                if closed:
-                    return
-                lines = (json_line(s.to_json_line()) for s in batch)
-                try:
-                    sys.stdout.write("".join(line + "\n" for line in lines))
-                    sys.stdout.flush()
-                except BrokenPipeError:
-                    # The reader went away (``| head``): keep scoring, stop printing.
-                    closed.append(True)
-                    _silence_stdout()
-            else:
-                shown.extend(batch)
-                _trim(shown)
+            if closed:
+                return
+            lines = (json_line(s.to_json_line()) for s in batch)
+            try:
+                sys.stdout.write("".join(line + "\n" for line in lines))
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # The reader went away (``| head``): keep scoring, stop printing.
+                closed.append(True)
+                _silence_stdout()
+
+        def keep(batch: list[ScoreRow]) -> None:
+            shown.extend(batch)
+            _trim(shown)
 
         with _progress(enabled=not as_json) as progress:
             try:
@@ -124,7 +125,8 @@ def score(
                     workers=workers,
                     settings=settings,
                     progress=progress,
-                    on_scores=emit,
+                    on_scores=emit if as_json else None,
+                    on_rows=None if as_json else keep,
                 )
             except ScoringInterrupted as stop:
                 done = stop.summary
@@ -209,17 +211,15 @@ def _with_judge(bases: list[Any], judge: str | None, model: str | None, settings
     return bound
 
 
-def _trim(rows: list[Score]) -> None:
+def _trim(rows: list[ScoreRow]) -> None:
     """Keep the table's rows bounded: past the limit, drop passes, then the oldest rows."""
     if len(rows) <= _TABLE_LIMIT:
         return
-    from agentlens.model import Verdict
-
-    kept = [s for s in rows if s.verdict is not Verdict.PASSED]
+    kept = [r for r in rows if r.verdict != "passed"]
     rows[:] = kept[-_TABLE_LIMIT:]
 
 
-def _print_table(rows: list[Score], total: int) -> None:
+def _print_table(rows: list[ScoreRow], total: int) -> None:
     if not rows:
         return
     from rich.table import Table
@@ -232,13 +232,16 @@ def _print_table(rows: list[Score], total: int) -> None:
     table.add_column("scorer", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("detail", overflow="fold")
-    for s in rows:
-        verdict = s.verdict or Verdict.ERROR
-        detail = s.detail
-        if not detail and s.findings:
-            detail = "; ".join(f"{f.failure_mode}: {f.text}" for f in s.findings[:3])
+    for row in rows:
+        verdict = Verdict.ERROR if row.verdict == "None" else row.verdict  # a score without one
+        detail = row.detail
+        if not detail and row.finding_count and row.score is not None:
+            detail = "; ".join(f"{f.failure_mode}: {f.text}" for f in row.score.findings[:3])
         table.add_row(
-            s.run_id, s.scorer, Text(str(verdict), style=VERDICT_STYLE.get(verdict, "")), detail
+            row.run_id,
+            row.scorer,
+            Text(verdict, style=VERDICT_STYLE.get(verdict, "")),
+            detail,
         )
     out_console.print(table)
     if total > len(rows):

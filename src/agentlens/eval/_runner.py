@@ -41,7 +41,7 @@ from agentlens.eval._history import StepHistory
 from agentlens.eval._registry import get_scorer, resolve_scorer
 from agentlens.eval._scorer import Scorer
 from agentlens.model import Score, ScoreResult, Trace
-from agentlens.model._score import dump_exactly, known_dumps
+from agentlens.model._score import ScoreRow, dump_exactly
 from agentlens.store import RunFilter
 
 __all__ = ["ScoreSummary", "ScoringInterrupted", "score_runs"]
@@ -51,6 +51,9 @@ ProgressFn = Callable[[int, int], None]
 
 ScoresFn = Callable[[list[Score]], None]
 """``on_scores(batch)``: called with each batch of new scores, right after it is stored."""
+
+RowsFn = Callable[[list[ScoreRow]], None]
+"""``on_rows(batch)``: each batch of new scores in their stored form, right after it is stored."""
 
 
 @dataclass
@@ -118,6 +121,7 @@ def score_runs(
     progress: ProgressFn | None = None,
     on_scores: ScoresFn | None = None,
     chunk_size: int = 200,
+    on_rows: RowsFn | None = None,
 ) -> ScoreSummary:
     """Score the stored runs that ``where`` selects with ``scorers``, and store the results.
 
@@ -130,6 +134,11 @@ def score_runs(
         settings: per-agent scorer options and evidence kinds (default: :func:`load_settings`).
         progress: called with ``(runs examined, runs selected)`` after each chunk.
         on_scores: called with each batch of new scores once it is stored.
+        on_rows: called with each batch of new scores once it is stored, in their stored form
+            (:class:`~agentlens.model.ScoreRow`: run, scorer, version, verdict, detail...,
+            with the score itself in ``score`` only for those that did not pass when
+            ``workers > 1``). What a caller that shows a summary needs, without the cost of
+            building every score back in this process (see ``on_scores``).
         chunk_size: runs per chunk (the unit of writing and of work handed to a worker).
 
     Returns:
@@ -156,25 +165,27 @@ def score_runs(
     resolver.check()  # every (scorer, role) resolved now: a bad option stops before any run
     jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
 
+    put_rows = getattr(store, "_put_score_rows", None)
+    """How the store writes prepared rows (:class:`ScoreRow`); a store without it is given
+    the scores."""
+
     def record(
-        scores: list[Score],
-        runs_in_job: int,
-        unreadable: list[tuple[str, str]] | None = None,
-        docs: list[str | None] | None = None,
+        rows: list[ScoreRow], runs_in_job: int, unreadable: list[tuple[str, str]] | None = None
     ) -> None:
         if unreadable:
             summary.unreadable.extend(unreadable)
-        if scores:
-            if docs is None:
-                store.put_scores(scores)
-            else:  # a worker's scores: stored as the JSON they came in (the same text)
-                with known_dumps(scores, docs):
-                    store.put_scores(scores)
-            summary.scores_written += len(scores)
-            summary.scored_runs += len({s.run_id for s in scores})
-            summary.verdicts.update(str(s.verdict) for s in scores)
+        if rows:
+            if put_rows is not None:
+                put_rows(rows)
+            else:
+                store.put_scores(_scores_of(rows))
+            summary.scores_written += len(rows)
+            summary.scored_runs += len({r.run_id for r in rows})
+            summary.verdicts.update(r.verdict for r in rows)
             if on_scores is not None:
-                on_scores(scores)
+                on_scores(_scores_of(rows))
+            if on_rows is not None:
+                on_rows(rows)
         summary.examined += runs_in_job
         summary.elapsed = time.perf_counter() - started
         if progress is not None:
@@ -186,11 +197,13 @@ def score_runs(
                 for job, runs_in_job in jobs:
                     unreadable: list[tuple[str, str]] = []
                     scores = _score_job(store, job, resolver, unreadable) if job else []
-                    record(scores, runs_in_job, unreadable)
+                    record([ScoreRow.of(s) for s in scores], runs_in_job, unreadable)
                     del scores
                     _between_chunks()
             else:
-                _run_parallel(url, bases, cfg, jobs, resolver, workers, record)
+                # the parent builds a worker's scores only where they are needed
+                parse_all = on_scores is not None or put_rows is None
+                _run_parallel(url, bases, cfg, jobs, resolver, workers, record, parse_all)
     except KeyboardInterrupt as exc:
         summary.interrupted = True
         summary.elapsed = time.perf_counter() - started
@@ -494,17 +507,44 @@ def _init_worker(
     gc.freeze()  # what the worker imported and built stays out of every collection
 
 
-def _work(job: _Job) -> tuple[list[str], list[bool], list[tuple[str, str]]]:
-    """Score one chunk in a worker; scores go back to the parent as JSON (what the store writes
-    anyway, and parsed back by pydantic-core in one call each), whether the parent may store
-    each as it came (:func:`dump_exactly`: not written a second time), and the runs that could
-    not be read."""
+def _work(job: _Job) -> tuple[list[ScoreRow], list[bool], list[tuple[str, str]]]:
+    """Score one chunk in a worker; the scores go back to the parent as rows (:class:`ScoreRow`,
+    without the score: its JSON, what the store writes anyway, is in the row), whether the
+    parent may store each row as it came (:func:`dump_exactly`: the JSON is the score's as
+    the parent would read it back), and the runs that could not be read."""
     unreadable: list[tuple[str, str]] = []
     scores = _score_traces(_load(_worker["store"], job, unreadable), _worker["resolver"])
-    dumped = [dump_exactly(s) for s in scores]
+    rows = []
+    vouched = []
+    for score in scores:
+        doc, same = dump_exactly(score)
+        rows.append(ScoreRow.of(score, doc, keep=False))
+        vouched.append(same)
     del scores
     _between_chunks()
-    return [doc for doc, _ in dumped], [same for _, same in dumped], unreadable
+    return rows, vouched, unreadable
+
+
+def _scores_of(rows: list[ScoreRow]) -> list[Score]:
+    """The score of each row: the one it holds, else read back from its JSON."""
+    return [Score.model_validate_json(r.doc) if r.score is None else r.score for r in rows]
+
+
+def _received(rows: list[ScoreRow], vouched: list[bool], parse_all: bool) -> list[ScoreRow]:
+    """A worker's rows as the parent stores them. A row whose JSON the worker vouched for is
+    stored as it came; its score is read back from that JSON only when ``parse_all`` (the
+    caller wants every score) or when something here will read it: the findings of a score
+    that did not pass (the review derives the run's flags from them) or of one without a
+    detail (the command's table shows its first findings instead). Any other row is read back
+    and written again from what was read, as one process would store that score."""
+    out = []
+    for row, same in zip(rows, vouched, strict=True):
+        if not same:
+            row = ScoreRow.of(Score.model_validate_json(row.doc))
+        elif parse_all or row.verdict != "passed" or (not row.detail and row.finding_count):
+            row = row._replace(score=Score.model_validate_json(row.doc))
+        out.append(row)
+    return out
 
 
 def _run_parallel(
@@ -514,7 +554,8 @@ def _run_parallel(
     jobs: Iterator[tuple[_Job, int]],
     resolver: _Resolver,
     workers: int,
-    record: Callable[[list[Score], int, list[tuple[str, str]], list[str | None] | None], None],
+    record: Callable[[list[ScoreRow], int, list[tuple[str, str]]], None],
+    parse_all: bool,
 ) -> None:
     import multiprocessing
     from concurrent.futures.process import BrokenProcessPool
@@ -530,7 +571,7 @@ def _run_parallel(
     # In submission order: chunks are stored and reported in the order of the runs, whatever
     # worker finishes first (at most 2 * workers in flight, so the others keep working).
     in_flight: deque[
-        tuple[cf.Future[tuple[list[str], list[bool], list[tuple[str, str]]]] | None, int]
+        tuple[cf.Future[tuple[list[ScoreRow], list[bool], list[tuple[str, str]]]] | None, int]
     ]
     in_flight = deque()
     try:
@@ -539,15 +580,15 @@ def _run_parallel(
             while len(in_flight) > block_until:
                 fut, runs_in_job = in_flight.popleft()
                 if fut is None:  # a chunk with nothing left to score
-                    record([], runs_in_job, [], None)
+                    record([], runs_in_job, [])
                     continue
-                docs, same, unreadable = fut.result()
-                scores = [Score.model_validate_json(d) for d in docs]
-                for s in scores:
-                    _check_version(s, resolver)
-                exact = [d if ok else None for d, ok in zip(docs, same, strict=True)]
-                record(scores, runs_in_job, [(r, why) for r, why in unreadable], exact)
-                del scores, exact
+                sent, vouched, unreadable = fut.result()
+                for scorer, version in {(r.scorer, r.version) for r in sent}:
+                    _check_version(scorer, version, resolver)
+                rows = _received(sent, vouched, parse_all)
+                del sent
+                record(rows, runs_in_job, [(r, why) for r, why in unreadable])
+                del rows
                 _between_chunks()
 
         for job, runs_in_job in jobs:
@@ -569,10 +610,10 @@ def _run_parallel(
     pool.shutdown(wait=True)
 
 
-def _check_version(score: Score, resolver: _Resolver) -> None:
-    known = {s.stored_version for (name, _), s in resolver._cache.items() if name == score.scorer}
-    if known and score.version not in known:
+def _check_version(scorer: str, version: str, resolver: _Resolver) -> None:
+    known = {s.stored_version for (name, _), s in resolver._cache.items() if name == scorer}
+    if known and version not in known:
         raise ScorerError(
-            f"scorer {score.scorer!r} has version {score.version} in a worker process but "
+            f"scorer {scorer!r} has version {version} in a worker process but "
             f"{', '.join(sorted(known))} here; define it in an importable module, not inline"
         )

@@ -9,6 +9,7 @@ from agentlens.model._score import (
     Finding,
     Score,
     ScoreResult,
+    ScoreRow,
     Verdict,
     worst_verdict,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "Finding",
     "Score",
     "ScoreResult",
+    "ScoreRow",
     "Step",
     "StepKind",
     "Trace",

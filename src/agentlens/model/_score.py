@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import partial
 from itertools import product
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticSerializationError
 
 from agentlens.model._built import build_model, same_model
+from agentlens.model._trace import to_epoch_us
 
 __all__ = [
     "VERDICT_PRECEDENCE",
@@ -21,6 +21,7 @@ __all__ = [
     "Finding",
     "Score",
     "ScoreResult",
+    "ScoreRow",
     "Verdict",
     "worst_verdict",
 ]
@@ -360,8 +361,8 @@ def _load_dumps() -> Any:
 
 def dump_exactly(score: Score) -> tuple[str, bool]:
     """``score.model_dump_json()``, and whether that text is also the JSON of the score that
-    ``Score.model_validate_json`` reads back from it (so a process that parses it need not
-    write it again: see :func:`known_dumps`).
+    ``Score.model_validate_json`` reads back from it (so the process that stores it may store
+    it as it came, and read it back only where it needs the score: see :class:`ScoreRow`).
 
     It is when every value is of its field's declared type (pydantic's serializer checks each
     and would warn otherwise: a text where an integer belongs is written as it is and read back
@@ -380,29 +381,62 @@ def dump_exactly(score: Score) -> tuple[str, bool]:
     return doc, verdict is not None and (verdict is Verdict.PASSED or not score.passed)
 
 
-_DUMPS: dict[int, tuple[Score, str]] = {}
-
-
-@contextmanager
-def known_dumps(scores: Iterable[Score], docs: Iterable[str | None]) -> Iterator[None]:
-    """While inside, :func:`stored_json` of each of ``scores`` is its doc (``None``: none)
-    instead of a new dump: for scores just parsed from the JSON :func:`dump_exactly` vouched
-    for, given to the store before anything could change them."""
-    known = [(score, doc) for score, doc in zip(scores, docs, strict=True) if doc is not None]
-    for score, doc in known:
-        _DUMPS[id(score)] = (score, doc)
-    try:
-        yield
-    finally:
-        for score, _ in known:
-            _DUMPS.pop(id(score), None)
-
-
 def stored_json(score: Score) -> str:
-    """The JSON a store keeps for ``score``: ``score.model_dump_json()``, or the same text as
-    it was just parsed from (see :func:`known_dumps`)."""
-    known = _DUMPS.get(id(score))
-    if known is not None and known[0] is score:
-        return known[1]
+    """The JSON a store keeps for ``score``: ``score.model_dump_json()``, written by
+    :func:`plain_json` where it can."""
     doc = plain_json(score)
     return score.model_dump_json() if doc is None else doc
+
+
+class ScoreRow(NamedTuple):
+    """A score in the form a store writes it: the columns it keeps of the score, its findings
+    per failure mode, its stored JSON, and the score itself when one is at hand.
+
+    ``agentlens score --workers`` sends these from each worker to the parent, which stores them
+    as they came and builds a :class:`Score` only where one is needed (a score that did not
+    pass, whose findings the review derives flags from; ``on_scores``): parsing every score
+    back was most of the parent's work."""
+
+    run_id: str
+    scorer: str
+    version: str
+    verdict: str
+    """``str(score.verdict)``."""
+    passed: bool
+    value: float | None
+    detail: str
+    error: str | None
+    finding_count: int
+    scored_at: int | None
+    """Microseconds since the Unix epoch (:func:`~agentlens.model.to_epoch_us`)."""
+    modes: tuple[tuple[str, int], ...]
+    """How many findings name each failure mode, in order of first appearance."""
+    doc: str
+    """The stored JSON: :func:`stored_json` of the score, or the text a worker vouched for."""
+    score: Score | None = None
+    """The score, when at hand."""
+
+    @classmethod
+    def of(cls, score: Score, doc: str | None = None, *, keep: bool = True) -> ScoreRow:
+        """The row of ``score``, whose stored JSON is ``doc`` (default: :func:`stored_json`),
+        with the score kept in it unless ``keep`` is false (a row to send to another process)."""
+        counts: dict[str, int] = {}
+        for finding in score.findings:
+            mode = finding.failure_mode
+            if mode is not None:
+                counts[mode] = counts.get(mode, 0) + 1
+        return cls(
+            score.run_id,
+            score.scorer,
+            score.version,
+            str(score.verdict),
+            score.passed,
+            score.value,
+            score.detail,
+            score.error,
+            len(score.findings),
+            to_epoch_us(score.scored_at),
+            tuple((str(mode), n) for mode, n in counts.items()),
+            stored_json(score) if doc is None else doc,
+            score if keep else None,
+        )

@@ -57,7 +57,6 @@ import json
 import re
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -76,7 +75,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import Score, Trace
-from agentlens.model._score import stored_json
+from agentlens.model._score import ScoreRow
 from agentlens.store._copy import TableCopyMixin
 from agentlens.store._pg_migrations import HOUR_US, REMOVED_FROM_ROLLUP, migrate_pg
 from agentlens.store._pg_review import PgReviewMixin, _metadata, pg_conn, pg_summary_columns
@@ -87,8 +86,10 @@ from agentlens.store._rates import RateCounts, RateQuery
 from agentlens.store._sqlite import (
     NO_TIME,
     _first_page,
+    _fresh_scores,
     _in_chunks,
     _parse,
+    _rows_of,
     from_us,
     serialise_run,
     to_us,
@@ -809,21 +810,19 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         Atomic like :meth:`put_traces`. Raises :class:`RunNotFoundError` (nothing written) for a
         score of a run that is not stored.
         """
+        return self._put_score_rows(_rows_of(scores, self._label))
 
+    def _put_score_rows(self, rows: Iterable[ScoreRow]) -> int:
+        """:meth:`put_scores` of scores in the form it writes them (:class:`ScoreRow`, each
+        with the score's own stored JSON): what ``agentlens score --workers`` stores."""
         result = self.write(
-            lambda conn: _in_chunks(scores, partial(self._put_score_chunk, conn), _SCORE_CHUNK)
+            lambda conn: _in_chunks(rows, partial(self._put_row_chunk, conn), _SCORE_CHUNK)
         )
         self._maybe_compact(result)
         return result
 
-    def _put_score_chunk(self, conn: Any, chunk: list[Score], offset: int) -> None:
-        for index, score in enumerate(chunk, offset):
-            if not isinstance(score, Score):
-                raise StoreError(
-                    f"{self._label}: item {index} given to put_scores is a "
-                    f"{type(score).__name__}, not a Score; nothing was written"
-                )
-        keys = [enc(i) for i in dict.fromkeys(s.run_id for s in chunk)]
+    def _put_row_chunk(self, conn: Any, chunk: list[ScoreRow], offset: int) -> None:
+        keys = [enc(i) for i in dict.fromkeys(r.run_id for r in chunk)]
         _lock_runs(conn, keys)
         runs = {
             dec(row[0]): row[1:]
@@ -836,26 +835,26 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         for score in chunk:
             if score.run_id not in runs:
                 raise RunNotFoundError(score.run_id)
-        latest: dict[tuple[str, str, str], Score] = {}
+        latest: dict[tuple[str, str, str], ScoreRow] = {}
         for score in chunk:
             latest[(score.run_id, score.scorer, score.version)] = score
         rows = []
         for (run_id, scorer, version), score in latest.items():
             project, agent, release, started_at, sort_at = runs[run_id]
-            counts = Counter(str(f.failure_mode) for f in score.findings if f.failure_mode)
-            modes = sorted(counts)
+            counts = dict(score.modes)
+            modes = sorted(m for m in counts if m)
             rows.append(
                 (
                     enc(run_id),
                     enc(scorer),
                     enc(version),
-                    str(score.verdict),
+                    score.verdict,
                     bool(score.passed),
                     score.value,
                     enc(score.detail),
                     enc(score.error),
-                    len(score.findings),
-                    to_us(score.scored_at),
+                    score.finding_count,
+                    score.scored_at,
                     json.dumps([enc(m) for m in modes]),
                     json.dumps([counts[m] for m in modes]),
                     project,
@@ -863,7 +862,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                     release,
                     started_at,
                     sort_at,
-                    stored_json(score),
+                    score.doc,
                 )
             )
         columns = [list(c) for c in zip(*rows, strict=True)]
@@ -891,7 +890,9 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             " modes = EXCLUDED.modes, mode_findings = EXCLUDED.mode_findings, doc = EXCLUDED.doc",
             columns,
         )
-        self._derive(pg_conn(conn), list(dict.fromkeys(s.run_id for s in chunk)), latest)
+        self._derive(
+            pg_conn(conn), list(dict.fromkeys(r.run_id for r in chunk)), _fresh_scores(latest)
+        )
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run, oldest first (an unknown run has none)."""

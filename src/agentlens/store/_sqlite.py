@@ -107,7 +107,7 @@ from agentlens.errors import (
     UnreadableRunError,
 )
 from agentlens.model import MAX_INT_DIGITS, Score, Step, Trace, from_epoch_us, to_epoch_us
-from agentlens.model._score import stored_json
+from agentlens.model._score import ScoreRow
 from agentlens.store import _sqlite_rates
 from agentlens.store._copy import TableCopyMixin
 from agentlens.store._migrations import (
@@ -172,6 +172,26 @@ def _in_chunks(
         put(chunk, written)
         written += len(chunk)
     return written
+
+
+def _rows_of(scores: Iterable[Score], label: str) -> Iterator[ScoreRow]:
+    """The :class:`ScoreRow` of each of ``scores``, for ``put_scores``; an item that is not a
+    :class:`Score` stops the write (its transaction is rolled back: nothing is written)."""
+    for index, score in enumerate(scores):
+        if not isinstance(score, Score):
+            raise StoreError(
+                f"{label}: item {index} given to put_scores is a "
+                f"{type(score).__name__}, not a Score; nothing was written"
+            )
+        yield ScoreRow.of(score)
+
+
+def _fresh_scores(
+    latest: dict[tuple[str, str, str], ScoreRow],
+) -> dict[tuple[str, str, str], Score]:
+    """The scores at hand among rows just written, by (run, scorer, version): the review's
+    derivation reads the findings of the others back from the store."""
+    return {key: row.score for key, row in latest.items() if row.score is not None}
 
 
 _ROWS_PER_INSERT = 500
@@ -917,25 +937,22 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
             RunNotFoundError: a score is for a run that is not stored (nothing was written).
             StoreError: an item is not a :class:`Score`, or the database failed.
         """
+        return self._put_score_rows(_rows_of(scores, self._label))
+
+    def _put_score_rows(self, rows: Iterable[ScoreRow]) -> int:
+        """:meth:`put_scores` of scores in the form it writes them (:class:`ScoreRow`, each
+        with the score's own stored JSON): what ``agentlens score --workers`` stores."""
 
         def write(conn: sqlite3.Connection) -> int:
             with _sqlite_rates.bulk_rollup(conn) as touched:
-                return _in_chunks(
-                    scores, partial(self._put_score_chunk, conn, touched), _SCORE_CHUNK
-                )
+                return _in_chunks(rows, partial(self._put_row_chunk, conn, touched), _SCORE_CHUNK)
 
         return self._write(write)
 
-    def _put_score_chunk(
-        self, conn: sqlite3.Connection, touched: set[str], chunk: list[Score], offset: int
+    def _put_row_chunk(
+        self, conn: sqlite3.Connection, touched: set[str], chunk: list[ScoreRow], offset: int
     ) -> None:
-        for index, score in enumerate(chunk, offset):
-            if not isinstance(score, Score):
-                raise StoreError(
-                    f"{self._label}: item {index} given to put_scores is a "
-                    f"{type(score).__name__}, not a Score; nothing was written"
-                )
-        run_ids = list(dict.fromkeys(s.run_id for s in chunk))
+        run_ids = list(dict.fromkeys(r.run_id for r in chunk))
         runs = {
             row[0]: row[1:]
             for row in conn.execute(
@@ -948,35 +965,30 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
             if run_id not in runs:
                 raise RunNotFoundError(run_id)
         touched.update(run_ids)
-        latest: dict[tuple[str, str, str], Score] = {}
-        for score in chunk:  # a later score of the same key in the call wins
-            latest[(score.run_id, score.scorer, score.version)] = score
+        latest: dict[tuple[str, str, str], ScoreRow] = {}
+        for row in chunk:  # a later score of the same key in the call wins
+            latest[(row.run_id, row.scorer, row.version)] = row
         score_rows: list[Any] = []
         mode_rows: list[tuple[Any, ...]] = []
-        for key, score in latest.items():
-            project, agent, release, started_at = runs[score.run_id]
+        for key, row in latest.items():
+            project, agent, release, started_at = runs[row.run_id]
             score_rows += (
                 *key,
-                str(score.verdict),
-                int(score.passed),
-                score.value,
-                score.detail,
-                score.error,
-                len(score.findings),
-                to_us(score.scored_at),
+                row.verdict,
+                int(row.passed),
+                row.value,
+                row.detail,
+                row.error,
+                row.finding_count,
+                row.scored_at,
                 project,
                 agent,
                 release,
                 started_at,
-                stored_json(score),
+                row.doc,
             )
-            if score.findings:
-                counts: dict[str, int] = {}
-                for finding in score.findings:
-                    mode = finding.failure_mode
-                    if mode is not None:
-                        counts[mode] = counts.get(mode, 0) + 1
-                mode_rows.extend((*key, str(mode), n) for mode, n in counts.items())
+            if row.modes:
+                mode_rows.extend((*key, mode, n) for mode, n in row.modes)
         # only the keys stored before have failure-mode rows to replace
         stored = set(
             conn.execute(
@@ -1003,7 +1015,7 @@ class SQLiteStore(ReviewMixin, ServerTablesMixin, TableCopyMixin):
             " VALUES (?, ?, ?, ?, ?)",
             mode_rows,
         )
-        self._derive(conn, run_ids, latest)
+        self._derive(conn, run_ids, _fresh_scores(latest))
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run (all scorers, all versions), oldest first.
