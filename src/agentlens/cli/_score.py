@@ -24,8 +24,7 @@ from agentlens.cli._util import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from agentlens.model import Score
-    from agentlens.model._score import ScoreRow
+    from agentlens.model import Score, ScoreRow
 
 __all__ = ["score"]
 

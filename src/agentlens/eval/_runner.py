@@ -135,10 +135,11 @@ def score_runs(
         progress: called with ``(runs examined, runs selected)`` after each chunk.
         on_scores: called with each batch of new scores once it is stored.
         on_rows: called with each batch of new scores once it is stored, in their stored form
-            (:class:`~agentlens.model.ScoreRow`: run, scorer, version, verdict, detail...,
-            with the score itself in ``score`` only for those that did not pass when
-            ``workers > 1``). What a caller that shows a summary needs, without the cost of
-            building every score back in this process (see ``on_scores``).
+            (:class:`~agentlens.model.ScoreRow`: run, scorer, version, verdict, detail...; the
+            score itself in ``score``, which with ``workers > 1`` and no ``on_scores`` is there
+            only for the scores that did not pass or have findings and no detail). What a
+            caller that shows a summary needs: with workers, ``on_scores`` costs the parent a
+            parse of every score the workers send.
         chunk_size: runs per chunk (the unit of writing and of work handed to a worker).
 
     Returns:
@@ -165,9 +166,8 @@ def score_runs(
     resolver.check()  # every (scorer, role) resolved now: a bad option stops before any run
     jobs = _jobs(store, where, resolver, rescore=rescore, chunk_size=chunk_size, summary=summary)
 
+    # how the store writes scores in their stored form; a store without it is given the scores
     put_rows = getattr(store, "_put_score_rows", None)
-    """How the store writes prepared rows (:class:`ScoreRow`); a store without it is given
-    the scores."""
 
     def record(
         rows: list[ScoreRow], runs_in_job: int, unreadable: list[tuple[str, str]] | None = None

@@ -832,29 +832,29 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                 (keys,),
             ).fetchall()
         }
-        for score in chunk:
-            if score.run_id not in runs:
-                raise RunNotFoundError(score.run_id)
+        for row in chunk:
+            if row.run_id not in runs:
+                raise RunNotFoundError(row.run_id)
         latest: dict[tuple[str, str, str], ScoreRow] = {}
-        for score in chunk:
-            latest[(score.run_id, score.scorer, score.version)] = score
+        for row in chunk:
+            latest[(row.run_id, row.scorer, row.version)] = row
         rows = []
-        for (run_id, scorer, version), score in latest.items():
+        for (run_id, scorer, version), entry in latest.items():
             project, agent, release, started_at, sort_at = runs[run_id]
-            counts = dict(score.modes)
+            counts = dict(entry.modes)
             modes = sorted(m for m in counts if m)
             rows.append(
                 (
                     enc(run_id),
                     enc(scorer),
                     enc(version),
-                    score.verdict,
-                    bool(score.passed),
-                    score.value,
-                    enc(score.detail),
-                    enc(score.error),
-                    score.finding_count,
-                    score.scored_at,
+                    entry.verdict,
+                    bool(entry.passed),
+                    entry.value,
+                    enc(entry.detail),
+                    enc(entry.error),
+                    entry.finding_count,
+                    entry.scored_at,
                     json.dumps([enc(m) for m in modes]),
                     json.dumps([counts[m] for m in modes]),
                     project,
@@ -862,7 +862,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                     release,
                     started_at,
                     sort_at,
-                    score.doc,
+                    entry.doc,
                 )
             )
         columns = [list(c) for c in zip(*rows, strict=True)]
