@@ -299,12 +299,14 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
     assert dumps == 0  # the parent wrote no score's JSON again
 
 
-def test_the_parent_reads_back_only_the_scores_it_needs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("workers", [1, 2])
+def test_only_the_scores_something_reads_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
-    """With workers and no ``on_scores``, the parent builds a score only for those that did not
-    pass (their findings make the run's flags): ``on_rows`` gets every row, with its score
-    where one was built. With ``on_scores``, every score is built, equal to what is stored."""
+    """Without ``on_scores``, a row keeps its score only when it did not pass (its findings make
+    the run's flags): one process frees the others as they are made, and with workers the
+    parent reads back only those. ``on_rows`` gets every row, with its score where one was
+    kept. With ``on_scores``, every score is kept, equal to what is stored."""
     runs = _bench_runs(60)
     parsed = 0
     plain_parse = Score.model_validate_json.__func__  # type: ignore[attr-defined]
@@ -315,7 +317,7 @@ def test_the_parent_reads_back_only_the_scores_it_needs(
         return plain_parse(cls, *args, **options)  # type: ignore[no-any-return]
 
     for wanted in (False, True):
-        db = tmp_path / f"w{wanted}.db"
+        db = tmp_path / f"w{workers}{wanted}.db"
         rows: list[object] = []
         scores: list[Score] = []
         parsed = 0
@@ -326,7 +328,7 @@ def test_the_parent_reads_back_only_the_scores_it_needs(
                 s,
                 ["no_fabricated_refs", "parametric_leakage"],
                 settings=CFG,
-                workers=2,
+                workers=workers,
                 chunk_size=20,
                 on_rows=rows.extend,
                 on_scores=scores.extend if wanted else None,
@@ -343,7 +345,8 @@ def test_the_parent_reads_back_only_the_scores_it_needs(
                 assert r.doc == held.model_dump_json()  # type: ignore[attr-defined]
             else:
                 assert held is None
-        assert parsed == (120 if wanted else len(failed))
+        # one process parses nothing: its scores are its own
+        assert parsed == (0 if workers == 1 else 120 if wanted else len(failed))
         if wanted:
             assert [(x.run_id, x.scorer) for x in scores] == [
                 (r.run_id, r.scorer)  # type: ignore[attr-defined]
