@@ -616,8 +616,8 @@ def _run_parallel(
                     record([], runs_in_job, [])
                     continue
                 sent, vouched, unreadable = fut.result()
-                for scorer, version in {(r.scorer, r.version) for r in sent}:
-                    _check_version(scorer, version, resolver)
+                for scorer, version in dict.fromkeys((r.scorer, r.version) for r in sent):
+                    _check_version(scorer, version, resolver)  # in order: the same error first
                 rows = _received(sent, vouched, parse_all)
                 del sent
                 record(rows, runs_in_job, [(r, why) for r, why in unreadable])
