@@ -428,3 +428,22 @@ def test_what_the_parent_builds_of_each_row_a_worker_sent() -> None:
     again = _received([odd], [False], parse_all=False)[0]
     assert again.score is not None and again.score.verdict is Verdict.PASSED
     assert again.doc == again.score.model_dump_json() != odd.doc
+
+
+def test_a_worker_score_of_another_version_than_the_parents_stops_the_batch() -> None:
+    """A scorer defined inline (not importable) can differ in a worker: its version is checked
+    against the parent's before anything of the chunk is stored."""
+    import re
+
+    from agentlens.eval import get_scorer
+    from agentlens.eval._runner import _check_version, _Resolver
+
+    resolver = _Resolver([get_scorer("t_refs")], CFG)
+    resolver.check()
+    version = resolver.get("t_refs", None).stored_version
+    _check_version("t_refs", version, resolver)  # the parent's own: fine
+    _check_version("t_other", "9", resolver)  # a scorer the parent did not resolve: not checked
+    with pytest.raises(
+        ScorerError, match=rf"'t_refs' has version 9\+x .* but {re.escape(version)}"
+    ):
+        _check_version("t_refs", "9+x", resolver)
