@@ -149,11 +149,13 @@ def test_a_bad_boolean_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
 def test_the_cli_keeps_tracebacks_hidden_when_debug_is_0(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from agentlens import cli
     from agentlens.cli import _app
 
     def boom(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
+    cli.register()  # every command registered on the real app first, as a run of the suite has
     monkeypatch.setattr(_app, "app", boom)
     monkeypatch.setenv("AGENTLENS_DEBUG", "0")
     with pytest.raises(SystemExit) as info:
