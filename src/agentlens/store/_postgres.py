@@ -822,7 +822,8 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         return result
 
     def _put_row_chunk(self, conn: Any, chunk: list[ScoreRow], offset: int) -> None:
-        keys = [enc(i) for i in dict.fromkeys(r.run_id for r in chunk)]
+        run_ids = list(dict.fromkeys(r.run_id for r in chunk))
+        keys = [enc(i) for i in run_ids]
         _lock_runs(conn, keys)
         runs = {
             dec(row[0]): row[1:]
@@ -890,9 +891,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             " modes = EXCLUDED.modes, mode_findings = EXCLUDED.mode_findings, doc = EXCLUDED.doc",
             columns,
         )
-        self._derive(
-            pg_conn(conn), list(dict.fromkeys(r.run_id for r in chunk)), _fresh_scores(latest)
-        )
+        self._derive(pg_conn(conn), run_ids, _fresh_scores(latest))
 
     def get_scores(self, run_id: str) -> list[Score]:
         """Every stored score of one run, oldest first (an unknown run has none)."""
