@@ -258,7 +258,9 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
 ) -> None:
     """With workers, the parent stores each score's row as the worker made it, its JSON as the
     worker wrote it (vouched for by dump_exactly), instead of writing it again: the same bytes
-    as one process stores, in every table a score write fills."""
+    as one process stores, in every table a score write fills. And the same bytes whether a
+    passed run's row is made without its score (what the grounding scorers give when no score
+    is kept) or from the score (with ``on_scores``, which keeps every score)."""
     import re
     import sqlite3
 
@@ -272,8 +274,9 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
         return plain_dump(self, **options)  # type: ignore[arg-type]
 
     tables = []
-    for workers in (1, 2):
-        db = tmp_path / f"w{workers}.db"
+    kept: list[Score] = []
+    for workers, every in ((1, False), (2, False), (1, True)):
+        db = tmp_path / f"w{workers}{every}.db"
         with open_store(f"sqlite:///{db}") as s:  # type: ignore[attr-defined]
             s.put_traces(runs)
             if workers == 2:  # in this process only: the workers are fresh ones
@@ -284,6 +287,7 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
                 settings=CFG,
                 workers=workers,
                 chunk_size=20,
+                on_scores=kept.extend if every else None,
             )
             monkeypatch.undo()
             assert summary.scores_written == 120
@@ -293,7 +297,8 @@ def test_a_workers_scores_are_stored_as_they_came_the_bytes_of_one_process(
                 rows = sorted(map(repr, conn.execute(sql).fetchall()))
                 found[name] = [re.sub(r'"scored_at":"[^"]*"', "", r) for r in rows]
         tables.append(found)
-    assert tables[0] == tables[1]
+    assert tables[0] == tables[1] == tables[2]
+    assert len(kept) == 120 and sum(x.passed for x in kept) > 60
     assert any("fabricated_grounding" in r for r in tables[0]["score_modes"])
     assert tables[0]["run_flag_modes"]  # the flags were derived, from the findings
     assert dumps == 0  # the parent wrote no score's JSON again

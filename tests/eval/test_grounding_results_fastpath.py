@@ -1,7 +1,7 @@
 """The grounding scorers build their claims and results without pydantic's validation: they must
 build exactly what validation builds.
 
-``_grounded_fast`` against ``_grounded_plain`` (``Finding(**values)``) and ``_result_fast``
+``_finding_fast`` of ``_claim`` against ``_grounded_plain`` (``Finding(**values)``) and ``_result_fast``
 against ``_result_plain`` (``ScoreResult(...)``), on generated values and through both scorers on
 the benchmark's runs: the same class, fields in the same order with equal values, fields set,
 extras, private state, and JSON.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from agentlens.eval import Evidence, get_scorer
 from agentlens.eval._evidence import EvidenceItem, Turn
 from agentlens.eval._index import Match
 from agentlens.eval.detectors import _grounding
-from agentlens.model import FailureMode, Finding, Trace
+from agentlens.model import FailureMode, Finding, Score, ScoreResult, ScoreRow, Trace
 
 
 def same(a: BaseModel, b: BaseModel) -> None:
@@ -42,7 +43,7 @@ def same(a: BaseModel, b: BaseModel) -> None:
 
 
 def test_the_fast_paths_are_the_ones_in_use() -> None:
-    assert _grounding._grounded is _grounding._grounded_fast
+    assert _grounding._finding is _grounding._finding_fast
     assert _grounding._score_result is _grounding._result_fast
 
 
@@ -78,7 +79,10 @@ def test_a_grounded_claim_is_what_validation_builds(
     item = EvidenceItem(source=source, kind="tool", name=None, value=None, text="", index=0)
     turn = Turn(location=location, value="", text="", index=1, evidence=(item,))
     args = (text, start, start + width, turn, Match(item, found, derived), kind)
-    same(_grounding._grounded_fast(*args), _grounding._grounded_plain(*args))
+    assert list(_grounding._claim(*args).items()) == list(
+        _grounding._grounded_values(*args).items()
+    )
+    same(_grounding._finding_fast(_grounding._claim(*args)), _grounding._grounded_plain(*args))
 
 
 findings = st.builds(
@@ -130,10 +134,72 @@ def test_both_scorers_give_what_the_validated_paths_give(monkeypatch: pytest.Mon
         return [s.score(t, Evidence(t)) for t in traces for s in scorers]
 
     fast = results()
-    monkeypatch.setattr(_grounding, "_grounded", _grounding._grounded_plain)
+    monkeypatch.setattr(_grounding, "_finding", _grounding._finding_plain)
     monkeypatch.setattr(_grounding, "_score_result", _grounding._result_plain)
     plain = results()
     assert sum(len(r.grounded) for r in fast) > 20 * len(traces)  # dozens of claims per run
     assert any(r.findings for r in fast) and any(not r.findings for r in fast)
     for a, b in zip(fast, plain, strict=True):
         same(a, b)
+
+
+def _score_at(score: Score, micros: int) -> Score:
+    """``score`` as if made at ``micros`` (µs since the epoch, a row's ``scored_at``)."""
+    when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+    return score.model_copy(update={"scored_at": when})
+
+
+def test_a_passed_runs_row_is_the_row_of_its_score() -> None:
+    """Asked for a row (as batch scoring asks when it keeps no score nothing reads), both
+    scorers give a passed run's stored row, made without the score: the row of the score they
+    give otherwise, to the byte. A run that did not pass gets its result, the same one."""
+    traces = _bench_traces()
+    scorers = [get_scorer("no_fabricated_refs"), get_scorer("parametric_leakage")]
+    rows = 0
+    for t in traces:
+        for s in scorers:
+            given = s._score_or_row(t, Evidence(t), s.stored_version)
+            result = s.score(t, Evidence(t))
+            if not result.passed:
+                assert isinstance(given, ScoreResult)
+                same(given, result)
+                continue
+            assert type(given) is ScoreRow
+            rows += 1
+            score = Score.of(result, run_id=t.id, scorer=s.name, version=s.stored_version)
+            assert given == ScoreRow.of(_score_at(score, given.scored_at or 0), keep=False)
+    assert rows > len(traces)  # most runs pass both
+
+
+def test_a_row_the_fast_writer_refuses_is_left_to_the_score() -> None:
+    """A turn whose step id holds a lone surrogate (a stored run's JSON may hold one, escaped):
+    orjson cannot write its claims' location, so the scorer gives its result, and the row is
+    made from the score as ever."""
+    trace = Trace.model_validate(
+        {
+            "id": "r1",
+            "steps": [
+                {"id": "s1", "kind": "tool", "name": "lookup", "output": {"id": "CUST-12345"}},
+                {"id": "s2\ud800", "kind": "text", "output": "Found CUST-12345."},
+            ],
+        }
+    )
+    s = get_scorer("no_fabricated_refs")
+    given = s._score_or_row(trace, Evidence(trace), s.stored_version)
+    assert isinstance(given, ScoreResult) and given.passed
+    assert [g.text for g in given.grounded] == ["CUST-12345"]
+    assert given == s.score(trace, Evidence(trace))  # (pydantic cannot write it either)
+
+
+def test_a_scorer_that_raises_in_its_row_gives_an_error_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("index exploded")
+
+    monkeypatch.setattr(_grounding, "_index", broken)
+    trace = _bench_traces()[0]
+    s = get_scorer("no_fabricated_refs")
+    given = s._score_or_row(trace, Evidence(trace), s.stored_version)
+    assert isinstance(given, ScoreResult)
+    assert given.verdict == "error" and given.error == "RuntimeError: index exploded"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pydantic_core import PydanticSerializationError
 
 from agentlens.model import FailureMode, Finding, Score, ScoreResult, ScoreRow, Verdict, to_epoch_us
-from agentlens.model._score import dump_exactly, plain_json, stored_json
+from agentlens.model._score import dump_exactly, passed_row, plain_json, stored_json
 
 
 class Colour(Enum):
@@ -443,3 +443,87 @@ def test_the_plain_writer_takes_the_scores_the_scorers_make() -> None:
         assert doc is not None and doc == score.model_dump_json()
         back = Score.model_validate_json(doc)
         assert plain_json(back) == doc  # read back (pydantic's UTC): the same text again
+
+
+# a grounded claim's fields as the grounding scorers make them: every field, of its type
+plain_json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats()
+    | st.text(max_size=6),  # lone surrogates included: refused, then pydantic writes the score
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+claims = st.fixed_dictionaries(
+    {
+        "failure_mode": st.none(),
+        "text": st.text(max_size=10),
+        "start": st.integers(0, 2**40),
+        "end": st.integers(0, 2**40),
+        "location": st.text(max_size=4),
+        "step_ids": st.lists(st.text(max_size=3), max_size=1),
+        "supported_by": st.text(max_size=3),
+        "unverifiable": st.just(False),
+        "detail": st.just(""),
+        "attributes": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
+    }
+)
+
+
+@given(
+    grounded=st.lists(claims, max_size=4),
+    value=st.floats(),
+    detail=st.text(max_size=12),
+    attributes=st.dictionaries(st.text(max_size=5), plain_json_values, max_size=3),
+    when=st.datetimes(timezones=st.just(UTC)),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_passed_row_made_without_its_score_is_the_row_of_the_score(
+    grounded: list[dict[str, Any]],
+    value: float,
+    detail: str,
+    attributes: dict[str, Any],
+    when: datetime,
+) -> None:
+    grounded = [{name: c[name] for name in Finding.model_fields} for c in grounded]  # in order
+    result = ScoreResult(
+        passed=True,
+        value=value,
+        detail=detail,
+        grounded=[Finding(**c) for c in grounded],
+        attributes=attributes,
+    )
+    score = Score(**result.model_dump(), run_id="r1", scorer="s", version="2", scored_at=when)
+    row = passed_row(
+        "r1",
+        "s",
+        "2",
+        value=value,
+        detail=detail,
+        grounded=[dict(c) for c in grounded],
+        attributes=attributes,
+        scored_at=when,
+    )
+    if plain_json(score) is None:  # a value orjson does not write as pydantic does
+        assert row is None
+    else:
+        assert row == ScoreRow.of(score, keep=False)
+        assert row is not None and row.doc == score.model_dump_json()
+
+
+def test_a_passed_row_is_refused_for_a_time_not_at_utc() -> None:
+    made = {"value": 0.0, "detail": "d", "grounded": [], "attributes": {}}
+    at_utc = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert passed_row("r", "s", "1", **made, scored_at=at_utc) is not None  # type: ignore[arg-type]
+    paris = at_utc.astimezone(timezone(timedelta(hours=1)))
+    assert passed_row("r", "s", "1", **made, scored_at=paris) is None  # type: ignore[arg-type]
+
+
+def test_a_passed_row_is_refused_for_a_text_orjson_does_not_write() -> None:
+    """A lone surrogate (which a stored run's JSON may hold, escaped): orjson refuses it, so the
+    row is left to the score's own path, which writes what pydantic writes."""
+    claim = {**_grounded_id().__dict__, "text": "CUST-1\ud800"}
+    made = {"value": 0.0, "detail": "d", "attributes": {}}
+    assert passed_row("r", "s", "1", grounded=[claim], **made) is None  # type: ignore[arg-type]
+    assert passed_row("r", "s", "1", grounded=[_grounded_id().__dict__], **made) is not None  # type: ignore[arg-type]

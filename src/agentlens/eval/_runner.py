@@ -200,9 +200,13 @@ def score_runs(
             keep_all = on_scores is not None or put_rows is None
             if workers == 1:
                 made = _row_maker(keep_all)
+                # a scorer that gives a row without its score does so when no score is kept
+                as_made = None if keep_all else _as_made
                 for job, runs_in_job in jobs:
                     unreadable: list[tuple[str, str]] = []
-                    rows = _score_job(store, job, resolver, unreadable, made) if job else []
+                    rows = (
+                        _score_job(store, job, resolver, unreadable, made, as_made) if job else []
+                    )
                     record(rows, runs_in_job, unreadable)
                     del rows
                     _between_chunks()
@@ -408,18 +412,27 @@ def _score_job(
     resolver: _Resolver,
     unreadable: list[tuple[str, str]],
     made: Callable[[Score], _M],
+    made_row: Callable[[ScoreRow], _M] | None = None,
 ) -> list[_M]:
     """Load a chunk's traces and score them (in this process)."""
-    return _score_traces(_load(store, job, unreadable), resolver, made)
+    return _score_traces(_load(store, job, unreadable), resolver, made, made_row)
 
 
 def _score_traces(
-    items: Iterable[tuple[Trace, list[str]]], resolver: _Resolver, made: Callable[[Score], _M]
+    items: Iterable[tuple[Trace, list[str]]],
+    resolver: _Resolver,
+    made: Callable[[Score], _M],
+    made_row: Callable[[ScoreRow], _M] | None = None,
 ) -> list[_M]:
     """``made(score)`` of the score of each run by each of its scorers, in that order, run by
     run: a run's trace and evidence are dropped as soon as its scores are made, before the next
     run is read, and each score is handed to ``made`` as soon as it is made (what ``made`` does
     not keep of it is freed then: :func:`_row_maker`).
+
+    With ``made_row``, a scorer that can give the stored row of a score without the score
+    (:class:`~agentlens.eval._scorer.WithRow`: the grounding scorers, for a run that passed) is asked
+    for it, and ``made_row(row)`` takes the place of ``made(score)``: for a caller that keeps
+    no score that nothing reads (:func:`_needs_score`), such a row is all it keeps anyway.
 
     A chunk's runs are never all in memory at once, so each run's objects are freed while they
     are still in the CPU's caches, and the next run is built in the memory they leave (freeing
@@ -439,7 +452,14 @@ def _score_traces(
             waiting.extend((len(scores), trace, evidence, s) for s in scorers)
         else:
             for s in scorers:
-                result = s.score(trace, evidence)
+                if made_row is None:
+                    result = s.score(trace, evidence)
+                else:
+                    given = s._score_or_row(trace, evidence, s.stored_version)
+                    if isinstance(given, ScoreRow):
+                        scores.append(made_row(given))
+                        continue
+                    result = given
                 scores.append(
                     made(Score.of(result, run_id=trace.id, scorer=s.name, version=s.stored_version))
                 )
@@ -527,7 +547,9 @@ def _work(job: _Job) -> tuple[list[ScoreRow], list[bool], list[tuple[str, str]]]
     parent may store each row as it came (:func:`dump_exactly`: the JSON is the score's as
     the parent would read it back), and the runs that could not be read."""
     unreadable: list[tuple[str, str]] = []
-    sent = _score_traces(_load(_worker["store"], job, unreadable), _worker["resolver"], _sent)
+    sent = _score_traces(
+        _load(_worker["store"], job, unreadable), _worker["resolver"], _sent, _sent_row
+    )
     _between_chunks()
     return [row for row, _ in sent], [same for _, same in sent], unreadable
 
@@ -536,6 +558,19 @@ def _sent(score: Score) -> tuple[ScoreRow, bool]:
     """What a worker sends of a score: its row without it, and whether its JSON is vouched for."""
     doc, same = dump_exactly(score)
     return ScoreRow.of(score, doc, keep=False), same
+
+
+def _sent_row(row: ScoreRow) -> tuple[ScoreRow, bool]:
+    """What a worker sends of a row a scorer gave without its score: the row, vouched for (its
+    JSON is written from values of their fields' types: see
+    :func:`~agentlens.model._score.passed_row`)."""
+    return row, True
+
+
+def _as_made(row: ScoreRow) -> ScoreRow:
+    """:func:`_row_maker`'s row for a row a scorer gave without its score: the row itself (a
+    passed score with a detail, which nothing reads: :func:`_needs_score`)."""
+    return row
 
 
 def _needs_score(row: ScoreRow) -> bool:

@@ -48,13 +48,14 @@ from typing import Any, Protocol
 
 from agentlens.errors import AgentlensError, ConfigError, ScorerError
 from agentlens.eval._evidence import Evidence
-from agentlens.model import ScoreResult, Trace
+from agentlens.model import ScoreResult, ScoreRow, Trace
 
 __all__ = [
     "Bound",
     "Scorer",
     "ScorerFactory",
     "ScorerFn",
+    "WithRow",
     "define_scorer",
     "scorer",
 ]
@@ -71,6 +72,29 @@ class ScorerFn(Protocol):
     def __call__(
         self, *, trace: Trace, evidence: Evidence
     ) -> ScoreResult | Awaitable[ScoreResult]: ...
+
+
+RowFn = Callable[[Evidence, str, str, str], "ScoreRow | ScoreResult"]
+"""``row(evidence, run_id, scorer, version)``: see :class:`WithRow`."""
+
+
+@dataclass(frozen=True, slots=True)
+class WithRow:
+    """A scoring function that can also give a run's stored row without its score.
+
+    ``fn`` is the scoring function, as any other (:meth:`Scorer.score` calls it). ``row`` scores
+    the same run with the same rules and gives the :class:`~agentlens.model.ScoreRow` that
+    ``ScoreRow.of(Score.of(fn(...)), keep=False)`` would give, made without the score, where it
+    can (the built-in grounding scorers, for a run that passed: a dozen grounded claims whose
+    models nothing reads once the row is stored), else the result ``fn`` gives. Batch scoring
+    asks for it when it keeps no score it does not need (:func:`~agentlens.eval.score_runs`);
+    a scorer without one is scored as ever."""
+
+    fn: Callable[..., ScoreResult]
+    row: RowFn
+
+    def __call__(self, *, trace: Trace, evidence: Evidence) -> ScoreResult:
+        return self.fn(trace=trace, evidence=evidence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +182,20 @@ class Scorer:
         """True when the scoring function is a coroutine function (to be awaited: see
         :meth:`ascore`)."""
         return inspect.iscoroutinefunction(self.fn)
+
+    def _score_or_row(
+        self, trace: Trace, evidence: Evidence, version: str
+    ) -> ScoreResult | ScoreRow:
+        """:meth:`score`, or the stored row of the score (``version`` its stored version) when
+        the scoring function gives one without the score (:class:`WithRow`); never raises."""
+        fn = self.fn
+        if type(fn) is not WithRow:
+            return self.score(trace, evidence)
+        try:
+            return fn.row(evidence, trace.id, self.name, version)
+        except Exception as exc:
+            logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=True)
+            return ScoreResult.from_error(exc)
 
     def score(self, trace: Trace, evidence: Evidence | None = None) -> ScoreResult:
         """Score one run synchronously; never raises. Use :meth:`ascore` inside an event loop."""

@@ -440,3 +440,116 @@ class ScoreRow(NamedTuple):
             stored_json(score) if doc is None else doc,
             score if keep else None,
         )
+
+
+def passed_row(
+    run_id: str,
+    scorer: str,
+    version: str,
+    *,
+    value: float,
+    detail: str,
+    grounded: list[dict[str, Any]],
+    attributes: dict[str, Any],
+    scored_at: datetime | None = None,
+) -> ScoreRow | None:
+    """The row of a passed score without findings, made without the score: the row
+    ``ScoreRow.of(score, keep=False)`` gives for ``Score.of(ScoreResult(passed=True,
+    value=value, detail=detail, grounded=[Finding(**g) for g in grounded],
+    attributes=attributes), ...)``, without building the score, its grounded claims' models or
+    their copies (a passed run of the grounding scorers has a dozen claims, and nothing reads
+    its score once the row is made: ``agentlens score`` stores the row and frees the rest).
+
+    The caller vouches for the values: each of ``grounded`` is a claim's fields, every field of
+    :class:`Finding` in its declared order and of its declared type; ``value`` is a float;
+    ``attributes`` is JSON data. ``None`` when a value is not one orjson writes as pydantic
+    does (a lone surrogate in a text, a subclass of a builtin): the caller then builds the
+    score. Checked on first use against the row of the score built through pydantic
+    (``None`` from then on if they ever differ); ``tests/model/test_score_dumps.py`` holds it
+    to that row on generated claims."""
+    global _passed_rows_checked
+    if _passed_rows_checked is None:
+        _passed_rows_checked = _check_passed_row()
+    if not _passed_rows_checked:
+        return None  # pragma: no cover - a pydantic that writes scores otherwise
+    return _passed_row(run_id, scorer, version, value, detail, grounded, attributes, scored_at)
+
+
+_passed_rows_checked: bool | None = None
+"""Whether :func:`_passed_row` gives what the scores' own path gives (checked on first use)."""
+
+
+def _passed_row(
+    run_id: str,
+    scorer: str,
+    version: str,
+    value: float,
+    detail: str,
+    grounded: list[dict[str, Any]],
+    attributes: dict[str, Any],
+    scored_at: datetime | None,
+) -> ScoreRow | None:
+    when = _scored_at() if scored_at is None else scored_at
+    if when.utcoffset() != _ZERO:
+        return None
+    # the score's fields in their declared order (_SCORE_KEYS), as plain_json writes them
+    fields = {
+        "passed": True,
+        "value": value,
+        "detail": detail,
+        "findings": [],
+        "grounded": grounded,
+        "verdict": Verdict.PASSED,
+        "error": None,
+        "attributes": attributes,
+        "run_id": run_id,
+        "scorer": scorer,
+        "version": version,
+        "scored_at": when.isoformat()[:-6] + "Z",
+    }
+    try:
+        doc = (_dumps or _load_dumps())(fields).decode()
+    except TypeError:  # orjson.JSONEncodeError: a value orjson refuses or leaves to default
+        return None
+    return ScoreRow(
+        run_id,
+        scorer,
+        version,
+        "passed",
+        True,
+        value,
+        detail,
+        None,
+        0,
+        to_epoch_us(when),
+        (),
+        doc,
+        None,
+    )
+
+
+def _check_passed_row() -> bool:
+    """:func:`_passed_row` gives the row of the score that pydantic builds from the same values
+    (a plain claim and a derived one, attributes of each JSON type)."""
+    attributes = {"a": 1, "b": [1.5, None, True], "c": {"d": "é"}}
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    try:
+        claim = Finding(failure_mode=None, text="CUST-1", start=3, end=9, location="s2")
+        claims = [
+            {**claim.__dict__, "step_ids": ["s2"], "supported_by": "s1", "attributes": {"k": "id"}},
+            {**claim.__dict__, "supported_by": "input", "attributes": {"k": "m", "derived": "1"}},
+        ]
+        result = ScoreResult(
+            passed=True,
+            value=0.0,
+            detail="2 claims grounded",
+            grounded=[Finding(**c) for c in claims],
+            attributes=attributes,
+        )
+        score = Score(**result.model_dump(), run_id="r", scorer="s", version="1", scored_at=when)
+        fast = _passed_row(
+            "r", "s", "1", 0.0, "2 claims grounded", claims, attributes, scored_at=when
+        )
+        return fast == ScoreRow.of(score, keep=False) and fast is not None
+    except Exception:  # pragma: no cover - a pydantic whose internals differ
+        return False

@@ -17,10 +17,10 @@ from agentlens.eval._facts import FACT_KINDS, Fact, extract_facts, fact_toleranc
 from agentlens.eval._index import EvidenceIndex, Match
 from agentlens.eval._quantities import MONEY, NUMBER, RATE, claim_kind, operand_kinds
 from agentlens.eval._references import Extractor, Reference, get_extractor
-from agentlens.eval._scorer import Bound, ScorerFn, scorer
-from agentlens.model import FailureMode, Finding, ScoreResult, Trace
+from agentlens.eval._scorer import Bound, ScorerFn, WithRow, scorer
+from agentlens.model import FailureMode, Finding, ScoreResult, ScoreRow, Trace
 from agentlens.model._built import build_model, same_model
-from agentlens.model._score import derive_verdict
+from agentlens.model._score import derive_verdict, passed_row
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.eval.judges import Judge
@@ -101,28 +101,35 @@ _RESULT_FIELDS_SET = frozenset(
 """The fields a validated grounding result has set: those given, and the derived verdict."""
 
 
-def _grounded_fast(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> Finding:
-    """:func:`_grounded_plain` without pydantic's walk over the fields (and with
-    :func:`_grounded_values` and :func:`_step_ids` written out: a run has dozens of claims)."""
+def _claim(text: str, start: int, end: int, turn: Turn, match: Match, kind: str) -> dict[str, Any]:
+    """:func:`_grounded_values` written out (a run has dozens of claims): a grounded claim's
+    fields, every one of :class:`Finding`'s in its declared order, each of its declared type.
+    A claim is kept in this form until its score is made (:func:`_result`), or, for a run that
+    passed, until its row is (:func:`_row`), which needs no model of it at all."""
     location = turn.location
-    return build_model(
-        Finding,
-        {
-            "failure_mode": None,
-            "text": text,
-            "start": start,
-            "end": end,
-            "location": location,
-            "step_ids": [] if location == "output" else [location],
-            "supported_by": match.item.source,
-            "unverifiable": False,
-            "detail": "",
-            "attributes": {"kind": kind, "derived": match.text}
-            if match.derived
-            else {"kind": kind},
-        },
-        set(_FINDING_FIELDS),
-    )
+    return {
+        "failure_mode": None,
+        "text": text,
+        "start": start,
+        "end": end,
+        "location": location,
+        "step_ids": [] if location == "output" else [location],
+        "supported_by": match.item.source,
+        "unverifiable": False,
+        "detail": "",
+        "attributes": {"kind": kind, "derived": match.text} if match.derived else {"kind": kind},
+    }
+
+
+def _finding_fast(values: dict[str, Any]) -> Finding:
+    """``Finding(**values)`` for a claim's fields (:func:`_claim`), without pydantic's walk over
+    the fields: the dict becomes the model's own."""
+    return build_model(Finding, values, set(_FINDING_FIELDS))
+
+
+def _finding_plain(values: dict[str, Any]) -> Finding:
+    """A claim's finding, validated from its fields (the definition)."""
+    return Finding(**values)
 
 
 def _result_plain(
@@ -184,19 +191,23 @@ def _pick_fast_paths() -> tuple[Any, Any]:
     bad = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="y")
     unsure = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="z", unverifiable=True)
     try:
-        if not all(same_model(_grounded_fast(*c), _grounded_plain(*c)) for c in claims):
-            return _grounded_plain, _result_plain  # pragma: no cover
+        for c in claims:
+            values = _grounded_values(*c)
+            if list(_claim(*c).items()) != list(values.items()):
+                raise ValueError("_claim")  # pragma: no cover
+            if not same_model(_finding_fast(_claim(*c)), _grounded_plain(*c)):
+                return _finding_plain, _result_plain  # pragma: no cover
         grounded = [_grounded_plain(*c) for c in claims]
         for passed, findings in ((True, []), (False, [bad, unsure]), (False, [unsure])):
             args = (passed, 1.0, "d", findings, grounded, {"a": 1})
             if not same_model(_result_fast(*args), _result_plain(*args)):
-                return _grounded_fast, _result_plain  # pragma: no cover
+                return _finding_fast, _result_plain  # pragma: no cover
     except Exception:  # pragma: no cover - a pydantic whose internals differ
-        return _grounded_plain, _result_plain
-    return _grounded_fast, _result_fast
+        return _finding_plain, _result_plain
+    return _finding_fast, _result_fast
 
 
-_grounded, _score_result = _pick_fast_paths()
+_finding, _score_result = _pick_fast_paths()
 
 
 def _summary(findings: list[Finding], label: str) -> str:
@@ -212,23 +223,52 @@ def _summary(findings: list[Finding], label: str) -> str:
 
 def _result(
     findings: list[Finding],
-    grounded: list[Finding],
+    grounded: list[dict[str, Any]],
     label: str,
     noun: str,
     attributes: dict[str, Any] | None = None,
 ) -> ScoreResult:
     """A grounding scorer's result: passed without findings; the value counts the flagged ones
-    (not the unverifiable); the detail names the findings, or how many ``noun``s were grounded."""
+    (not the unverifiable); the detail names the findings, or how many ``noun``s were grounded.
+    ``grounded``: the grounded claims' fields (:func:`_claim`)."""
     flagged = sum(not f.unverifiable for f in findings)
     return _score_result(
         not findings,
         float(flagged),
-        _summary(findings, label)
-        or f"{len(grounded)} {noun}{'s' if len(grounded) != 1 else ''} grounded",
+        _summary(findings, label) or _grounded_detail(grounded, noun),
         findings,
-        grounded,
+        [_finding(c) for c in grounded],
         attributes or {},
     )
+
+
+def _grounded_detail(grounded: list[dict[str, Any]], noun: str) -> str:
+    return f"{len(grounded)} {noun}{'s' if len(grounded) != 1 else ''} grounded"
+
+
+def _row(
+    findings: list[Finding],
+    grounded: list[dict[str, Any]],
+    label: str,
+    noun: str,
+    attributes: dict[str, Any],
+    key: tuple[str, str, str],
+) -> ScoreRow | ScoreResult:
+    """What :class:`~agentlens.eval._scorer.WithRow` gives for :func:`_result`'s result: for a run
+    that passed, its stored row (``key``: run id, scorer, stored version), made from the
+    claims' fields without a model of the score or of any claim; otherwise (or when a value is
+    not one :func:`~agentlens.model._score.passed_row` writes) the result."""
+    if not findings:
+        row = passed_row(
+            *key,
+            value=0.0,
+            detail=_grounded_detail(grounded, noun),
+            grounded=grounded,
+            attributes=attributes,
+        )
+        if row is not None:
+            return row
+    return _result(findings, grounded, label, noun, attributes)
 
 
 # --------------------------------------------------------------------------- no_fabricated_refs
@@ -254,27 +294,40 @@ def no_fabricated_refs(
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
         return _no_fabricated_refs(evidence, extractor)
 
-    return score
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
+        findings, grounded = _check_refs(evidence, extractor)
+        key = (run_id, name, version)
+        return _row(findings, grounded, "ungrounded", "reference", {}, key)
+
+    return WithRow(score, row)
 
 
 def _no_fabricated_refs(evidence: Evidence, extractor: Extractor) -> ScoreResult:
+    """``no_fabricated_refs``'s result for a run."""
+    return _result(*_check_refs(evidence, extractor), "ungrounded", "reference")
+
+
+def _check_refs(
+    evidence: Evidence, extractor: Extractor
+) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """The findings of ``no_fabricated_refs`` on a run, and its grounded claims' fields."""
     index = _index(evidence, extractor)
     findings: list[Finding] = []
-    grounded: list[Finding] = []
+    grounded: list[dict[str, Any]] = []
     for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
         # amounts this turn already grounded, with their kinds: operands for the next
         amounts: list[tuple[float, str]] = []
         for ref in refs:
             match = index.find(ref, turn.index, amounts)
             if match is not None:
-                grounded.append(_grounded(ref.text, ref.start, ref.end, turn, match, ref.kind))
+                grounded.append(_claim(ref.text, ref.start, ref.end, turn, match, ref.kind))
                 if ref.kind in ("money", "percent"):
                     quantity = MONEY if ref.kind == "money" else RATE
                     value = float(ref.key)
                     amounts += [(value, k) for k in operand_kinds(quantity, turn.text, ref.end)]
                 continue
             findings.append(_fabricated(ref, turn, index))
-    return _result(findings, grounded, "ungrounded", "reference")
+    return findings, grounded
 
 
 def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
@@ -366,7 +419,15 @@ def parametric_leakage(
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
         return _parametric_leakage(evidence, extractor, wanted, allowed, the_judge, label)
 
-    return Bound(score, version, version_tag=None if the_judge is None else judge_rules(the_judge))
+    if the_judge is not None:
+        return Bound(score, version, version_tag=judge_rules(the_judge))
+
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
+        findings, grounded = _check_facts(evidence, extractor, wanted, allowed)
+        key = (run_id, name, version)
+        return _row(findings, grounded, "not in the evidence", "fact", {}, key)
+
+    return Bound(WithRow(score, row), version)
 
 
 def _parametric_leakage(
@@ -377,9 +438,21 @@ def _parametric_leakage(
     judge: Judge | None,
     label: str | None,
 ) -> ScoreResult:
+    """``parametric_leakage``'s result for a run (with the judged half when ``judge``)."""
+    findings, grounded = _check_facts(evidence, extractor, wanted, allowed)
+    attributes: dict[str, Any] = {}
+    if judge is not None:
+        findings.extend(_judged_half(evidence, findings, judge, label or "", attributes))
+    return _result(findings, grounded, "not in the evidence", "fact", attributes)
+
+
+def _check_facts(
+    evidence: Evidence, extractor: Extractor, wanted: frozenset[str] | None, allowed: frozenset[str]
+) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """The deterministic half's findings on a run, and its grounded claims' fields."""
     index = _index(evidence, extractor)
     findings: list[Finding] = []
-    grounded: list[Finding] = []
+    grounded: list[dict[str, Any]] = []
     for turn, refs in zip(evidence.turns, _refs(evidence, extractor), strict=True):
         # numbers this turn already grounded, with their kinds: operands for the next
         numbers: list[tuple[float, str]] = []
@@ -392,7 +465,7 @@ def _parametric_leakage(
             quantity = _quantity(fact, turn.text)
             match = _find_fact(fact, turn.text, turn.index, index, numbers, quantity)
             if match is not None:
-                grounded.append(_grounded(fact.text, fact.start, fact.end, turn, match, fact.kind))
+                grounded.append(_claim(fact.text, fact.start, fact.end, turn, match, fact.kind))
                 if fact.value is not None:
                     value = abs(fact.value)
                     numbers += [(value, k) for k in operand_kinds(quantity, turn.text, fact.end)]
@@ -412,10 +485,7 @@ def _parametric_leakage(
                     attributes={"kind": fact.kind, "key": fact.key},
                 )
             )
-    attributes: dict[str, Any] = {}
-    if judge is not None:
-        findings.extend(_judged_half(evidence, findings, judge, label or "", attributes))
-    return _result(findings, grounded, "not in the evidence", "fact", attributes)
+    return findings, grounded
 
 
 def _judged_half(
