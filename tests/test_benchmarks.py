@@ -4,6 +4,7 @@ docs/grounding.md; these tests only keep the scripts from rotting, they time not
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -241,6 +242,31 @@ def test_bench_score_e2e_times_the_command_beside_the_naive_check(tmp_path: Path
     flagged = re.search(r'"no_fabricated_refs": (\d+)', results["grounding"])
     assert flagged is not None and 0 < int(flagged.group(1)) < 30
     assert results["grounding"].split(" digest ")[1] != results["defaults"].split(" digest ")[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="needs valgrind")
+def test_bench_score_e2e_counts_instructions_the_same_for_the_same_code(tmp_path: Path) -> None:
+    out = _run(
+        str(BENCHMARKS / "bench_score_e2e.py"),
+        "--runs",
+        "5",
+        "--variants",
+        "naive,grounding",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--baseline-src",
+        str(ROOT / "src"),
+        "--instructions",
+    )
+    rows = dict(re.findall(r"^\s*([\w@-]+)\s+(\d+\.\d{3})\s+(?:\d+\.\d\dx)", out, re.M))
+    assert set(rows) == {"naive", "grounding", "grounding@base"}
+    # a process of Python and its imports alone is most of a billion instructions
+    assert 0.3 < float(rows["naive"]) < float(rows["grounding"])
+    # the same code counted as this code and as a baseline: the same count, to 0.1%
+    assert abs(float(rows["grounding"]) / float(rows["grounding@base"]) - 1) < 0.001
+    results = dict(re.findall(r"^([\w@-]+): flagged (.*)$", out, re.M))
+    assert results["grounding"] == results["grounding@base"]
 
 
 def test_bench_put_scores_writes_the_same_tables_as_its_baseline(tmp_path: Path) -> None:
