@@ -430,9 +430,10 @@ def _score_traces(
     not keep of it is freed then: :func:`_row_maker`).
 
     With ``made_row``, a scorer that can give the stored row of a score without the score
-    (:class:`~agentlens.eval._scorer.WithRow`: the grounding scorers, for a run that passed) is asked
-    for it, and ``made_row(row)`` takes the place of ``made(score)``: for a caller that keeps
-    no score that nothing reads (:func:`_needs_score`), such a row is all it keeps anyway.
+    (:class:`~agentlens.eval._scorer.WithRow`: the grounding scorers, for a run that passed)
+    is asked for it, and ``made_row(row)`` takes the place of ``made(score)``: for a caller
+    that keeps only the scores something reads (:func:`_needs_score`), such a row is all it
+    would keep anyway.
 
     A chunk's runs are never all in memory at once, so each run's objects are freed while they
     are still in the CPU's caches, and the next run is built in the memory they leave (freeing
