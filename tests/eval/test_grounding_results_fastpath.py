@@ -1,10 +1,11 @@
 """The grounding scorers build their claims and results without pydantic's validation: they must
 build exactly what validation builds.
 
-``_finding_fast`` of ``_claim`` against ``_grounded_plain`` (``Finding(**values)``) and ``_result_fast``
-against ``_result_plain`` (``ScoreResult(...)``), on generated values and through both scorers on
-the benchmark's runs: the same class, fields in the same order with equal values, fields set,
-extras, private state, and JSON.
+``_finding_fast`` of ``_claim`` against ``_grounded_plain`` (``Finding(**values)``) and
+``_result_fast`` against ``_result_plain`` (``ScoreResult(...)``), on generated values and
+through both scorers on the benchmark's runs: the same class, fields in the same order with
+equal values, fields set, extras, private state, and JSON. And a passed run's row, which the
+scorers give without building its score, against the row of that score.
 """
 
 from __future__ import annotations
