@@ -442,6 +442,10 @@ class ScoreRow(NamedTuple):
         )
 
 
+_passed_rows_checked: bool | None = None
+"""Whether :func:`passed_row` gives what the scores' own path gives (checked on first use)."""
+
+
 def passed_row(
     run_id: str,
     scorer: str,
@@ -469,26 +473,10 @@ def passed_row(
     to that row on generated claims."""
     global _passed_rows_checked
     if _passed_rows_checked is None:
+        _passed_rows_checked = True  # for the check's own call, which is the first
         _passed_rows_checked = _check_passed_row()
     if not _passed_rows_checked:
         return None  # pragma: no cover - a pydantic that writes scores otherwise
-    return _passed_row(run_id, scorer, version, value, detail, grounded, attributes, scored_at)
-
-
-_passed_rows_checked: bool | None = None
-"""Whether :func:`_passed_row` gives what the scores' own path gives (checked on first use)."""
-
-
-def _passed_row(
-    run_id: str,
-    scorer: str,
-    version: str,
-    value: float,
-    detail: str,
-    grounded: list[dict[str, Any]],
-    attributes: dict[str, Any],
-    scored_at: datetime | None,
-) -> ScoreRow | None:
     when = _scored_at() if scored_at is None else scored_at
     if when.utcoffset() != _ZERO:
         return None
@@ -529,7 +517,7 @@ def _passed_row(
 
 
 def _check_passed_row() -> bool:
-    """:func:`_passed_row` gives the row of the score that pydantic builds from the same values
+    """:func:`passed_row` gives the row of the score that pydantic builds from the same values
     (a plain claim and a derived one, attributes of each JSON type)."""
     attributes = {"a": 1, "b": [1.5, None, True], "c": {"d": "é"}}
     when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -547,8 +535,15 @@ def _check_passed_row() -> bool:
             attributes=attributes,
         )
         score = Score(**result.model_dump(), run_id="r", scorer="s", version="1", scored_at=when)
-        fast = _passed_row(
-            "r", "s", "1", 0.0, "2 claims grounded", claims, attributes, scored_at=when
+        fast = passed_row(
+            "r",
+            "s",
+            "1",
+            value=0.0,
+            detail="2 claims grounded",
+            grounded=claims,
+            attributes=attributes,
+            scored_at=when,
         )
         return fast == ScoreRow.of(score, keep=False) and fast is not None
     except Exception:  # pragma: no cover - a pydantic whose internals differ

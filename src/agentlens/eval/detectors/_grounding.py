@@ -192,10 +192,9 @@ def _pick_fast_paths() -> tuple[Any, Any]:
     unsure = Finding(failure_mode=FailureMode.FABRICATED_GROUNDING, text="z", unverifiable=True)
     try:
         for c in claims:
-            values = _grounded_values(*c)
-            if list(_claim(*c).items()) != list(values.items()):
-                raise ValueError("_claim")  # pragma: no cover
-            if not same_model(_finding_fast(_claim(*c)), _grounded_plain(*c)):
+            if list(_claim(*c).items()) != list(_grounded_values(*c).items()) or not same_model(
+                _finding_fast(_claim(*c)), _grounded_plain(*c)
+            ):
                 return _finding_plain, _result_plain  # pragma: no cover
         grounded = [_grounded_plain(*c) for c in claims]
         for passed, findings in ((True, []), (False, [bad, unsure]), (False, [unsure])):
