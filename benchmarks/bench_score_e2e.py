@@ -55,7 +55,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 GROUNDING = ["--scorer", "no_fabricated_refs", "--scorer", "parametric_leakage"]
@@ -156,6 +158,29 @@ def counted(cmd: list[str], cwd: str, src: str | None) -> tuple[int, str]:
     return total, out.stdout
 
 
+def run_once(
+    variant: str,
+    db: Path,
+    work: str,
+    src: str | None,
+    measure: Callable[[list[str], str, str | None], tuple[Any, ...]],
+) -> tuple[tuple[Any, ...], int | tuple[str, str]]:
+    """Run ``variant`` once on a fresh copy of the store ``db``, measured by ``measure``
+    (:func:`timed` or :func:`counted`, whose last value is the process's stdout): (the other
+    values ``measure`` gave, the outcome). The outcome is the runs the naive check flagged,
+    or the flags per scorer (JSON) and the digest of the stored scores."""
+    copy = Path(work) / f"{variant}.db"
+    shutil.copyfile(db, copy)
+    try:
+        *measured, stdout = measure(command(variant, copy), work, src)
+        if variant == "naive":
+            return tuple(measured), int(json.loads(stdout)["flagged"])
+        flags, digest = stored_results(copy)
+        return tuple(measured), (json.dumps(flags), digest)
+    finally:
+        copy.unlink()
+
+
 def stored_results(db: Path) -> tuple[dict[str, int], str]:
     """Flagged runs per scorer, and a digest of every stored score without its time."""
     digest = hashlib.sha256()
@@ -238,17 +263,13 @@ def main(argv: list[str] | None = None) -> int:
         naive_flagged: set[int] = set()
         for rnd in range(args.rounds):
             for v in variants:
-                copy = Path(work) / f"{v}.db"
-                shutil.copyfile(db, copy)
-                c, w, stdout = timed(command(v, copy), work, base if v.endswith(BASE) else None)
+                (c, w), outcome = run_once(v, db, work, base if v.endswith(BASE) else None, timed)
                 cpu[v].append(c)
                 wall[v].append(w)
-                if v == "naive":
-                    naive_flagged.add(json.loads(stdout)["flagged"])
+                if isinstance(outcome, int):
+                    naive_flagged.add(outcome)
                 else:
-                    flags, digest = stored_results(copy)
-                    results[v].add((json.dumps(flags), digest))
-                copy.unlink()
+                    results[v].add(outcome)
                 print(f"round {rnd + 1} {v}: {c:.1f} s CPU, {w:.1f} s wall", file=sys.stderr)
         report(args.runs, variants, cpu, wall, results, naive_flagged, db)
     finally:
@@ -262,18 +283,14 @@ def instructions(runs: int, variants: list[str], db: Path, work: str, base: str 
     results: dict[str, tuple[str, str]] = {}
     naive_flagged = None
     for v in variants:
-        copy = Path(work) / f"{v}.db"
-        shutil.copyfile(db, copy)
         # this code (the naive check's too) by its own src/, as the baseline by its: the same
         # shape of path to search on every import, which the counts would otherwise show
         src = base if v.endswith(BASE) else str(HERE.parent / "src")
-        count[v], stdout = counted(command(v, copy), work, src)
-        if v == "naive":
-            naive_flagged = json.loads(stdout)["flagged"]
+        (count[v],), outcome = run_once(v, db, work, src, counted)
+        if isinstance(outcome, int):
+            naive_flagged = outcome
         else:
-            flags, digest = stored_results(copy)
-            results[v] = (json.dumps(flags), digest)
-        copy.unlink()
+            results[v] = outcome
         print(f"{v}: {count[v]:,} instructions", file=sys.stderr)
     print(f"machine: {platform.machine()}, Python {platform.python_version()}; valgrind cachegrind")
     print(f"store: {runs} runs, {db.stat().st_size / 2**20:.0f} MiB; one run per variant")
