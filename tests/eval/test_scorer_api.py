@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -16,6 +17,7 @@ from agentlens.eval import (
     run_scorers,
     scorer,
 )
+from agentlens.eval._scorer import WithRow
 from agentlens.model import Step, StepKind, Trace
 
 
@@ -60,6 +62,37 @@ def test_a_scorer_that_raises_gives_an_error_result_and_the_batch_goes_on() -> N
     assert report.results["t_fine"].verdict is Verdict.PASSED
     assert not report.passed
     assert report.verdict is Verdict.ERROR
+
+
+@pytest.mark.parametrize("entry", ["score", "ascore", "row"])
+def test_a_failure_is_logged_with_its_traceback_at_debug_level(
+    entry: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each entry point (sync, async, and the stored row's that batch scoring uses) gives the
+    error result and logs the failure with the exception that caused it."""
+
+    def boom(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        raise ValueError("bad day")
+
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreResult:
+        raise ValueError("bad day")
+
+    fn = WithRow(boom, row) if entry == "row" else boom
+    s = define_scorer(f"t_logged_{entry}", fn)
+    trace = _trace()
+    with caplog.at_level(logging.DEBUG, logger="agentlens"):
+        if entry == "score":
+            result = s.score(trace)
+        elif entry == "ascore":
+            result = asyncio.run(s.ascore(trace))
+        else:
+            given = s._score_or_row(trace, Evidence(trace), s.stored_version)
+            assert isinstance(given, ScoreResult)
+            result = given
+    assert result.verdict is Verdict.ERROR and result.error == "ValueError: bad day"
+    [record] = [r for r in caplog.records if "failed on run" in r.getMessage()]
+    assert record.getMessage() == f"scorer t_logged_{entry} failed on run run-1"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "bad day"
 
 
 def test_async_scorers_run_sync_and_async() -> None:

@@ -15,6 +15,7 @@ import random
 import re
 import sys
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from agentlens.eval._volatile import (
 )
 from agentlens.eval.detectors import _transcript
 from agentlens.eval.detectors._transcript import _Call, _calls, _Consider
-from agentlens.model import ScoreResult, Step, StepKind, Trace
+from agentlens.model import Score, ScoreResult, ScoreRow, Step, StepKind, Trace
 
 # --------------------------------------------------------------------------- the masker
 
@@ -489,6 +490,43 @@ def test_distinct_calls_are_not_fingerprinted(monkeypatch: pytest.MonkeyPatch) -
 @example("a\u3000b")
 def test_a_collapsed_message_is_its_definition(text: str) -> None:
     assert _transcript._collapsed(text) == " ".join(text.split())
+
+
+_ROWS: dict[str, int] = {}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_STEPS, st.sampled_from([{}, _LOOSE, {"excessive_steps": {"max_steps": "auto"}}]))
+@example([("calls", [("a", 1, 2, None)] * 3)], _LOOSE)
+@example([("calls", [("a", 1, 2, None)])], {})
+def _rows(parts: list[tuple[str, Any]], options: dict[str, dict[str, Any]]) -> None:
+    trace = _steps_trace(parts)
+    for name in ("repeated_tool_calls", "no_progress", "excessive_steps"):
+        s = get_scorer(name)
+        if name in options:
+            s = s.with_options(**options[name])
+        given = s._score_or_row(trace, Evidence(trace), s.stored_version)
+        result = s.score(trace, Evidence(trace))
+        if not result.passed:
+            assert type(given) is ScoreResult
+            assert given == result
+            continue
+        assert type(given) is ScoreRow
+        _ROWS[name] = _ROWS.get(name, 0) + 1
+        score = Score.of(result, run_id=trace.id, scorer=s.name, version=s.stored_version)
+        when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=given.scored_at or 0)
+        assert given == ScoreRow.of(score.model_copy(update={"scored_at": when}), keep=False)
+
+
+def test_a_passed_runs_row_is_the_row_of_its_score() -> None:
+    """Asked for a row (as batch scoring asks when it keeps no score nothing reads), each
+    analyser gives a passed run's stored row, made without the result or its score: the row of
+    the score it gives otherwise, to the byte (the learnt budget's settings included). A run
+    that did not pass gets its result, the same one."""
+    _ROWS.clear()
+    _rows()
+    assert set(_ROWS) == {"repeated_tool_calls", "no_progress", "excessive_steps"}
+    assert min(_ROWS.values()) >= 50, _ROWS
 
 
 @pytest.mark.parametrize(

@@ -174,14 +174,19 @@ class Scorer:
                 result = await result
             return _check_result(self.name, result)
         except Exception as exc:
-            logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=True)
-            return ScoreResult.from_error(exc)
+            return self._failed(trace, exc)
 
     @functools.cached_property
     def is_async(self) -> bool:
         """True when the scoring function is a coroutine function (to be awaited: see
         :meth:`ascore`)."""
         return inspect.iscoroutinefunction(self.fn)
+
+    def _failed(self, trace: Trace, exc: Exception) -> ScoreResult:
+        """The ``error`` result of this scorer failing on ``trace`` (logged at debug level, with
+        the traceback)."""
+        logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=exc)
+        return ScoreResult.from_error(exc)
 
     def _score_or_row(
         self, trace: Trace, evidence: Evidence, version: str
@@ -194,8 +199,7 @@ class Scorer:
         try:
             return fn.row(evidence, trace.id, self.name, version)
         except Exception as exc:
-            logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=True)
-            return ScoreResult.from_error(exc)
+            return self._failed(trace, exc)
 
     def score(self, trace: Trace, evidence: Evidence | None = None) -> ScoreResult:
         """Score one run synchronously; never raises. Use :meth:`ascore` inside an event loop."""
@@ -209,8 +213,7 @@ class Scorer:
                     return _check_result(self.name, result)
                 return _run_sync(result)
             except Exception as exc:
-                logger.debug("scorer %s failed on run %s", self.name, trace.id, exc_info=True)
-                return ScoreResult.from_error(exc)
+                return self._failed(trace, exc)
         return _run_sync(self.ascore(trace, ev))
 
 

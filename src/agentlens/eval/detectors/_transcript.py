@@ -24,7 +24,8 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 import orjson
 
@@ -37,10 +38,11 @@ from agentlens.eval._normalize import (
     fingerprint_of_text,
     is_empty_result,
 )
-from agentlens.eval._scorer import ScorerFn, scorer
+from agentlens.eval._scorer import ScorerFn, WithRow, scorer
 from agentlens.eval._volatile import VOLATILE_PARTS, Masker, masker
 from agentlens.model import FailureMode, Finding, ScoreResult, Step, StepKind, Trace, Verdict
 from agentlens.model._built import build_model, same_model
+from agentlens.model._score import ScoreRow, passed_row
 
 __all__ = [
     "DEFAULT_BOOKKEEPING",
@@ -148,6 +150,23 @@ def _pick_passed() -> Callable[[float, str, dict[str, Any]], ScoreResult]:
 
 
 _passed = _pick_passed()
+
+_Passed = TypeVar("_Passed", ScoreResult, ScoreResult | ScoreRow)
+"""What an analyser gives for a run that passed: the result (:func:`_passed`, for
+:meth:`~agentlens.eval.Scorer.score`) or, asked for the stored row (:class:`WithRow`), the row
+(:func:`_passed_row`)."""
+
+
+def _passed_row(
+    key: tuple[str, str, str], value: float, detail: str, attributes: dict[str, Any]
+) -> ScoreResult | ScoreRow:
+    """The stored row of a passing result (``key``: run id, scorer, stored version), made
+    without the result or its score: three per run, none of which anything reads once its row
+    is stored. The result when :func:`~agentlens.model._score.passed_row` declines. The values
+    are the analysers' own: a float, a text, and attributes of counts, names and the budget's
+    settings."""
+    row = passed_row(*key, value=value, detail=detail, grounded=[], attributes=attributes)
+    return _passed(value, detail, attributes) if row is None else row
 
 
 def _steps(n: int) -> str:
@@ -969,6 +988,7 @@ def _score_repeated(
     trace: Trace,
     evidence: Evidence,
     consider: _Consider,
+    passed: Callable[[float, str, dict[str, Any]], _Passed],
     max_repeats: int = 3,
     max_errors: int = 3,
     max_failures: int = 3,
@@ -976,7 +996,7 @@ def _score_repeated(
     max_messages: int = 3,
     min_cycles: int = 3,
     polling: bool = True,
-) -> ScoreResult:
+) -> ScoreResult | _Passed:
     """Flags the same call repeated with the same result, A-B-A-B loops, repeated failures and
     repeated messages."""
     calls = _calls(trace, evidence, consider)
@@ -1099,7 +1119,7 @@ def _score_repeated(
         findings = sorted(findings, key=lambda f: order.get(f.step_ids[0], -1))
     attributes = {"steps": len(calls), "wasted_steps": out.wasted, "waste": _sum_waste(out.wastes)}
     if not findings:
-        return _passed(0.0, f"no repeated calls in {_steps(len(calls))}", attributes)
+        return passed(0.0, f"no repeated calls in {_steps(len(calls))}", attributes)
     return ScoreResult(
         passed=False,
         value=float(out.wasted),
@@ -1199,9 +1219,10 @@ def _score_excessive(
     trace: Trace,
     evidence: Evidence,
     consider: _Consider,
+    passed: Callable[[float, str, dict[str, Any]], _Passed],
     max_steps: int = 15,
     auto: _Auto | None = None,
-) -> ScoreResult:
+) -> ScoreResult | _Passed:
     """Flags a run with more tool and retrieval steps than its role's budget."""
     calls = _calls(trace, evidence, consider)
     budget = (
@@ -1213,7 +1234,7 @@ def _score_excessive(
     n = len(calls)
     attributes: dict[str, Any] = {"steps": n, "budget": limit, "budget_set": budget.how}
     if n <= limit:
-        return _passed(
+        return passed(
             float(n), f"{_steps(n)}, within the budget of {limit} ({budget.text})", attributes
         )
     excess = list(calls[limit:])
@@ -1300,9 +1321,10 @@ def _score_no_progress(
     trace: Trace,
     evidence: Evidence,
     consider: _Consider,
+    passed: Callable[[float, str, dict[str, Any]], _Passed],
     min_stretch: int = 5,
     polling: bool = True,
-) -> ScoreResult:
+) -> ScoreResult | _Passed:
     """Flags stretches of consecutive tool steps whose results add no new evidence."""
     calls = _calls(trace, evidence, consider)
     stretches = _stretches(calls, min_stretch, polling) if _may_stall(calls, min_stretch) else []
@@ -1340,7 +1362,7 @@ def _score_no_progress(
     wasted = sum(len(s) for s in stretches)
     attributes = {"steps": len(calls), "wasted_steps": wasted, "waste": _sum_waste(wastes)}
     if not findings:
-        return _passed(
+        return passed(
             0.0,
             f"no stretch of {min_stretch}+ steps without new evidence in {_steps(len(calls))}",
             attributes,
@@ -1410,9 +1432,13 @@ def repeated_tool_calls(
     )
 
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
-        return _score_repeated(trace=trace, evidence=evidence, **options)
+        return _score_repeated(trace=trace, evidence=evidence, passed=_passed, **options)
 
-    return score
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
+        passed = partial(_passed_row, (run_id, name, version))
+        return _score_repeated(trace=evidence.trace, evidence=evidence, passed=passed, **options)
+
+    return WithRow(score, row)
 
 
 @scorer(name="excessive_steps", version="2", register=False)
@@ -1461,9 +1487,13 @@ def excessive_steps(
     )
 
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
-        return _score_excessive(trace=trace, evidence=evidence, **options)
+        return _score_excessive(trace=trace, evidence=evidence, passed=_passed, **options)
 
-    return score
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
+        passed = partial(_passed_row, (run_id, name, version))
+        return _score_excessive(trace=evidence.trace, evidence=evidence, passed=passed, **options)
+
+    return WithRow(score, row)
 
 
 @scorer(name="no_progress", version="2", register=False)
@@ -1495,9 +1525,13 @@ def no_progress(
     )
 
     def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
-        return _score_no_progress(trace=trace, evidence=evidence, **options)
+        return _score_no_progress(trace=trace, evidence=evidence, passed=_passed, **options)
 
-    return score
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
+        passed = partial(_passed_row, (run_id, name, version))
+        return _score_no_progress(trace=evidence.trace, evidence=evidence, passed=passed, **options)
+
+    return WithRow(score, row)
 
 
 # --------------------------------------------------------------------------- the online guard
