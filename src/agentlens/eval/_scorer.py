@@ -86,7 +86,8 @@ class WithRow:
     the same run with the same rules and gives the :class:`~agentlens.model.ScoreRow` that
     ``ScoreRow.of(Score.of(fn(...)), keep=False)`` would give, made without the score, where it
     can (the built-in grounding scorers, for a run that passed: a dozen grounded claims whose
-    models nothing reads once the row is stored), else the result ``fn`` gives. Batch scoring
+    models nothing reads once the row is stored; the transcript analysers, for a run that
+    passed: three results per run and their scores), else the result ``fn`` gives. Batch scoring
     asks for it when it keeps no score it does not need (:func:`~agentlens.eval.score_runs`);
     a scorer without one is scored as ever."""
 
