@@ -169,6 +169,25 @@ def _passed_row(
     return _passed(value, detail, attributes) if row is None else row
 
 
+def _analyser(analyse: Callable[..., Any], options: dict[str, Any]) -> WithRow:
+    """An analyser's scoring function from its ``_score_*`` function and bound options: the
+    result of a run (:meth:`~agentlens.eval.Scorer.score`) or, asked for it, a passed run's
+    stored row (:class:`WithRow`)."""
+
+    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
+        result: ScoreResult = analyse(trace=trace, evidence=evidence, passed=_passed, **options)
+        return result
+
+    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
+        passed = partial(_passed_row, (run_id, name, version))
+        given: ScoreRow | ScoreResult = analyse(
+            trace=evidence.trace, evidence=evidence, passed=passed, **options
+        )
+        return given
+
+    return WithRow(score, row)
+
+
 def _steps(n: int) -> str:
     """``1 tool step``, ``3 tool steps``."""
     return f"{n} tool step" if n == 1 else f"{n} tool steps"
@@ -1431,14 +1450,7 @@ def repeated_tool_calls(
         polling=polling,
     )
 
-    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
-        return _score_repeated(trace=trace, evidence=evidence, passed=_passed, **options)
-
-    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
-        passed = partial(_passed_row, (run_id, name, version))
-        return _score_repeated(trace=evidence.trace, evidence=evidence, passed=passed, **options)
-
-    return WithRow(score, row)
+    return _analyser(_score_repeated, options)
 
 
 @scorer(name="excessive_steps", version="2", register=False)
@@ -1486,14 +1498,7 @@ def excessive_steps(
         auto=auto,
     )
 
-    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
-        return _score_excessive(trace=trace, evidence=evidence, passed=_passed, **options)
-
-    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
-        passed = partial(_passed_row, (run_id, name, version))
-        return _score_excessive(trace=evidence.trace, evidence=evidence, passed=passed, **options)
-
-    return WithRow(score, row)
+    return _analyser(_score_excessive, options)
 
 
 @scorer(name="no_progress", version="2", register=False)
@@ -1524,14 +1529,7 @@ def no_progress(
         polling=polling,
     )
 
-    def score(*, trace: Trace, evidence: Evidence) -> ScoreResult:
-        return _score_no_progress(trace=trace, evidence=evidence, passed=_passed, **options)
-
-    def row(evidence: Evidence, run_id: str, name: str, version: str) -> ScoreRow | ScoreResult:
-        passed = partial(_passed_row, (run_id, name, version))
-        return _score_no_progress(trace=evidence.trace, evidence=evidence, passed=passed, **options)
-
-    return WithRow(score, row)
+    return _analyser(_score_no_progress, options)
 
 
 # --------------------------------------------------------------------------- the online guard
