@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import random
 import sys
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _score_rows import row_made_as
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -144,12 +144,6 @@ def test_both_scorers_give_what_the_validated_paths_give(monkeypatch: pytest.Mon
         same(a, b)
 
 
-def _score_at(score: Score, micros: int) -> Score:
-    """``score`` as if made at ``micros`` (µs since the epoch, a row's ``scored_at``)."""
-    when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
-    return score.model_copy(update={"scored_at": when})
-
-
 def test_a_passed_runs_row_is_the_row_of_its_score() -> None:
     """Asked for a row (as batch scoring asks when it keeps no score nothing reads), both
     scorers give a passed run's stored row, made without the score: the row of the score they
@@ -168,7 +162,7 @@ def test_a_passed_runs_row_is_the_row_of_its_score() -> None:
             assert type(given) is ScoreRow
             rows += 1
             score = Score.of(result, run_id=t.id, scorer=s.name, version=s.stored_version)
-            assert given == ScoreRow.of(_score_at(score, given.scored_at or 0), keep=False)
+            assert given == row_made_as(score, given)
     assert rows > len(traces)  # most runs pass both
 
 

@@ -15,11 +15,11 @@ import random
 import re
 import sys
 from collections import Counter
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _score_rows import row_made_as
 from _transcript_runs import score
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -514,8 +514,7 @@ def _rows(parts: list[tuple[str, Any]], options: dict[str, dict[str, Any]]) -> N
         assert type(given) is ScoreRow
         _ROWS[name] = _ROWS.get(name, 0) + 1
         score = Score.of(result, run_id=trace.id, scorer=s.name, version=s.stored_version)
-        when = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=given.scored_at or 0)
-        assert given == ScoreRow.of(score.model_copy(update={"scored_at": when}), keep=False)
+        assert given == row_made_as(score, given)
 
 
 def test_a_passed_runs_row_is_the_row_of_its_score() -> None:
