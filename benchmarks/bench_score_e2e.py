@@ -26,7 +26,7 @@ Usage::
     python benchmarks/bench_score_e2e.py [--runs 2000] [--rounds 3] [--variants naive,grounding]
         [--cache /tmp/agentlens-bench-e2e] [--profile VARIANT]
 
-The figures in docs/grounding.md (Performance) are at ``--runs 20000``. ``--profile VARIANT`` runs that variant
+The figures in docs/performance.md are at ``--runs 20000``. ``--profile VARIANT`` runs that variant
 once under cProfile instead and prints its top functions by own time (``BENCH_SORT`` to change).
 
 ``--instructions`` counts instead of timing: each variant runs once under valgrind

@@ -1,5 +1,5 @@
 """The grounding benchmark still runs, end to end, on a small store (its figures are in
-docs/grounding.md; these tests only keep the scripts from rotting, they time nothing)."""
+docs/performance.md; these tests only keep the scripts from rotting, they time nothing)."""
 
 from __future__ import annotations
 
