@@ -52,7 +52,10 @@ def test_relative_links_resolve(page: Path) -> None:
         file = (page.parent / path).resolve() if path else page
         if not file.exists():
             broken.append(f"{target}: no such file")
-        elif fragment and file.suffix == ".md":
-            if fragment not in anchors(file.read_text(encoding="utf-8")):
-                broken.append(f"{target}: no heading #{fragment} in {file.name}")
+        elif (
+            fragment
+            and file.suffix == ".md"
+            and fragment not in anchors(file.read_text(encoding="utf-8"))
+        ):
+            broken.append(f"{target}: no heading #{fragment} in {file.name}")
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)

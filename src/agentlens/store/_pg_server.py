@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from agentlens.model import Trace
+from agentlens.store._pg_prepared import execute_prepared
 from agentlens.store._pg_text import dec, enc
 from agentlens.store._server import ApiKeyRecord, ReadyTrace, StagedSpan, StagingCounts
 
@@ -142,8 +143,9 @@ class PgServerMixin:
             return 0
         ordered = sorted(traces.items(), key=lambda item: (item[0][0] or "", item[0][1] or ""))
 
-        def work(conn: Any) -> int:
-            conn.execute(
+        def work(conn: Any) -> int:  # no partitioned table: prepared
+            execute_prepared(
+                conn,
                 "INSERT INTO otlp_traces (project, trace_id, first_seen, last_seen, root_ended,"
                 " max_seq, built_seq, built_at, purged)"
                 " SELECT p, t, %s, %s, e, 0, 0, NULL, 0"
@@ -161,7 +163,8 @@ class PgServerMixin:
             )
             # the text arrays in binary (%b): as text, psycopg escapes every quote of every
             # span's JSON with a regular expression in Python
-            (new,) = conn.execute(
+            (new,) = execute_prepared(
+                conn,
                 "WITH new AS (INSERT INTO otlp_spans (project, trace_id, span_id, received_at,"
                 " doc) SELECT p, t, s, %s, d FROM unnest(%b::text[], %b::text[], %b::text[],"
                 " %b::text[]) AS u(p, t, s, d) ON CONFLICT DO NOTHING"

@@ -78,6 +78,7 @@ from agentlens.model import Score, Trace
 from agentlens.model._score import ScoreRow
 from agentlens.store._copy import TableCopyMixin
 from agentlens.store._pg_migrations import HOUR_US, REMOVED_FROM_ROLLUP, migrate_pg
+from agentlens.store._pg_prepared import execute_prepared
 from agentlens.store._pg_review import PgReviewMixin, _metadata, pg_conn, pg_summary_columns
 from agentlens.store._pg_server import PgServerMixin
 from agentlens.store._pg_text import dec, enc
@@ -330,11 +331,24 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             raise self._error(exc) from None
 
     def write(self, work: Callable[[Any], _T]) -> _T:
-        """Run ``work(connection)`` in one READ COMMITTED transaction: all of it, or none."""
+        """Run ``work(connection)`` in one READ COMMITTED transaction: all of it, or none.
+
+        Its statements are not prepared on the server but for those ``_pg_prepared`` allows,
+        so that each sees a monthly partition another connection attached meanwhile (prepared,
+        replacing a run by one of a new month was refused, "no partition of relation "runs"
+        found for row", and a chunk of ``put_scores`` missed a run stored meanwhile in a new
+        month: ``tests/store/test_pg_store.py``).
+        """
         self._check_open()
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                return work(conn)
+            with self._pool.connection() as conn:
+                threshold = conn.prepare_threshold
+                conn.prepare_threshold = None
+                try:
+                    with conn.transaction():
+                        return work(conn)
+                finally:
+                    conn.prepare_threshold = threshold
         except self._psycopg.Error as exc:
             raise self._error(exc) from None
 
@@ -543,11 +557,14 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
             if replaced:
                 self._prune_content(pg_conn(conn), [dec(k) or "" for k in replaced])
             return
-        self._ensure_months({_month_of(p.row[7]) for p in prepared.values() if p.row[7] != NO_TIME})
+        months = {_month_of(p.row[7]) for p in prepared.values() if p.row[7] != NO_TIME}
+        self._ensure_months(months)
         columns = list(zip(*(p.row for p in prepared.values()), strict=True))
+        _see_partitions(conn, "runs", months)
         # the text arrays in binary (%b), as put_scores sends them: as text, psycopg escapes
         # every quote of every run's JSON with a regular expression in Python.
-        conn.execute(
+        execute_prepared(
+            conn,
             "INSERT INTO runs (id, project, agent, name, status, started_at, ended_at, sort_at,"
             " has_output, step_count, release, written_at, digest, doc, steps)"
             " SELECT id, project, agent, name, status, started_at, ended_at, sort_at, has_output,"
@@ -870,7 +887,11 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         # the text arrays in binary (%b): as text, psycopg writes each array in Python, escaping
         # every quote and backslash of every element with a regular expression (the documents'
         # JSON is full of quotes): most of the client's time. Binary elements are their bytes.
-        conn.execute(
+        # A scores partition attached while this transaction ran is seen without a lock: the
+        # read of the runs above, unprepared, read the catalog's changes (a statement does as
+        # it is parsed), and a month's runs and scores partitions are attached together.
+        execute_prepared(
+            conn,
             "INSERT INTO scores (run_id, scorer, version, verdict, passed, value, detail, error,"
             " finding_count, scored_at, modes, mode_findings, run_project, run_agent, run_release,"
             " run_started_at, run_sort_at, doc)"
@@ -982,16 +1003,31 @@ def _lock_runs(conn: Any, keys: list[str | None], *, create: bool = False) -> No
     ``create``: insert the rows of runs not stored yet (``put_traces``)."""
     ordered = sorted({k for k in keys if k is not None})
     if create:
-        conn.execute(
+        execute_prepared(
+            conn,
             "INSERT INTO run_keys (id) SELECT k FROM unnest(%s::text[]) AS k ORDER BY k"
             " ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id",
             (ordered,),
         )
     else:
-        conn.execute(
+        execute_prepared(
+            conn,
             "SELECT 1 FROM run_keys WHERE id = ANY(%s::text[]) ORDER BY id FOR UPDATE",
             (ordered,),
         )
+
+
+def _see_partitions(conn: Any, table: str, months: set[int]) -> None:
+    """Lock the monthly partitions of ``table`` that a prepared insert is about to write
+    into (the ROW EXCLUSIVE lock the insert takes anyway), so that the transaction reads the
+    catalog's changes first. A backend reads them as it parses a statement or takes a lock it
+    does not hold yet; a prepared statement on a table the transaction holds does neither, and
+    a partition ``_ensure_months`` (or another writer) attached since was missing for it. The
+    undated partition exists from the start.
+    """
+    if months:
+        names = ", ".join(f"{table}_{_month_name(m)}" for m in sorted(months))
+        conn.execute(f"LOCK TABLE {names} IN ROW EXCLUSIVE MODE")
 
 
 def _options(conninfo: str, schema: str) -> str:
