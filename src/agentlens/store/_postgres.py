@@ -306,20 +306,10 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
     def read(self, work: Callable[[Any], _T]) -> _T:
         """Run ``work(connection)`` in one REPEATABLE READ, READ ONLY transaction (one snapshot).
         PostgreSQL-specific (not part of :class:`TraceStore`): the rate queries use it."""
-        self._check_open()
-        try:
-            with self._pool.connection() as conn:
-                # one BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY (no SET TRANSACTION)
-                conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
-                conn.read_only = True
-                try:
-                    with conn.transaction():
-                        return work(conn)
-                finally:
-                    conn.isolation_level = None
-                    conn.read_only = None
-        except self._psycopg.Error as exc:
-            raise self._error(exc) from None
+        # one BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY (no SET TRANSACTION)
+        return self._transaction(
+            work, isolation_level=self._psycopg.IsolationLevel.REPEATABLE_READ, read_only=True
+        )
 
     def _query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         """One statement on a pooled connection (autocommit: its own snapshot)."""
@@ -339,16 +329,23 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
         found for row", and a chunk of ``put_scores`` missed a run stored meanwhile in a new
         month: ``tests/store/test_pg_store.py``).
         """
+        return self._transaction(work, prepare_threshold=None)
+
+    def _transaction(self, work: Callable[[Any], _T], **settings: Any) -> _T:
+        """``work(connection)`` in one transaction on a pooled connection, with the
+        connection's attributes ``settings`` set for it and restored after."""
         self._check_open()
         try:
             with self._pool.connection() as conn:
-                threshold = conn.prepare_threshold
-                conn.prepare_threshold = None
+                saved = {name: getattr(conn, name) for name in settings}
+                for name, value in settings.items():
+                    setattr(conn, name, value)
                 try:
                     with conn.transaction():
                         return work(conn)
                 finally:
-                    conn.prepare_threshold = threshold
+                    for name, value in saved.items():
+                        setattr(conn, name, value)
         except self._psycopg.Error as exc:
             raise self._error(exc) from None
 
