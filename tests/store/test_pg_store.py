@@ -57,7 +57,8 @@ def test_a_read_only_session_reads_an_up_to_date_store(pg_url: str) -> None:
 # rows, a read missed the rows stored there. Each test first has psycopg prepare them.
 
 _PREPARED = 6
-"""Writes that make psycopg prepare the insert statements on the store's one connection."""
+"""Writes enough for psycopg to prepare, on the store's one connection, what it prepares (a
+statement run five times)."""
 
 
 def _prepare_inserts(store: Any) -> None:

@@ -2,17 +2,19 @@
 
 psycopg prepares a statement once it has run five times on a connection. A prepared statement
 is not parsed again, and parsing is where a backend reads the catalog's changes (as it does
-when it takes a lock it does not hold yet): in a transaction that already holds ``runs``, a
-prepared statement missed a monthly partition another connection had attached meanwhile. So
-a write transaction runs its statements unprepared (:meth:`~agentlens.store.PostgresStore.write`),
-but for those given to :func:`execute_prepared`: a statement on tables that are not
+when it takes a lock it does not hold yet): in a transaction that already held ``runs``, a
+prepared statement missed a monthly partition another connection had attached meanwhile.
+
+So a write transaction (:meth:`~agentlens.store.PostgresStore.write`) runs its statements
+unprepared, but for those given to :func:`execute_prepared`: a statement on tables that are not
 partitioned, and a bulk insert into a partitioned table once the transaction has read the
 catalog's changes since its partitions were attached (``runs``: a lock of them first,
 ``_see_partitions`` in ``_postgres.py``; ``scores``: the chunk's unprepared read of its runs,
-whose partitions are attached with the scores'). Unprepared, PostgreSQL plans a bulk insert again at
-every run with its arrays (megabytes of runs, scores or spans) as constants: 23% more time per
-run written and 30% per span staged (``benchmarks/bench_pg_writes.py``). Reads keep psycopg's
-preparing: each is one snapshot, which a partition attached during it holds no rows of.
+whose partitions are attached with the scores'). Unprepared, PostgreSQL plans a bulk insert
+again at every run with its arrays (megabytes of runs, scores or spans) as constants: 23% more
+time per run written and 30% per span staged (``benchmarks/bench_pg_writes.py``). Reads keep
+psycopg's preparing: each is one snapshot, which a partition attached during it holds no rows
+of.
 """
 
 from __future__ import annotations
