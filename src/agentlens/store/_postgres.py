@@ -201,9 +201,10 @@ def _month_bounds(month: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _month_name(month: int) -> str:
+def _partition(table: str, month: int) -> str:
+    """The name of ``table``'s partition of ``month`` (``runs_y2026m03``)."""
     y, m = divmod(month, 12)
-    return f"y{y:04d}m{m + 1:02d}"
+    return f"{table}_y{y:04d}m{m + 1:02d}"
 
 
 @dataclass(slots=True)
@@ -385,7 +386,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                 for month in sorted(missing - self._months):
                     lo, hi = _month_bounds(month)
                     for table in ("runs", "scores"):
-                        name = f"{table}_{_month_name(month)}"
+                        name = _partition(table, month)
                         conn.execute(
                             f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS"
                             " INCLUDING CONSTRAINTS)"
@@ -433,7 +434,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                 self._load_months(conn)
                 for month in sorted(m for m in self._months if m < limit):
                     lo, hi = _month_bounds(month)
-                    part = f"runs_{_month_name(month)}"
+                    part = _partition("runs", month)
                     conn.execute(
                         "WITH old AS (DELETE FROM rate_runs WHERE started_at >= %s"
                         " AND started_at < %s"
@@ -456,7 +457,7 @@ class PostgresStore(PgReviewMixin, PgServerMixin, TableCopyMixin):
                     ):
                         conn.execute(f"DELETE FROM {table} x USING {part} r WHERE x.run_id = r.id")
                     for table in ("runs", "scores"):
-                        conn.execute(f"DROP TABLE {table}_{_month_name(month)}")
+                        conn.execute(f"DROP TABLE {_partition(table, month)}")
                     self._months.discard(month)
                     dropped.append(f"{month // 12:04d}-{month % 12 + 1:02d}")
         except self._psycopg.Error as exc:
@@ -1023,7 +1024,7 @@ def _see_partitions(conn: Any, table: str, months: set[int]) -> None:
     undated partition exists from the start.
     """
     if months:
-        names = ", ".join(f"{table}_{_month_name(m)}" for m in sorted(months))
+        names = ", ".join(_partition(table, m) for m in sorted(months))
         conn.execute(f"LOCK TABLE {names} IN ROW EXCLUSIVE MODE")
 
 
