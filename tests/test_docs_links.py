@@ -5,6 +5,7 @@ spaces as hyphens, a repeated heading numbered)."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,12 @@ def anchors(text: str) -> set[str]:
     return out
 
 
+@cache
+def anchors_of(file: Path) -> set[str]:
+    """:func:`anchors` of a Markdown file, read once however many links point into it."""
+    return anchors(file.read_text(encoding="utf-8"))
+
+
 def test_anchors_follow_github() -> None:
     text = "# Where it stands\n## `agentlens score` as a process (issue 19)\n## Notes\n## Notes\n"
     assert anchors(text) == {
@@ -52,10 +59,6 @@ def test_relative_links_resolve(page: Path) -> None:
         file = (page.parent / path).resolve() if path else page
         if not file.exists():
             broken.append(f"{target}: no such file")
-        elif (
-            fragment
-            and file.suffix == ".md"
-            and fragment not in anchors(file.read_text(encoding="utf-8"))
-        ):
+        elif fragment and file.suffix == ".md" and fragment not in anchors_of(file):
             broken.append(f"{target}: no heading #{fragment} in {file.name}")
     assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
