@@ -152,3 +152,70 @@ def test_instrumented_agent_runs_are_scored_and_can_be_saved(project: pytest.Pyt
             "flagged",
             "passed",
         ]
+
+
+def test_saved_runs_of_two_tests_are_all_kept_and_dated_now(project: pytest.Pytester) -> None:
+    """Each test's capture numbers its runs run-0001... from one fixed clock: saved as they are,
+    the second test's runs replaced the first's, and none was in `gate`'s default window."""
+    db = project.path / "eval.db"
+    ids = project.path / "ids.txt"
+    project.makepyfile(
+        f"""
+        import agentlens
+        import evalscorers
+        from evalagent import agent
+
+        def instrumented(question):
+            with agentlens.run(agent="inner", input=question) as run:
+                run.output = agent(question)
+
+        def _save(result):
+            with open({str(ids)!r}, "a") as out:
+                for case in result.cases:
+                    for t in case.traces:
+                        out.write(t.id + " " + t.metadata.get("parent_run_id", "-") + "\\n")
+                        assert list(case.scores) == [t.id]
+                        assert all(s.run_id == t.id for s in case.scores[t.id])
+
+        def test_a(agentlens_eval):
+            result = agentlens_eval.run(agent, ["ann a", "bob invent"], agent="a",
+                                        scorers=["eval_refs"], save_to="sqlite:///{db}")
+            _save(result)
+
+        def test_b(agentlens_eval):
+            result = agentlens_eval.run(agent, ["ann b"], agent="b", scorers=["eval_refs"],
+                                        save_to="sqlite:///{db}")
+            _save(result)
+
+        def test_c(agentlens_eval):
+            result = agentlens_eval.run(instrumented, ["ann c"], scorers=["eval_refs"],
+                                        save_to="sqlite:///{db}")
+            _save(result)
+        """
+    )
+    project.runpytest_subprocess().assert_outcomes(passed=3)
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.store import open_store
+
+    listed = [line.split() for line in ids.read_text().splitlines()]
+    with open_store(f"sqlite:///{db}") as store:  # type: ignore[attr-defined]
+        runs = {r.id: r for r in store.list_runs()}
+        assert sorted(runs) == sorted(run_id for run_id, _ in listed)  # all four kept
+        assert sorted(r.agent or "" for r in runs.values()) == ["a", "a", "b", "inner"]
+        assert sorted(parent != "-" for _, parent in listed) == [False, False, False, True]
+        now = datetime.now(UTC)
+        for run_id, parent in listed:
+            trace = store.get_trace(run_id)
+            assert trace.started_at is not None
+            assert now - timedelta(minutes=5) < trace.started_at <= now
+            assert all(s.started_at and s.started_at >= trace.started_at for s in trace.steps)
+            assert trace.metadata.get("parent_run_id", "-") == parent and parent not in runs
+            assert [s.run_id for s in store.get_scores(run_id)] == [run_id]
+    from typer.testing import CliRunner
+
+    from agentlens.cli import app
+
+    gate = CliRunner().invoke(app, ["--db", f"sqlite:///{db}", "gate", "--max-rate", "0.9"])
+    assert gate.exit_code == 0, gate.output  # the default window (7 days) holds them
+    assert "4 runs" in gate.output or "4 scored" in gate.output, gate.output

@@ -188,7 +188,10 @@ class AgentEval:
             modes: count only flags in these failure modes.
             metadata: added to every run's metadata (e.g. ``{"release": "v42"}``).
             save_to: a store (or URL) to also write the runs and their scores to, e.g. for
-                ``agentlens gate`` or ``agentlens show`` afterwards.
+                ``agentlens gate`` or ``agentlens show`` afterwards. They are stored as runs of
+                their own, with new ids and their times moved to now (the test's deterministic
+                ids and clock would collide from test to test); the result's cases then name
+                the stored ids.
 
         Raises:
             Whatever the agent raises: a crashing agent fails the test, it is not a score.
@@ -236,15 +239,71 @@ async def _await(awaitable: Any) -> Any:
 
 
 def _save(target: Any, cases: list[EvalCase]) -> None:
+    """Write the cases' runs and scores to ``target``, as runs of their own: each with a new
+    id, and its times moved so that the evaluation's first run starts now (the test's capture
+    numbers its runs ``run-0001``... from one fixed clock, and ids of another test or session
+    would replace each other in a lasting store, outside every time window of ``agentlens
+    gate``). The cases then hold the stored runs and scores, so that the ids a failed assertion
+    lists are those of the store."""
     from agentlens.store import open_store
 
+    saved = _as_saved([t for c in cases for t in c.traces])
     store = open_store(target) if isinstance(target, str) else target
     try:
-        store.put_traces([t for c in cases for t in c.traces])
-        store.put_scores([s for c in cases for scores in c.scores.values() for s in scores])
+        store.put_traces(list(saved.values()))
+        for case in cases:
+            case.traces = [saved[t.id] for t in case.traces]
+            case.scores = {
+                saved[run_id].id: [s.model_copy(update={"run_id": saved[run_id].id}) for s in ss]
+                for run_id, ss in case.scores.items()
+            }
+        store.put_scores([s for c in cases for ss in c.scores.values() for s in ss])
     finally:
         if isinstance(target, str):
             store.close()
+
+
+def _as_saved(traces: list[Trace]) -> dict[str, Trace]:
+    """Each of ``traces`` by its id, copied with a new id and its times (the run's and its
+    steps') moved by one shift, the same for all, that makes the earliest start now; a
+    ``parent_run_id`` of the copies names the parent's new id."""
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens._ids import new_id
+
+    starts = [t.started_at for t in traces if t.started_at is not None]
+    shift = datetime.now(UTC) - min(starts) if starts else timedelta(0)
+    ids: dict[str, str] = {}
+
+    def renamed(old: str, when: datetime | None) -> str:
+        if old not in ids:
+            ids[old] = new_id(None if when is None else int(when.timestamp() * 1000))
+        return ids[old]
+
+    def moved(when: datetime | None) -> datetime | None:
+        return None if when is None else when + shift
+
+    out: dict[str, Trace] = {}
+    for trace in traces:
+        started = moved(trace.started_at)
+        metadata = dict(trace.metadata)
+        parent = metadata.get("parent_run_id")
+        if isinstance(parent, str):
+            metadata["parent_run_id"] = renamed(parent, started)
+        steps = [
+            s.model_copy(update={"started_at": moved(s.started_at), "ended_at": moved(s.ended_at)})
+            for s in trace.steps
+        ]
+        out[trace.id] = trace.model_copy(
+            update={
+                "id": renamed(trace.id, started),
+                "started_at": started,
+                "ended_at": moved(trace.ended_at),
+                "metadata": metadata,
+                "steps": steps,
+            }
+        )
+    return out
 
 
 @pytest.fixture
