@@ -4,6 +4,7 @@ through the same protocol, with the same results."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +83,18 @@ def test_a_store_without_rate_queries_gets_the_same_rates(
         assert rate_breakdown(by, store=plain, **options) == rate_breakdown(
             by, store=store, **options
         )
+
+
+def test_a_scorer_with_nothing_stored_is_named_not_counted_as_empty(store: TraceStore) -> None:
+    """A mistyped name or version counted nothing and read like runs not scored yet."""
+    from agentlens.errors import ConfigError
+
+    options: dict[str, Any] = {"settings": CFG, "since_hours": 24 * 5, "now": NOW}
+    with pytest.raises(ConfigError, match=r"unknown scorer 'bogus': no scorer has that name"):
+        hallucination_rate(store=store, scorers=["bogus"], **options)
+    with pytest.raises(ConfigError, match=r"no score of t_refs@9 is stored; .*: (1, 0|0, 1)$"):
+        rate_breakdown("day", store=store, scorers=["t_refs@9"], **options)
+    # stored, though not in this window: an empty rate, as before
+    early: dict[str, Any] = {"settings": CFG, "since_hours": 1, "now": NOW - timedelta(days=30)}
+    assert hallucination_rate(store=store, scorers=["t_loops"], **early).scored == 0
+    assert hallucination_rate(store=store, scorers=["t_refs@1"], **early).scored == 0

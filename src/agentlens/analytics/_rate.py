@@ -259,13 +259,16 @@ def resolve_selection(
         if not name:
             raise ConfigError(f"bad scorer {item!r}: expected NAME or NAME@VERSION")
         if pinned:
+            if scorers is not None:
+                _check_stored_version(source, name, pinned)
             selectors.append(VersionSelector(name, pinned))
             versions.setdefault(name, []).append(pinned)
             continue
         try:
             base = get_scorer(name)
-        except ScorerError:
+        except ScorerError as exc:
             base = None
+            unknown = str(exc)
         if base is None:
             found = [
                 v
@@ -276,6 +279,8 @@ def resolve_selection(
             if found:
                 selectors.append(VersionSelector(name, found[0]))
                 versions.setdefault(name, []).append(found[0])
+            elif scorers is not None and name not in source.stored_scorers():
+                raise ConfigError(_not_stored(name, unknown))
             else:
                 versions.setdefault(name, [])
             continue
@@ -293,6 +298,31 @@ def resolve_selection(
                 listed.append(version)
         versions.setdefault(name, []).extend(v for v in listed if v not in versions[name])
     return selectors, versions
+
+
+def _not_stored(name: str, reason: str) -> str:
+    """Why ``name`` counts nothing: no score of it is stored and no scorer has that name (or
+    its entry point failed to load: ``reason``)."""
+    from agentlens.eval import registered_scorers
+
+    if not reason.startswith("unknown scorer"):
+        return f"{reason}; and no score of {name!r} is stored"
+    known = ", ".join(registered_scorers())
+    return (
+        f"unknown scorer {name!r}: no scorer has that name and no score of it is stored;"
+        f" known scorers: {known}"
+    )
+
+
+def _check_stored_version(source: RateSource, name: str, version: str) -> None:
+    """Refuse ``NAME@VERSION`` when no score of that version is stored, in any window (a
+    mistyped version would count nothing and look like runs not scored yet)."""
+    stored = [v for v, _ in source.stored_versions(name)]
+    if version not in stored:
+        listed = ", ".join(stored[:10]) if stored else "none"
+        raise ConfigError(
+            f"no score of {name}@{version} is stored; stored versions of {name!r}: {listed}"
+        )
 
 
 # ---------------------------------------------------------------- any store, in Python
