@@ -82,8 +82,16 @@ def _window(since: str | None, start: str | None, end: str | None) -> Window:
         if start is not None or end is not None:
             raise ConfigError("--since all takes every run; it cannot be combined with --from/--to")
         return Window(None, None)
-    if since is None and start is None:
-        since = _DEFAULT_SINCE
+    if since is None and start is None:  # the default start, said so if --to is before it
+        lower = time_window(_DEFAULT_SINCE, None, None).start
+        upper = time_window(None, None, end).end
+        assert lower is not None
+        if upper is not None and upper <= lower:
+            raise ConfigError(
+                f"empty time window: --to {end!r} is not after the start, which is"
+                f" {_DEFAULT_SINCE} ago when neither --since nor --from is given; give one of them"
+            )
+        return Window(lower, upper)
     window = time_window(since, start, end)
     assert window.start is not None
     return window
