@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import signal
 import sys
@@ -29,6 +30,7 @@ __all__ = [
     "err_console",
     "fail",
     "main",
+    "make_console",
     "out_console",
     "real_console",
     "state",
@@ -38,10 +40,15 @@ __all__ = [
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null, so that the interpreter's final flush of a closed pipe does
     not complain either."""
+    _quiet(sys.stdout)
+
+
+def _quiet(stream: Any) -> None:
+    """Point the file descriptor of ``stream`` at /dev/null (a closed pipe's writes vanish)."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # no real file descriptor (a test runner's buffer)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's buffer)
         pass
 
 
@@ -86,9 +93,7 @@ class _LazyConsole:
     def _get(self) -> Console:
         console = self._console
         if console is None:
-            from rich.console import Console
-
-            console = Console(**self._options)
+            console = _console_class()(**self._options)
             object.__setattr__(self, "_console", console)
         return console
 
@@ -100,6 +105,31 @@ class _LazyConsole:
 
     def __delattr__(self, name: str) -> None:
         delattr(self._get(), name)
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    """The rich ``Console`` of every command (made once rich is imported).
+
+    A closed pipe (``agentlens show ID | head -1``) ends its output quietly: rich would raise
+    ``SystemExit(1)``; this console stops printing (its stream now writes to /dev/null), and
+    the command goes on to its normal end and exit status (0), so a command that writes to the
+    store is not cut short by the reader of its output going away.
+    """
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            _quiet(self.file)
+
+    return _Console
+
+
+def make_console(**options: Any) -> Console:
+    """A console like :data:`out_console` (a closed pipe is a quiet end; see
+    :func:`_console_class`), with these options (``file=``, ``width=``...)."""
+    return _console_class()(**options)
 
 
 def real_console(console: Console) -> Console:

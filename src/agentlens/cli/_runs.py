@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentlens.cli._app import app, out_console
+from agentlens.cli._app import app, make_console, out_console
 from agentlens.cli._review import summary_json
 from agentlens.cli._util import (
     VERDICT_STYLE,
@@ -165,7 +165,6 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
 
 
 def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
@@ -204,7 +203,7 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
     if out_console.is_terminal:
         out_console.print(table)
     else:  # a pipe or a file gets the whole table, not one squeezed into 80 columns
-        Console(file=out_console.file, width=240, highlight=False).print(table)
+        make_console(file=out_console.file, width=240, highlight=False).print(table)
 
 
 @command(app)
