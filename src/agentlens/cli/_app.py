@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from agentlens.config import Settings
 
 __all__ = [
+    "PIPED_WIDTH",
     "State",
     "app",
     "command_name",
@@ -107,28 +108,53 @@ class _LazyConsole:
         delattr(self._get(), name)
 
 
+PIPED_WIDTH = 240
+"""The width of what is printed into a pipe or a file: tables are printed whole, up to this."""
+
+
 @functools.cache
 def _console_class() -> type[Console]:
-    """The rich ``Console`` of every command (made once rich is imported).
+    """The rich ``Console`` of every command (made once rich is imported):
 
-    A closed pipe (``agentlens show ID | head -1``) ends its output quietly: rich would raise
-    ``SystemExit(1)``; this console stops printing (its stream now writes to /dev/null), and
-    the command goes on to its normal end and exit status (0), so a command that writes to the
-    store is not cut short by the reader of its output going away.
+    - A closed pipe (``agentlens show ID | head -1``) ends its output quietly: rich would raise
+      ``SystemExit(1)``; this console stops printing (its stream now writes to /dev/null), and
+      the command goes on to its normal end and exit status (0), so a command that writes to
+      the store is not cut short by the reader of its output going away.
+    - Not a terminal (a pipe, a file), it is :data:`PIPED_WIDTH` columns wide, whatever the
+      terminal the command was started from or ``COLUMNS`` say, so a table is printed whole,
+      not squeezed into 80 columns; on a terminal it is the terminal's width (or ``COLUMNS``).
+      A width given when it is made, or set later, is kept.
     """
-    from rich.console import Console
+    from rich.console import Console, ConsoleDimensions
 
     class _Console(Console):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # the width rich read from COLUMNS, or none; a width given or set later differs
+            self._auto_width: object = object() if "width" in kwargs else self._width
+
         def on_broken_pipe(self) -> None:
             self.quiet = True
             _quiet(self.file)
+
+        @property
+        def size(self) -> ConsoleDimensions:
+            size = super().size
+            if self._width == self._auto_width and not self.is_terminal:
+                return ConsoleDimensions(PIPED_WIDTH, size.height)
+            return size
+
+        @size.setter
+        def size(self, new_size: tuple[int, int]) -> None:
+            self._width, self._height = new_size
 
     return _Console
 
 
 def make_console(**options: Any) -> Console:
-    """A console like :data:`out_console` (a closed pipe is a quiet end; see
-    :func:`_console_class`), with these options (``file=``, ``width=``...)."""
+    """A console like :data:`out_console` (a closed pipe is a quiet end, a pipe or a file is
+    :data:`PIPED_WIDTH` wide; see :func:`_console_class`), with these options (``file=``,
+    ``width=``...)."""
     return _console_class()(**options)
 
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentlens.cli._app import app, fail, make_console, out_console, state
+from agentlens.cli._app import app, fail, out_console, state
 from agentlens.cli._util import (
     AgentOpt,
     command,
@@ -49,10 +49,7 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
 
 
 def _print(table: Table) -> None:
-    if out_console.is_terminal:
-        out_console.print(table)
-    else:  # a pipe or a file gets the whole table, not one squeezed into 80 columns
-        make_console(file=out_console.file, width=240, highlight=False).print(table)
+    out_console.print(table)  # into a pipe or a file: whole, up to PIPED_WIDTH columns
 
 
 # ----------------------------------------------------------------------------- queue

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from agentlens.cli._app import app, make_console, out_console
+from agentlens.cli._app import app, out_console
 from agentlens.cli._review import summary_json
 from agentlens.cli._util import (
     VERDICT_STYLE,
@@ -200,10 +200,7 @@ def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
     if count == 0:
         out_console.print("no runs match", markup=False)
         return
-    if out_console.is_terminal:
-        out_console.print(table)
-    else:  # a pipe or a file gets the whole table, not one squeezed into 80 columns
-        make_console(file=out_console.file, width=240, highlight=False).print(table)
+    out_console.print(table)  # into a pipe or a file: whole, up to PIPED_WIDTH columns
 
 
 @command(app)
