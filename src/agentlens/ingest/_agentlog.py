@@ -15,12 +15,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from pydantic_core import from_json
+
 from agentlens._ids import new_id
 from agentlens.errors import FormatError
 from agentlens.ingest._checks import (
     MAX_NESTING,
+    check_nonfinite,
     check_surrogates,
     deep_path,
+    json_error_reason,
     parse_nested_json,
     read_record,
 )
@@ -127,7 +131,8 @@ def decode_json(raw: bytes, source: str, line: int | None = None) -> Any:
 
     Raises:
         FormatError: not UTF-8, not JSON, nested more than 200 levels deep, or holding what no
-            store can hold (a lone surrogate, an integer of more than 4,300 digits).
+            store can hold (a lone surrogate, an integer of more than 4,300 digits, NaN,
+            Infinity or a number that overflows to it, such as ``1e999``).
     """
     try:
         text = raw.decode("utf-8-sig")
@@ -136,9 +141,12 @@ def decode_json(raw: bytes, source: str, line: int | None = None) -> Any:
     try:
         # pydantic's parser reads every document the standard one reads alike, and refuses
         # what a store could not hold back; the standard parser then words the error.
-        return parse_nested_json(text)
+        value = from_json(text, allow_inf_nan=True)
     except ValueError:
         pass
+    else:
+        check_nonfinite(value, raw, source=source, line=line)
+        return value
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -147,13 +155,16 @@ def decode_json(raw: bytes, source: str, line: int | None = None) -> Any:
     except RecursionError:
         raise FormatError("invalid JSON: nested too deeply", source=source, line=line) from None
     except ValueError as exc:  # an integer too long to read
-        raise FormatError(f"invalid JSON: {exc}", source=source, line=line) from None
+        raise FormatError(
+            f"invalid JSON: {json_error_reason(exc)}", source=source, line=line
+        ) from None
     check_surrogates(value, raw, source=source, line=line)
     path = deep_path(value)
     if path is not None:
         raise FormatError(
             f"nested more than {MAX_NESTING} levels deep", source=source, line=line, field=path
         )
+    check_nonfinite(value, raw, source=source, line=line)
     return value
 
 

@@ -45,7 +45,12 @@ from typing import Any
 from pydantic_core import to_json
 
 from agentlens.errors import FormatError, MissingExtraError
-from agentlens.ingest._checks import parse_nested_json, read_record
+from agentlens.ingest._checks import (
+    check_nonfinite,
+    json_error_reason,
+    parse_nested_json,
+    read_record,
+)
 from agentlens.model import Step, StepKind, Trace, from_epoch_us
 
 __all__ = [
@@ -1321,9 +1326,9 @@ def read(path: Path) -> Iterator[Trace]:
         text = data.decode("utf-8").lstrip("\ufeff")
     except UnicodeDecodeError as exc:
         raise FormatError(f"not UTF-8 text: {exc}", source=name) from None
-    documents: list[tuple[int | None, Any]]
+    documents: list[tuple[int | None, Any, str | bytes]]
     try:
-        documents = [(None, json.loads(text))]
+        documents = [(None, json.loads(text), data)]
     except ValueError:
         if "\n" not in text.strip():
             raise FormatError(
@@ -1334,10 +1339,13 @@ def read(path: Path) -> Iterator[Trace]:
             if not line.strip():
                 continue
             try:
-                documents.append((number, json.loads(line)))
+                documents.append((number, json.loads(line), line))
             except ValueError as exc:
-                raise FormatError(f"not JSON: {exc}", source=name, line=number) from None
-    for line_number, document in documents:
+                raise FormatError(
+                    f"not JSON: {json_error_reason(exc)}", source=name, line=number
+                ) from None
+    for line_number, document, raw_doc in documents:
+        check_nonfinite(document, raw_doc, source=name, line=line_number)
         items = document if isinstance(document, list) else [document]
         for item in items:
             try:

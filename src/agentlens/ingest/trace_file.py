@@ -41,7 +41,14 @@ from pydantic_core import from_json as _fast_json
 
 from agentlens.errors import FormatError
 from agentlens.ingest import _checks
-from agentlens.ingest._checks import MAX_NESTING, SURROGATE_REASON, deep_path, surrogate_path
+from agentlens.ingest._checks import (
+    MAX_NESTING,
+    OVERFLOW_REASON,
+    SURROGATE_REASON,
+    deep_path,
+    nonfinite_path,
+    surrogate_path,
+)
 from agentlens.ingest._checks import SURROGATE_ESCAPE as _ESCAPE
 from agentlens.ingest._detect import foreign_keys
 from agentlens.model import Trace
@@ -299,7 +306,7 @@ def _scan_jsonl(
         except ValueError:
             pass
         else:
-            yield _validate(obj, source, lineno, offset)
+            yield _validate(obj, source, lineno, offset, overflow=_checks.may_overflow(raw))
             continue
         column0 = len(text) - len(text.lstrip())
         try:
@@ -327,7 +334,8 @@ def _scan_jsonl(
             continue
         # Only the standard decoder reads a lone surrogate escape (the fast parser refuses it).
         escapes = _ESCAPE.search(body) is not None
-        yield _validate(obj, source, lineno, offset, escapes=escapes, deep=True)
+        overflow = _checks.may_overflow(raw)
+        yield _validate(obj, source, lineno, offset, escapes=escapes, deep=True, overflow=overflow)
 
 
 _PARTIAL_TOKEN = re.compile(
@@ -367,9 +375,15 @@ class _ArrayBuffer:
         self.eof = False
         self.offset = 0
         self.escapes = False
+        """True when the last value decoded holds a ``\\uD800``-``\\uDFFF`` escape."""
         self.deep = False
         """True when it may nest more than MAX_NESTING levels deep."""
-        """True when the last value decoded holds a ``\\uD800``-``\\uDFFF`` escape."""
+        self.overflow = False
+        """True when the last value decoded holds a number that overflowed a float
+        (``1e999``): the decoder's ``parse_float`` tells, at the cost of a call per float."""
+        self.json_decoder = json.JSONDecoder(
+            parse_constant=_reject_constant, parse_float=self._float
+        )
         self._feed(prefix, final=False)
 
     def _feed(self, data: bytes, *, final: bool) -> None:
@@ -429,11 +443,18 @@ class _ArrayBuffer:
     def column_at(self, index: int) -> int:
         return index - self.buf.rfind("\n", 0, index)
 
+    def _float(self, text: str) -> float:
+        value = float(text)  # what the decoder does without parse_float
+        if value - value != 0.0:  # an infinity (NaN is refused as a constant)
+            self.overflow = True
+        return value
+
     def decode(self) -> Any:
         """Decode the JSON value at ``pos`` (reading more as needed) and move past it."""
         while True:
+            self.overflow = False
             try:
-                obj, end = _DECODER.raw_decode(self.buf, self.pos)
+                obj, end = self.json_decoder.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 at_end = _ends_early(exc, self.buf)
                 if not self.eof and (at_end or exc.pos >= len(self.buf) - _NEAR_END):
@@ -498,7 +519,15 @@ def _scan_array(
             continue
         line = buf.line
         obj = buf.decode()
-        yield _validate(obj, source, line, buf.offset, escapes=buf.escapes, deep=buf.deep)
+        yield _validate(
+            obj,
+            source,
+            line,
+            buf.offset,
+            escapes=buf.escapes,
+            deep=buf.deep,
+            overflow=buf.overflow,
+        )
         expect_value = False
         first = False
     if buf.skip_ws():
@@ -511,14 +540,23 @@ def _scan_array(
 
 
 def _validate(
-    obj: Any, source: str, line: int, offset: int, *, escapes: bool = False, deep: bool = False
+    obj: Any,
+    source: str,
+    line: int,
+    offset: int,
+    *,
+    escapes: bool = False,
+    deep: bool = False,
+    overflow: bool = False,
 ) -> Record:
     """The record of one decoded run.
 
     ``escapes``: its text has a surrogate escape, so its strings are checked for a lone
     surrogate; ``deep``: it may nest more than :data:`MAX_NESTING` levels, so that is checked.
     Either would make the run one no store can hold (pydantic's parser, which the fast path
-    uses, refuses both, so only what the standard decoder read is checked).
+    uses, refuses both, so only what the standard decoder read is checked). ``overflow``: its
+    text may hold a number literal too large for a float (``1e999``), which both parsers read
+    as Infinity and a store would write as null, so its floats are checked.
     """
     if not isinstance(obj, dict):
         err = FormatError(
@@ -537,6 +575,11 @@ def _validate(
         if path is not None:
             reason = f"nested more than {MAX_NESTING} levels deep"
             err = FormatError(reason, source=source, line=line, field=path or None)
+            return Record(line, None, err, run_id, offset)
+    if overflow:
+        path = nonfinite_path(obj)
+        if path is not None:
+            err = FormatError(OVERFLOW_REASON, source=source, line=line, field=path or None)
             return Record(line, None, err, run_id, offset)
     refused = _foreign(obj, source, line)
     if refused is not None:
