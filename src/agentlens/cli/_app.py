@@ -5,9 +5,12 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import re
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -53,14 +56,164 @@ def _quiet(stream: Any) -> None:
         pass
 
 
+_UsageError: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError"
+)
+"""Click's usage error (typer's own copy of click, or click itself, as typer uses)."""
+_NoArgsIsHelp: tuple[type[Exception], ...] = tuple(
+    c
+    for c in (getattr(sys.modules[typer.BadParameter.__module__], "NoArgsIsHelpError", None),)
+    if isinstance(c, type)
+)
+"""``agentlens`` or ``agentlens review`` alone: the help, not an error."""
+
+
+class UsageLine(typer.BadParameter):
+    """A usage error as one line on stderr, ``error: ...`` (exit status 2), in place of click's
+    usage, hint and ``Error:`` lines."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+    def format_message(self) -> str:
+        return self.message
+
+    def show(self, file: Any = None) -> None:
+        err_console.print(f"error: {self.message}", markup=False)
+
+
+_INPUT = {
+    "int_parsing": "is not an integer",
+    "int_from_float": "is not an integer",
+    "int_type": "is not an integer",
+    "float_parsing": "is not a number",
+    "float_type": "is not a number",
+    "bool_parsing": "is not a yes/no value (true, false, 1, 0...)",
+    "finite_number": "is not a finite number",
+}
+"""What a value that pydantic (typer's conversion) refused is, by pydantic's error type."""
+_BOUND = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+}
+
+
+def _param_name(param: Any) -> str | None:
+    """How the command line names a parameter: its long option (``--limit``), else its short
+    one, else the argument's metavar (``RUN_ID``)."""
+    if param is None:
+        return None
+    opts = [o for o in getattr(param, "opts", ()) or () if isinstance(o, str)]
+    if getattr(param, "param_type_name", None) != "argument" and opts:
+        return next((o for o in opts if o.startswith("--")), opts[0])
+    metavar = getattr(param, "metavar", None)
+    return str(metavar or (param.name or "").upper() or "") or None
+
+
+def _reason(exc: Any) -> str:
+    """What was wrong with a parameter's value, in plain words: pydantic's error when typer's
+    conversion raised it (``'abc' is not an integer``, ``must be at least 1, not -1``), else
+    the message, without the validation library's phrasing."""
+    cause = exc.__cause__
+    errors = cause.errors() if hasattr(cause, "errors") else []
+    if errors:
+        error = errors[0]
+        kind = str(error.get("type", ""))
+        value = error.get("input")
+        shown = repr(value) if isinstance(value, str) else str(value)
+        context = error.get("ctx") or {}
+        if kind in _INPUT:
+            return f"{shown} {_INPUT[kind]}"
+        if kind in _BOUND and _BOUND[kind][0] in context:
+            key, words = _BOUND[kind]
+            return f"must be {words} {context[key]}, not {value}"
+        if kind in ("enum", "literal_error") and "expected" in context:
+            return f"{shown} is not one of {context['expected']}"
+        message = str(error.get("msg", "")) or str(exc.message)
+    else:
+        message = str(exc.message)
+    return _plain(message)
+
+
+def _plain(message: str) -> str:
+    """A click or pydantic message as the tail of an ``error:`` line: no validation-library
+    phrasing (``Value error, ``, ``Input should be``), no capital, no full stop."""
+    message = " ".join(message.split())
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    if message.startswith("Input should be "):
+        message = "must be " + message[len("Input should be ") :]
+    message = message.replace(". Did you mean", "; did you mean")
+    message = message.replace("(Possible options:", "(possible options:")
+    if message.endswith(".") and not message.endswith(".."):
+        message = message[:-1]
+    if message[:1].isupper() and message[1:2].islower():
+        message = message[0].lower() + message[1:]
+    return message
+
+
+def usage_line(exc: Exception) -> str:
+    """A click usage error as the one line printed after ``error: ``, naming the option:
+    ``--limit: 'abc' is not an integer``, ``missing argument 'RUN_ID'``, ``no such option:
+    --limt (possible options: --limit, --to)``, ``no such command 'rnus'; did you mean
+    'runs'?``."""
+    missing = any(c.__name__ == "MissingParameter" for c in type(exc).__mro__)
+    param = getattr(exc, "param", None)
+    if missing and _param_name(param):
+        kind = getattr(exc, "param_type", None) or getattr(param, "param_type_name", "option")
+        return f"missing {kind} '{_param_name(param)}'"
+    if isinstance(exc, typer.BadParameter) and not missing:
+        hint = exc.param_hint
+        if isinstance(hint, (list, tuple)):
+            hint = next((h for h in hint if str(h).startswith("--")), hint[0] if hint else None)
+        name = str(hint).strip("'\"") if hint else _param_name(exc.param)
+        return f"{name}: {_reason(exc)}" if name else _reason(exc)
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    extra = re.fullmatch(r"Got unexpected extra arguments?(?:\(s\))? \((.*)\)", message)
+    if extra:
+        return f"unexpected extra argument(s): {extra.group(1)}"
+    line = _plain(message)
+    ctx = getattr(exc, "ctx", None)
+    if line.startswith("no such command") and "did you mean" not in line and ctx is not None:
+        line += f" (`{ctx.command_path} --help` lists the commands)"
+    return line
+
+
+@contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    """Click's usage errors (a bad value, a missing or unknown option, argument or command)
+    as :class:`UsageLine`: one line, exit status 2; the help of a group given no command is
+    left to click."""
+    try:
+        yield
+    except UsageLine:
+        raise
+    except _NoArgsIsHelp:
+        raise
+    except _UsageError as exc:
+        raise UsageLine(usage_line(exc)) from None
+
+
 class _Group(TyperGroup):
-    """The command group: a closed pipe (``agentlens runs --json | head -1``) is a normal end
-    (exit 0, nothing printed), and Ctrl-C prints ``interrupted`` and exits 130, wherever in a
-    command they happen. Click would otherwise exit 1 on the pipe and print ``Aborted!``."""
+    """The command group: a usage error is one line, ``error: ...``, exit 2 (click prints the
+    usage, a hint and the error, and typer's conversion speaks pydantic); a closed pipe
+    (``agentlens runs --json | head -1``) is a normal end (exit 0, nothing printed), and Ctrl-C
+    prints ``interrupted`` and exits 130, wherever in a command they happen. Click would
+    otherwise exit 1 on the pipe and print ``Aborted!``."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> Any:
+        with _one_line_usage_errors():
+            return super().make_context(info_name, args, parent=parent, **extra)
 
     def invoke(self, ctx: Any) -> Any:
         try:
-            return super().invoke(ctx)
+            with _one_line_usage_errors():
+                return super().invoke(ctx)
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(0) from None
