@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -21,6 +22,13 @@ keys_app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 
 
+def _seconds(value: float) -> float:
+    """A positive, finite number of seconds (``nan`` and ``inf`` parse as floats)."""
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value:g} is not a number of seconds greater than 0")
+    return value
+
+
 @command(app)
 def serve(
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
@@ -31,18 +39,21 @@ def serve(
                      metavar="URL"),
     ] = None,
     max_body: Annotated[
-        int, typer.Option("--max-body", help="Largest request body in bytes, after gzip.")
+        int, typer.Option("--max-body", help="Largest request body in bytes, after gzip.", min=1)
     ] = 16 << 20,
     idle_timeout: Annotated[
         float,
         typer.Option("--idle-timeout", help="Seconds after which a trace whose root span never "
-                     "arrived is stored as incomplete."),
+                     "arrived is stored as incomplete.", callback=_seconds),
     ] = 300.0,
     no_review: Annotated[
         bool, typer.Option("--no-review", help="Do not review runs as they arrive.")
     ] = False,
 ) -> None:  # fmt: skip
-    """Receive traces over OTLP/HTTP and the JSON API; review every run that completes."""
+    """Receive traces over OTLP/HTTP and the JSON API; review every run that completes.
+
+    SIGINT or SIGTERM, to the server or to its whole process group, stops it after the
+    accepted writes (and stops its background process)."""
     from agentlens.config import load_settings
     from agentlens.server import serve as run_server
 

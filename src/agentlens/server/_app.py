@@ -12,6 +12,7 @@ import binascii
 import ipaddress
 import json
 import logging
+import math
 import re
 import time
 import zlib
@@ -121,6 +122,20 @@ class ServerConfig:
     (:mod:`agentlens.server._background`) instead of threads of the server's process; needs a
     store another process can open (a file or PostgreSQL). ``agentlens serve`` turns it on for
     such stores."""
+
+    def __post_init__(self) -> None:
+        """Raises ConfigError for a limit that makes no sense (a body of -5 bytes at most)."""
+        for name in ("max_body_bytes", "max_pending_spans"):
+            count = getattr(self, name)
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ConfigError(f"{name} {count!r}: must be a whole number, 1 or more")
+        for name, least in (("idle_timeout_s", "more than 0"), ("retention_s", "0 or more")):
+            seconds = getattr(self, name)
+            number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+            if not (number and math.isfinite(seconds)) or not (
+                seconds > 0 or (seconds == 0 and least == "0 or more")
+            ):
+                raise ConfigError(f"{name} {seconds!r}: must be a number of seconds, {least}")
 
 
 # -- request helpers ----------------------------------------------------------------------------

@@ -52,7 +52,9 @@ def _shareable(url: str) -> bool:
 def serve(
     *, host: str = "127.0.0.1", port: int = 6660, db: str | None = None, **options: Any
 ) -> None:
-    """Run the server until interrupted (SIGINT/SIGTERM finish the accepted writes first)."""
+    """Run the server until interrupted: SIGINT/SIGTERM, to the server or to its whole process
+    group, finish the accepted writes first, then stop the background process (which ignores
+    both signals: the server stops it) and return (uvicorn then re-raises a SIGTERM)."""
     import uvicorn
 
     from agentlens.server._app import create_app
