@@ -269,10 +269,7 @@ def json_error_reason(exc: ValueError) -> str:
     found = _INT_TOO_LONG.search(text)
     if found is not None or "integer string conversion" in text:
         digits = f"of {int(found.group(1)):,} digits " if found is not None else ""
-        return (
-            f"an integer {digits}is too long: the most a number may have is "
-            f"{_MAX_INT_DIGITS:,} digits"
-        )
+        return f"an integer {digits}is too long to read: the most is {_MAX_INT_DIGITS:,} digits"
     return text
 
 

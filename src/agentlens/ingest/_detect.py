@@ -44,7 +44,7 @@ from agentlens.errors import FormatError
 from agentlens.ingest._agentlog import decode_json, open_binary
 from agentlens.ingest.claude_code import BOOKKEEPING_RECORDS, CONVERSATION_RECORDS
 
-__all__ = ["DETECTABLE", "MAX_SAMPLE_BYTES", "detect", "foreign_keys"]
+__all__ = ["DETECTABLE", "MAX_SAMPLE_BYTES", "detect", "foreign_keys", "json_value_kind"]
 
 DETECTABLE = (
     "trace",
@@ -107,6 +107,31 @@ _FOREIGN: dict[str, str] = {
     "type": "transcript or claude-code",
 }
 """Top-level keys that a trace-format run never has and that another format's records do."""
+
+
+_KINDS = {
+    bool: "a JSON boolean",
+    int: "a JSON number",
+    float: "a JSON number",
+    str: "a JSON string",
+}
+
+
+def json_value_kind(head: bytes) -> str | None:
+    """What the JSON value ``head`` starts with is (``a JSON number``, ``a JSON string``...),
+    when it is a whole value that is not an object or an array; else ``None`` (not JSON, or cut
+    off within the bytes given). What follows the first value is not looked at."""
+    try:
+        text = head.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        text = head[: exc.start].decode("utf-8")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text.lstrip("\ufeff \t\r\n"))
+    except (ValueError, RecursionError):
+        return None
+    if value is None:
+        return "JSON null"
+    return _KINDS.get(type(value))
 
 
 def foreign_keys(record: dict[str, Any]) -> list[tuple[str, str]]:
@@ -177,10 +202,13 @@ def _sample(path: Path, name: str) -> tuple[list[Any], str] | None:
             raise FormatError("empty file: no runs", source=name)
         first = body[:1]
         if first not in (b"[", b"{"):
-            shown = first.decode("utf-8", errors="replace")
+            kind = json_value_kind(body)
+            if kind is not None:
+                what = f"it is {kind}, not a run or a list of runs (nor records of another format)"
+            else:
+                what = f"not JSON (starts with {first.decode('utf-8', errors='replace')!r})"
             raise FormatError(
-                f"cannot tell the format: not JSON (starts with {shown!r}); tried "
-                f"{', '.join(DETECTABLE)}",
+                f"cannot tell the format: {what}; tried {', '.join(DETECTABLE)}",
                 source=name,
                 line=1,
             )

@@ -50,7 +50,7 @@ from agentlens.ingest._checks import (
     surrogate_path,
 )
 from agentlens.ingest._checks import SURROGATE_ESCAPE as _ESCAPE
-from agentlens.ingest._detect import foreign_keys
+from agentlens.ingest._detect import foreign_keys, json_value_kind
 from agentlens.model import Trace
 
 __all__ = ["Record", "read", "scan", "write", "write_file"]
@@ -127,16 +127,24 @@ def scan(path: str | os.PathLike[str]) -> Iterator[Record]:
         elif first == b"{":
             yield from _scan_jsonl(stream, prefix, skipped_lines, source)
         else:
-            shown = prefix[:1].decode("utf-8", errors="replace")
             raise FormatError(
-                f"not a trace file: expected a JSON array ('[') or JSON Lines ('{{'), "
-                f"found {shown!r}",
+                f"not a trace file: {_not_runs(prefix)}",
                 source=source,
                 line=skipped_lines + 1,
             )
     finally:
         if close:
             stream.close()
+
+
+def _not_runs(head: bytes) -> str:
+    """Why a file starting with ``head`` (its first non-blank bytes) holds no runs: it is JSON of
+    another kind (a number, a string...), or not JSON."""
+    kind = json_value_kind(head)
+    if kind is not None:
+        return f"it is {kind}, not a run (a JSON object) or a list of runs (a JSON array)"
+    shown = head[:1].decode("utf-8", errors="replace")
+    return f"expected a JSON array ('[') or JSON Lines ('{{'), found {shown!r}"
 
 
 def write(traces: Iterable[Trace], fp: IO[str]) -> int:
@@ -356,7 +364,8 @@ def _ends_early(exc: json.JSONDecodeError, text: str) -> bool:
 def _bad_json(exc: BaseException, source: str, line: int) -> FormatError:
     if isinstance(exc, RecursionError):
         return FormatError("malformed JSON: nested too deeply", source=source, line=line)
-    return FormatError(f"malformed JSON: {exc}", source=source, line=line)
+    reason = _checks.json_error_reason(exc) if isinstance(exc, ValueError) else str(exc)
+    return FormatError(f"malformed JSON: {reason}", source=source, line=line)
 
 
 # -- JSON array ----------------------------------------------------------------------------
@@ -591,6 +600,11 @@ def _validate(
     except RecursionError:
         err = FormatError("nested too deeply", source=source, line=line)
         return Record(line, None, err, run_id, offset)
+    broken = _contract(obj)
+    if broken is not None:
+        field, reason = broken
+        err = FormatError(reason, source=source, line=line, field=field)
+        return Record(line, None, err, run_id or None, offset)
     if (
         not trace.steps
         and trace.input is None
@@ -618,6 +632,65 @@ def _validate(
             )
             return Record(line, None, err, trace.id, offset)
     return Record(line, trace, None, trace.id, offset)
+
+
+STATUSES = ("ok", "error", "running")
+"""The values of a run's ``status`` (docs/trace-format.md)."""
+_TIME_FIELDS = ("started_at", "ended_at")
+_NUMERIC_TEXT = re.compile(r"\s*[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*")
+"""A string pydantic would read as a Unix timestamp rather than as an ISO 8601 time."""
+
+
+def _contract(obj: dict[str, Any]) -> tuple[str, str] | None:
+    """The first field of a run (already validated by the model) that the trace format does
+    not allow although the model takes it, with the reason: a blank run or step id, a status
+    other than ``ok``, ``error`` and ``running``, a time given as a number.
+
+    The model is lenient on purpose: the store's own records and the capture SDK go through it.
+    These checks are the importer's, on the record as written (before the model converts it).
+    """
+    broken = _id_problem(obj, "id", "")
+    if broken is not None:
+        return broken
+    status = obj.get("status", "ok")
+    if status not in STATUSES:
+        return "status", (f"status must be 'ok', 'error' or 'running' (got {_short(status)})")
+    broken = _time_problem(obj, "")
+    if broken is not None:
+        return broken
+    steps = obj.get("steps")
+    if type(steps) is list:
+        for index, step in enumerate(steps):
+            where = f"steps[{index}]."
+            broken = _id_problem(step, "id", where) or _time_problem(step, where)
+            if broken is not None:
+                return broken
+    return None
+
+
+def _id_problem(record: dict[str, Any], key: str, where: str) -> tuple[str, str] | None:
+    value = record.get(key)
+    if type(value) is str and not value.strip():
+        what = "a step id" if where else "a run id"
+        return f"{where}{key}", (
+            f"{what} must not be empty or blank (got {value!r}); leave the field out and one "
+            "is generated"
+        )
+    return None
+
+
+def _time_problem(record: dict[str, Any], where: str) -> tuple[str, str] | None:
+    for key in _TIME_FIELDS:
+        value = record.get(key)
+        if value is None or (type(value) is str and _NUMERIC_TEXT.fullmatch(value) is None):
+            continue
+        if isinstance(value, int | float | str):
+            return f"{where}{key}", (
+                f"expected an ISO 8601 time such as '2026-11-29T10:00:00Z', got the "
+                f"{_json_type(value).removeprefix('a ')} {_short(value)}; the trace format does "
+                "not read Unix timestamps"
+            )
+    return None
 
 
 def _foreign(obj: dict[str, Any], source: str, line: int) -> FormatError | None:
