@@ -728,8 +728,8 @@ def find_config_file(start: Path | None = None) -> Path | None:
 def _has_tool_table(path: Path) -> bool:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # not a file agentlens could read its table from: another tool's
     return isinstance(data.get("tool"), dict) and "agentlens" in data["tool"]
 
 
@@ -809,9 +809,20 @@ def load_settings(
 
 def _read_table(path: Path) -> dict[str, Any]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at line {line}, column "
+            f"{column}); a TOML file must be UTF-8"
+        ) from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     if path.name == "pyproject.toml":
