@@ -159,7 +159,7 @@ REFUSED = [
     ),
     ("schema.json", json.dumps({"$schema": "x", "type": "object"}), "a JSON Schema, not a log"),
     ("claude-ish.jsonl", _jsonl({"type": "assistant", "text": "no message"}), "keys text, type"),
-    ("numbers.json", "[1, 2, 3]", "its first item is int"),
+    ("numbers.json", "[1, 2, 3]", "its first item is a JSON number"),
     ("empty-object.json", "{}", "keys (none)"),
     ("text.txt", "hello\n", "not JSON (starts with 'h')"),
     ("empty.jsonl", "\n\n", "empty file"),

@@ -297,3 +297,15 @@ def test_what_the_trace_format_allows_is_read_as_before(tmp_path: Path) -> None:
     assert runs[0] == Trace.model_validate(records[0])
     assert runs[3].id == " padded " and runs[3].steps[0].id == "s 1"
     assert runs[2].id  # generated
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"), [("[42, 43]", "a JSON number"), ('["a"]', "a JSON string")]
+)
+def test_an_array_of_json_values_that_are_not_records_says_what_they_are(
+    tmp_path: Path, content: str, kind: str
+) -> None:
+    path = tmp_path / "values.json"
+    path.write_text(content + "\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=f"its first item is {kind}; tried"):
+        detect(path)

@@ -343,4 +343,6 @@ def _describe(records: Iterable[Any], shape: str) -> str:
         return f"{what} is an object with keys {keys or '(none)'}"
     if isinstance(first, list):
         return f"{what} is an array"
-    return f"{what} is {type(first).__name__}"
+    if first is None:
+        return f"{what} is JSON null"
+    return f"{what} is {_KINDS.get(type(first), type(first).__name__)}"
