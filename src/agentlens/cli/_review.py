@@ -9,18 +9,19 @@ import typer
 from agentlens.cli._app import app, fail, out_console, state
 from agentlens.cli._util import (
     AgentOpt,
+    Column,
     command,
     command_store,
     format_time,
     iso,
     preview,
+    print_table,
     time_window,
+    visible,
     write_json_lines,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rich.table import Table
-
     from agentlens.store import RunSummary
 
 __all__ = ["content", "review_app", "summary_json"]
@@ -46,10 +47,6 @@ def summary_json(summary: RunSummary) -> dict[str, Any]:
         "review_pending": summary.review_pending,
         "reviewed_at": iso(summary.reviewed_at),
     }
-
-
-def _print(table: Table) -> None:
-    out_console.print(table)  # into a pipe or a file: whole, up to PIPED_WIDTH columns
 
 
 # ----------------------------------------------------------------------------- queue
@@ -81,21 +78,32 @@ def queue(
     if not rows:
         out_console.print("the review queue is empty", markup=False)
         return
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for name in ("id", "agent", "started", "modes", "reason"):
-        table.add_column(name, no_wrap=name != "reason", overflow="fold")
-    for r in rows:
-        table.add_row(
-            Text(r.id),
-            Text(r.agent or ""),
-            Text(format_time(r.started_at)),
-            Text(", ".join(r.failure_modes)),
-            Text(r.hallucination_reason or "", style="red"),
-        )
-    _print(table)
+    print_table(
+        _QUEUE_COLUMNS,
+        [
+            [
+                visible(r.id, lines=False),
+                visible(r.agent or "", lines=False),
+                format_time(r.started_at),
+                ", ".join(r.failure_modes),
+                Text(visible(r.hallucination_reason or "", lines=False), style="red"),
+            ]
+            for r in rows
+        ],
+    )
+
+
+_QUEUE_COLUMNS = (
+    Column("id", key=True),
+    Column("agent", min=8, drop=2, grow=2, max=20),
+    Column("started", drop=1),
+    Column("modes", min=12, grow=1),
+    Column("reason", min=20, drop=3, grow=3),
+)
+"""The review queue's columns: the run id (whole), the failure modes and the reason first; on a
+narrow terminal the start, then the agent, then the reason are left out."""
 
 
 # ----------------------------------------------------------------------------- verdict
@@ -162,24 +170,32 @@ def precision(
     if not rows:
         out_console.print("no verdicts yet (`agentlens review verdict RUN_ID ...`)", markup=False)
         return
-    from rich.table import Table
-
-    table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for name in ("by", "name", "confirmed", "false_positive", "precision", "95% interval"):
-        table.add_column(
-            name, no_wrap=True, justify="right" if name != "name" and name != "by" else "left"
-        )
+    rows_shown = []
     for r in rows:
         low, high = r.interval
-        table.add_row(
-            r.by,
-            r.key or "-",
-            str(r.confirmed),
-            str(r.false_positive),
-            "-" if r.precision is None else f"{r.precision:.1%}",
-            f"{low:.1%} - {high:.1%}",
+        rows_shown.append(
+            [
+                "mode" if r.by == "failure_mode" else r.by,  # as `rate --by mode` names it
+                visible(r.key or "-", lines=False),
+                str(r.confirmed),
+                str(r.false_positive),
+                "-" if r.precision is None else f"{r.precision:.1%}",
+                f"{low:.1%} - {high:.1%}",
+            ]
         )
-    _print(table)
+    print_table(_PRECISION_COLUMNS, rows_shown)
+
+
+_PRECISION_COLUMNS = (
+    Column("by", min=6, grow=2),
+    Column("name", min=8, grow=1),
+    Column("confirmed", justify="right"),
+    Column("false_positive", justify="right"),
+    Column("precision", justify="right"),
+    Column("95% interval", justify="right"),
+)
+"""``review precision``: the numbers are never cut; a long detector name is (``…``). ``by`` is
+``scorer`` or ``mode`` (a failure mode; ``failure_mode`` in ``--json``)."""
 
 
 # ----------------------------------------------------------------------------- deliveries
@@ -224,23 +240,33 @@ def deliveries(
     if not rows:
         out_console.print("no webhook deliveries", markup=False)
         return
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    for name in ("id", "run", "status", "attempts", "created", "last error"):
-        table.add_column(name, no_wrap=name != "last error", overflow="fold")
+    cells: list[list[str | Text]] = []
     for d in rows:
         style = {"failed": "red", "pending": "yellow"}.get(d.status, "green")
-        table.add_row(
-            d.id,
-            d.run_id,
-            Text(d.status, style=style),
-            str(d.attempts),
-            format_time(d.created_at),
-            d.last_error or "",
+        cells.append(
+            [
+                str(d.id),
+                visible(d.run_id, lines=False),
+                Text(d.status, style=style),
+                str(d.attempts),
+                format_time(d.created_at),
+                visible(d.last_error or "", lines=False),
+            ]
         )
-    _print(table)
+    print_table(_DELIVERY_COLUMNS, cells)
+
+
+_DELIVERY_COLUMNS = (
+    Column("id", key=True),
+    Column("run", key=True),
+    Column("status"),
+    Column("attempts", justify="right"),
+    Column("created", drop=1),
+    Column("last error", min=12, fold=True),
+)
+"""``review deliveries``: the ids whole, the last error folded onto more lines when long."""
 
 
 # ----------------------------------------------------------------------------- run

@@ -14,6 +14,7 @@ from agentlens.cli._review import summary_json
 from agentlens.cli._util import (
     VERDICT_STYLE,
     AgentOpt,
+    Column,
     FromOpt,
     SinceOpt,
     ToOpt,
@@ -23,6 +24,7 @@ from agentlens.cli._util import (
     iso,
     json_line,
     preview,
+    print_table,
     time_window,
     visible,
     write_json_lines,
@@ -164,43 +166,50 @@ def _summary_json(summary: RunSummary, scores: Sequence[Score]) -> dict[str, Any
     }
 
 
+_RUN_COLUMNS = (
+    Column("id", key=True),
+    Column("agent", min=8, drop=4, grow=3, max=20),
+    Column("name", min=12, drop=2, grow=4, max=40),
+    Column("started", drop=3),
+    Column("steps", drop=1, justify="right"),
+    Column("status"),
+    Column("verdict", min=18, grow=1),
+    Column("reason", min=18, drop=5, grow=2),
+)
+"""The columns of ``agentlens runs``: the id, status and verdict are always shown; when the
+terminal is narrow, the name, the reason, the agent and the verdict's scorers are cut first
+(``…``), then the steps, the name, the start, the agent and the reason are left out, in that
+order."""
+
+
 def _print_table(store: TraceStore, rows: Iterable[RunSummary]) -> None:
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_edge=False, pad_edge=False, header_style="bold")
-    table.add_column("id", no_wrap=True, min_width=26)
-    table.add_column("agent", no_wrap=True, overflow="ellipsis", max_width=20)
-    table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=40)
-    table.add_column("started", no_wrap=True, min_width=20)
-    table.add_column("steps", justify="right", no_wrap=True, min_width=5)
-    table.add_column("status", no_wrap=True, min_width=7)
-    table.add_column("verdict", overflow="fold", min_width=10)
-    table.add_column("reason", overflow="fold", min_width=10)
-    count = 0
+    cells = []
     for summary in rows:
-        count += 1
         verdict, text = verdict_summary(latest_scores(store.get_scores(summary.id)))
-        table.add_row(
-            Text(visible(summary.id, lines=False)),
-            Text(visible(summary.agent or "", lines=False)),
-            Text(preview(summary.name, 40)),
-            Text(format_time(summary.started_at)),
-            Text(str(summary.step_count)),
-            Text(
-                visible(summary.status, lines=False),
-                style="red" if summary.status == "error" else "",
-            ),
-            Text(
-                visible(text, lines=False),
-                style=VERDICT_STYLE.get(verdict, "") if verdict else "dim",
-            ),
-            Text(preview(summary.hallucination_reason or "", 80), style="red"),
+        cells.append(
+            [
+                Text(visible(summary.id, lines=False)),
+                Text(visible(summary.agent or "", lines=False)),
+                Text(preview(summary.name, 40)),
+                Text(format_time(summary.started_at)),
+                Text(str(summary.step_count)),
+                Text(
+                    visible(summary.status, lines=False),
+                    style="red" if summary.status == "error" else "",
+                ),
+                Text(
+                    visible(text, lines=False),
+                    style=VERDICT_STYLE.get(verdict, "") if verdict else "dim",
+                ),
+                Text(preview(summary.hallucination_reason or "", 80), style="red"),
+            ]
         )
-    if count == 0:
+    if not cells:
         out_console.print("no runs match", markup=False)
         return
-    out_console.print(table)  # into a pipe or a file: whole, up to PIPED_WIDTH columns
+    print_table(_RUN_COLUMNS, cells)  # into a pipe or a file: whole, up to 240 columns
 
 
 @command(app)

@@ -14,13 +14,16 @@ from agentlens.cli._app import app, err_console, fail, out_console, real_console
 from agentlens.cli._util import (
     VERDICT_STYLE,
     AgentOpt,
+    Column,
     FromOpt,
     SinceOpt,
     ToOpt,
     command,
     command_store,
     json_line,
+    print_table,
     time_window,
+    visible,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -218,31 +221,37 @@ def _trim(rows: list[ScoreRow]) -> None:
     rows[:] = kept[-_TABLE_LIMIT:]
 
 
+_SCORE_COLUMNS = (
+    Column("run", key=True),
+    Column("scorer", min=12, grow=1),
+    Column("verdict"),
+    Column("detail", min=20, grow=2, fold=True),
+)
+"""``score``'s table: the run id and the verdict whole; a long detail folds onto more lines."""
+
+
 def _print_table(rows: list[ScoreRow], total: int) -> None:
     if not rows:
         return
-    from rich.table import Table
     from rich.text import Text
 
     from agentlens.model import Verdict
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column("run", no_wrap=True)
-    table.add_column("scorer", no_wrap=True)
-    table.add_column("verdict", no_wrap=True)
-    table.add_column("detail", overflow="fold")
+    cells: list[list[str | Text]] = []
     for row in rows:
         verdict = Verdict.ERROR if row.verdict == "None" else row.verdict  # a score without one
         detail = row.detail
         if not detail and row.finding_count and row.score is not None:
             detail = "; ".join(f"{f.failure_mode}: {f.text}" for f in row.score.findings[:3])
-        table.add_row(
-            row.run_id,
-            row.scorer,
-            Text(verdict, style=VERDICT_STYLE.get(verdict, "")),
-            detail,
+        cells.append(
+            [
+                visible(row.run_id, lines=False),
+                visible(row.scorer, lines=False),
+                Text(verdict, style=VERDICT_STYLE.get(verdict, "")),
+                visible(detail or "", lines=False),
+            ]
         )
-    out_console.print(table)
+    print_table(_SCORE_COLUMNS, cells, lines=False)  # piped: whole, up to 240 columns
     if total > len(rows):
         out_console.print(
             f"({total - len(rows)} more scores not shown: past {_TABLE_LIMIT} rows only "

@@ -10,18 +10,22 @@ import json
 import re
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from agentlens.cli._app import err_console, fail, state
+from agentlens.cli._app import err_console, fail, out_console, state
 from agentlens.errors import AgentlensError, ConfigError, UnreadableRunError
 
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import timedelta
+
+    from rich.console import Console, JustifyMethod
+    from rich.text import Text
 
     from agentlens.model._time import Window
     from agentlens.store import TraceStore
@@ -29,17 +33,20 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "VERDICT_STYLE",
     "AgentOpt",
+    "Column",
     "FromOpt",
     "SinceOpt",
     "ToOpt",
     "command",
     "command_store",
+    "fit_widths",
     "format_time",
     "iso",
     "json_line",
     "parse_duration",
     "parse_time",
     "preview",
+    "print_table",
     "report_unreadable",
     "time_window",
     "user_errors",
@@ -268,3 +275,161 @@ def report_unreadable(errors: list[UnreadableRunError], done: str) -> None:
         "were. `agentlens delete RUN_ID` removes a run.",
         markup=False,
     )
+
+
+# ----------------------------------------------------------------------------- tables
+
+KEY_WHOLE = 40
+"""An id (a :attr:`Column.key` column) up to this many characters is cut only when nothing else
+can make room for it (a ULID is 26, a UUID 36); the part of a longer one past this goes first."""
+KEY_FLOOR = 8
+"""The narrowest an id is cut to, when even that is all the terminal has room for."""
+_GAP = 2
+"""Cells between two columns of a table without lines (each cell's padding of one)."""
+_BOXED_GAP = 3
+"""Cells between two columns of a table with lines: the padding and the line."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table sized by :func:`print_table`.
+
+    Attributes:
+        header: its heading.
+        min: the narrowest it may be made (its cells then end with ``…``, or fold onto more
+            lines with ``fold``) when the table is wider than the terminal; ``None``: always
+            as wide as its widest cell (or dropped, or a key).
+        drop: dropped when even every column at its narrowest does not fit: the lowest first;
+            ``None``: never dropped.
+        key: an id, which users copy: shown whole while it fits (see :data:`KEY_WHOLE`), cut
+            with a trailing ``…`` only when nothing else makes room; never dropped.
+        grow: the order in which the columns that were made narrower get their width back
+            (lowest first, after the keys).
+        fold: wrap long cells onto more lines instead of cutting them with ``…``.
+        max: never wider than this (its longer cells end with ``…``).
+    """
+
+    header: str
+    min: int | None = None
+    drop: int | None = None
+    key: bool = False
+    grow: int = 0
+    justify: JustifyMethod = "left"
+    fold: bool = False
+    max: int | None = None
+
+
+def fit_widths(
+    columns: Sequence[Column], natural: Sequence[int], width: int, *, gap: int = _GAP
+) -> list[int | None]:
+    """The width of each column (``None``: dropped) for a table of at most ``width`` cells whose
+    columns' widest cells are ``natural`` wide, ``gap`` cells apart.
+
+    Every column is as wide as its widest cell when that fits. Otherwise the columns with a
+    ``min`` are made narrower, down to it, and then the spare room is given back in ``grow``
+    order (keys first); when even that does not fit, the ``drop`` columns are dropped, lowest
+    first, one at a time, until it does. A key longer than :data:`KEY_WHOLE` is made narrower
+    like a ``min`` column (a 100,000-character id never pushes the other columns out), and a
+    key is cut below that only when every droppable column is gone and the rest is at its
+    narrowest."""
+
+    def low(i: int) -> int:
+        c = columns[i]
+        if c.key:
+            return min(natural[i], KEY_WHOLE)
+        return natural[i] if c.min is None else min(natural[i], c.min)
+
+    def attempt(shown: list[int]) -> dict[int, int] | None:
+        room = width - gap * (len(shown) - 1)
+        out = {i: low(i) for i in shown}
+        spare = room - sum(out.values())
+        if spare < 0:
+            return None
+        for i in sorted(shown, key=lambda i: (not columns[i].key, columns[i].grow, i)):
+            more = min(spare, natural[i] - out[i])
+            out[i] += more
+            spare -= more
+        return out
+
+    drops = [i for _, i in sorted((c.drop, i) for i, c in enumerate(columns) if c.drop is not None)]
+    for k in range(len(drops) + 1):
+        gone = set(drops[:k])
+        fitted = attempt([i for i in range(len(columns)) if i not in gone])
+        if fitted is not None:
+            return [fitted.get(i) for i in range(len(columns))]
+    # Not even the columns never dropped fit at their narrowest: narrower still (down to their
+    # heading), the widest first, and only then the keys cut.
+    shown = [i for i, c in enumerate(columns) if c.drop is None]
+    widths = {i: low(i) for i in shown}
+    excess = sum(widths.values()) + gap * (len(shown) - 1) - width
+    squeezable = [i for i in shown if columns[i].min is not None and not columns[i].key]
+    while excess > 0:
+        floors = {i: min(natural[i], max(len(columns[i].header), 8)) for i in squeezable}
+        wide = [i for i in squeezable if widths[i] > floors[i]]
+        if not wide:
+            break
+        widest = max(wide, key=lambda i: widths[i])
+        widths[widest] -= 1
+        excess -= 1
+    keys = [i for i in shown if columns[i].key]
+    for n, i in enumerate(keys):
+        if excess <= 0:
+            break
+        cut = min(excess, widths[i] - min(widths[i], KEY_FLOOR), -(-excess // (len(keys) - n)))
+        widths[i] -= cut
+        excess -= cut
+    return [widths.get(i) for i in range(len(columns))]
+
+
+def print_table(
+    columns: Sequence[Column],
+    rows: Iterable[Sequence[str | Text]],
+    *,
+    lines: bool = True,
+    console: Console | None = None,
+) -> None:
+    """Print a table sized to the console (a terminal's width; a pipe or a file: 240 columns):
+    see :func:`fit_widths` for what gives way when it is too wide. One line per row, unless a
+    ``fold`` column wraps.
+
+    Args:
+        lines: a line under the heading and between the columns (else spaces only).
+        console: where to print (default :data:`~agentlens.cli._app.out_console`).
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    console = out_console if console is None else console
+    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+    natural = []
+    for i, column in enumerate(columns):
+        wide = max([len(column.header), *(_cell_width(row[i]) for row in cells)])
+        natural.append(wide if column.max is None else min(wide, max(column.max, 1)))
+    widths = fit_widths(columns, natural, console.width, gap=_BOXED_GAP if lines else _GAP)
+    if lines:
+        table = Table(show_edge=False, pad_edge=False, header_style="bold")
+    else:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+    shown = [i for i, w in enumerate(widths) if w is not None]
+    for i in shown:
+        column = columns[i]
+        table.add_column(
+            column.header,
+            width=widths[i],
+            no_wrap=not column.fold,
+            overflow="fold" if column.fold else "ellipsis",
+            justify=column.justify,
+        )
+    for row in cells:
+        table.add_row(*(row[i] for i in shown))
+    console.print(table)
+
+
+def _cell_width(text: Text) -> int:
+    """The cells the widest line of ``text`` takes on a terminal."""
+    from rich.cells import cell_len
+
+    plain = text.plain
+    if "\n" not in plain:
+        return text.cell_len
+    return max(cell_len(line) for line in plain.split("\n"))
