@@ -284,16 +284,20 @@ def _print_breakdown(breakdown: Any) -> None:
     if not groups:
         err_console.print("no runs in this window", markup=False)
         return
-    from rich.table import Table
+    from agentlens.cli._util import Column, print_table
 
     timeline = breakdown.by in ("day", "week")
     scale = max((g.ci_high or 0.0) for g in groups) or 1.0
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    table.add_column(breakdown.by, no_wrap=True)
-    for name in ("runs", "scored", "flagged", "rate", "95% CI", "apart"):
-        table.add_column(name, justify="right", no_wrap=True)
+    # the counts always whole; a long group name (an agent, a release) is cut, then the chart
+    # is left out, on a narrow terminal
+    columns = [Column(breakdown.by, min=12, grow=1)]
+    columns += [
+        Column(name, justify="right") for name in ("runs", "scored", "flagged", "rate", "95% CI")
+    ]
+    columns.append(Column("apart", justify="right"))
     if timeline:
-        table.add_column(f"0 ─ {_pct(scale, 1)}", no_wrap=True)
+        columns.append(Column(f"0 ─ {_pct(scale, 1)}", drop=1))
+    rows = []
     for g in groups:
         row = [
             "(none)" if g.key is None else str(g.key),
@@ -306,8 +310,8 @@ def _print_breakdown(breakdown: Any) -> None:
         ]
         if timeline:
             row.append(forest_bar(g.rate, g.ci_low, g.ci_high, scale, width=20))
-        table.add_row(*row)
-    out_console.print(table)
+        rows.append(row)
+    print_table(columns, rows, lines=False)
     out_console.print(
         "apart: unverifiable and errored runs, counted apart from the rate", markup=False
     )
