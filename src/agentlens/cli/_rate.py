@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 
@@ -327,23 +326,21 @@ def _print_breakdown(breakdown: Any) -> None:
 
 def write_atomic(path: Path, text: str, *, append: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename (readers never see half a
-    file); with ``append``, the new file is the old content followed by ``text``."""
+    file: :func:`agentlens.ingest._atomic.write_atomic`); with ``append``, the new file is the old
+    content, kept byte for byte, followed by ``text``. An :class:`OSError` names ``path``."""
+    from agentlens.ingest._atomic import write_atomic as write_file
+
     path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    if append and path.exists():
-        text = path.read_text(encoding="utf-8") + ("\n" if text else "") + text
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    old = path.read_bytes() if append and path.is_file() else None
+
+    def write(fp: TextIO) -> None:
+        if old is not None:
+            fp.buffer.write(old)
+            if text:
+                fp.buffer.write(b"\n")
+        fp.write(text)
+
+    write_file(path, write)
 
 
 def _is_step_summary(path: Path) -> bool:

@@ -25,15 +25,13 @@ imported and exported again is byte-identical.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 from typing import IO, Any, BinaryIO
 
 from pydantic import ValidationError
@@ -41,6 +39,7 @@ from pydantic_core import from_json as _fast_json
 
 from agentlens.errors import FormatError
 from agentlens.ingest import _checks
+from agentlens.ingest._atomic import write_atomic
 from agentlens.ingest._checks import (
     MAX_NESTING,
     OVERFLOW_REASON,
@@ -158,44 +157,20 @@ def write(traces: Iterable[Trace], fp: IO[str]) -> int:
 
 
 def write_file(traces: Iterable[Trace], path: str | os.PathLike[str]) -> int:
-    """Write runs to ``path`` as JSON Lines, atomically: into a temporary file in the same
-    folder, renamed over ``path`` only once every run is written. Returns the count.
+    """Write runs to ``path`` as JSON Lines, atomically (:func:`~agentlens.ingest._atomic.
+    write_atomic`): renamed over ``path`` only once every run is written. Returns the count.
 
     The file keeps the mode of the file it replaces; a new file gets the mode the umask gives
     (as ``open()`` would), not the private mode of a temporary file.
 
     Raises:
-        FormatError: the folder cannot be written to.
+        FormatError: ``path`` cannot be written (a missing folder, a folder, a full disk),
+            naming ``path``.
     """
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        return write_atomic(path, partial(write, traces))
     except OSError as exc:
-        raise FormatError(f"cannot write: {exc.strerror or exc}", source=str(target)) from None
-    try:
-        os.chmod(tmp, _mode_for(target))
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
-            count = write(traces, fp)
-            fp.flush()
-            os.fsync(fp.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return count
-
-
-def _mode_for(target: Path) -> int:
-    """The permission bits a written file gets: those of the file it replaces, else what the
-    umask leaves of 0o666."""
-    try:
-        return target.stat().st_mode & 0o7777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
+        raise FormatError(f"cannot write: {exc.strerror or exc}", source=str(path)) from None
 
 
 # -- opening -------------------------------------------------------------------------------
