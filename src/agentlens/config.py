@@ -253,6 +253,13 @@ def parse_store_url(value: str | StoreURL, where: str = "store URL") -> StoreURL
     if not url:
         raise ConfigError(f"{where}: the store URL is empty")
     if "://" not in url:
+        scheme, colon, _ = url.partition(":")
+        if colon and scheme.lower() in STORE_SCHEMES:  # not a file called "sqlite:team.db"
+            raise ConfigError(
+                f"{where}: {_redact(url)!r} is not a store URL: it has no '//' after"
+                f" '{scheme}:' (use sqlite:///relative.db, sqlite:////abs.db or"
+                " postgresql://HOST/DB)"
+            )
         url = "sqlite:///" + url
     scheme, _, rest = url.partition("://")
     backend = STORE_SCHEMES.get(scheme.lower())

@@ -348,7 +348,14 @@ class State:
         """
         from agentlens.store import open_store
 
-        return open_store(self.settings().store_url, read_only=read_only)
+        url = self.settings().store_url
+        if url.backend == "sqlite" and url.sqlite_path is None:
+            err_console.print(
+                f"note: {url} is a store in memory: it starts empty and what this command"
+                " writes to it is gone when it ends (a file: sqlite:///agentlens.db)",
+                markup=False,
+            )
+        return open_store(url, read_only=read_only)
 
 
 state = State()
