@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 
 from agentlens._ids import new_id
 from agentlens.model._built import build_model
@@ -28,6 +29,11 @@ _T = TypeVar("_T", bound="Trace")
 
 SCHEMA_VERSION = 1
 """The trace-format version this agentlens writes and the newest it reads."""
+
+
+_NOT_BLANK: JsonDict = {"minLength": 1, "pattern": r"\S"}
+"""What ``agentlens schema`` says of an id: the importer refuses an empty or blank one (the
+model itself takes any string: the store's reads and capture go through it)."""
 
 
 def utc(value: datetime) -> datetime:
@@ -109,7 +115,7 @@ class _Record(BaseModel):
 class Step(_Record):
     """One thing that happened in a run: a tool call, a retrieval, a model call, a message."""
 
-    id: str = Field(default_factory=lambda: _step_id())
+    id: str = Field(default_factory=lambda: _step_id(), json_schema_extra=_NOT_BLANK)
     """Unique within its run. Generated when absent."""
     parent_id: str | None = None
     """The id of the enclosing step (an ``agent`` step, or the tool that called a model)."""
@@ -165,7 +171,7 @@ class Trace(_Record):
 
     schema_version: int = SCHEMA_VERSION
     """The version of this format the record was written in."""
-    id: str = Field(default_factory=new_id)
+    id: str = Field(default_factory=new_id, json_schema_extra=_NOT_BLANK)
     """The run id: sortable by time when agentlens made it. Generated when absent."""
     project: str = "default"
     """The project the run belongs to."""
@@ -173,7 +179,7 @@ class Trace(_Record):
     """The agent role (``support``, ``blog-writer``): scorer settings are chosen by it."""
     name: str | None = None
     """A human-readable name for the run."""
-    status: str = "ok"
+    status: str = Field("ok", json_schema_extra={"enum": ["ok", "error", "running"]})
     """``ok``, ``error``, or ``running`` while a run is still being captured."""
     started_at: datetime | None = None
     """When the run started (UTC)."""
