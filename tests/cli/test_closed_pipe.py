@@ -14,21 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import agentlens
+from _cli_process import cli_env
 from agentlens.model import Step, Trace
 from agentlens.store import open_store
 
-SRC = str(Path(agentlens.__file__).resolve().parents[1])
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    env["HOME"] = str(tmp_path)  # no user configuration
-    for name in ("AGENTLENS_DEBUG", "AGENTLENS_DB", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
-        env.pop(name, None)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +46,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
         s.close()
     subprocess.run(
         [sys.executable, "-m", "agentlens", "--db", str(db), "score"],
-        env=_env(db.parent),
+        env=cli_env(db.parent),
         cwd=db.parent,
         capture_output=True,
         check=True,
@@ -92,7 +82,7 @@ def test_a_reader_gone_before_any_output(store: Path, tmp_path: Path, args: list
             _cmd(store, args),
             stdout=write,
             stderr=subprocess.PIPE,
-            env=_env(tmp_path),
+            env=cli_env(tmp_path),
             cwd=tmp_path,
             timeout=120,
         )
@@ -126,7 +116,7 @@ def test_a_reader_that_takes_one_line_and_goes(
     with contextlib.suppress(OSError):  # not Linux: the default pipe is still too small
         fcntl.fcntl(write, _F_SETPIPE_SZ, 4096)
     proc = subprocess.Popen(
-        _cmd(store, args), stdout=write, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=tmp_path
+        _cmd(store, args), stdout=write, stderr=subprocess.PIPE, env=cli_env(tmp_path), cwd=tmp_path
     )
     os.close(write)
     try:
@@ -151,7 +141,7 @@ def test_the_store_is_written_whole_when_the_reader_goes(tmp_path: Path) -> None
             _cmd(db, ["demo"]),
             stdout=write,
             stderr=subprocess.PIPE,
-            env=_env(tmp_path),
+            env=cli_env(tmp_path),
             cwd=tmp_path,
             timeout=120,
         )

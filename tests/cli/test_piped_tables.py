@@ -18,21 +18,11 @@ from pathlib import Path
 
 import pytest
 
-import agentlens
+from _cli_process import cli_env
 from agentlens.model import Trace
 from agentlens.store import open_store
 
-SRC = str(Path(agentlens.__file__).resolve().parents[1])
 LONG_AGENT = "a-very-long-agent-role-name-for-the-billing-and-refunds-support-team"
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    env["HOME"] = str(home)
-    for name in ("AGENTLENS_DEBUG", "AGENTLENS_DB", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
-        env.pop(name, None)
-    return env
 
 
 def _piped(db: Path, *args: str, columns: int = 80) -> list[str]:
@@ -46,7 +36,7 @@ def _piped(db: Path, *args: str, columns: int = 80) -> list[str]:
             stdin=follower,
             stdout=subprocess.PIPE,
             stderr=follower,
-            env=_env(db.parent),
+            env=cli_env(db.parent),
             cwd=db.parent,
             timeout=120,
         )
@@ -96,7 +86,7 @@ def test_the_rich_terminal_is_80_columns() -> None:
             stdin=follower,
             stdout=subprocess.PIPE,
             stderr=follower,
-            env=_env(Path.cwd()),
+            env=cli_env(Path.cwd()),
             timeout=60,
         )
     finally:
@@ -144,7 +134,7 @@ def test_a_terminal_still_gets_its_width(tmp_path: Path) -> None:
         stdin=follower,
         stdout=follower,
         stderr=follower,
-        env=_env(tmp_path),
+        env=cli_env(tmp_path),
         cwd=tmp_path,
     )
     os.close(follower)

@@ -20,23 +20,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import agentlens
+from _cli_process import cli_env
 from agentlens.cli import _app, _util, app
 from agentlens.cli._util import KEY_WHOLE, Column, fit_widths
 from agentlens.model import Score, Trace
 from agentlens.store import open_store
 
-SRC = str(Path(agentlens.__file__).resolve().parents[1])
 WIDTHS = [80, 100, 120]
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    env["HOME"] = str(home)
-    for name in ("AGENTLENS_DEBUG", "AGENTLENS_DB", "COLUMNS", "FORCE_COLOR", "TTY_COMPATIBLE"):
-        env.pop(name, None)
-    return env
 
 
 def _agentlens(db: Path, *args: str) -> str:
@@ -44,7 +34,7 @@ def _agentlens(db: Path, *args: str) -> str:
         [sys.executable, "-m", "agentlens", "--db", str(db), *args],
         capture_output=True,
         text=True,
-        env=_env(db.parent),
+        env=cli_env(db.parent),
         cwd=db.parent,
         timeout=120,
         check=True,
@@ -264,7 +254,7 @@ def test_on_a_real_80_column_terminal(
         stdin=follower,
         stdout=follower,
         stderr=follower,
-        env=_env(db.parent),
+        env=cli_env(db.parent),
         cwd=db.parent,
     )
     os.close(follower)
