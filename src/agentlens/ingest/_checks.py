@@ -21,6 +21,7 @@ from agentlens.errors import FormatError
 __all__ = [
     "MAX_NESTING",
     "MAX_RECORD_BYTES",
+    "NONFINITE_REASON",
     "OVERFLOW_REASON",
     "SURROGATE_ESCAPE",
     "SURROGATE_REASON",
@@ -28,8 +29,10 @@ __all__ = [
     "check_surrogates",
     "deep_path",
     "json_error_reason",
+    "may_be_nonfinite",
     "may_overflow",
     "nonfinite_path",
+    "nonfinite_problem",
     "parse_nested_json",
     "surrogate_path",
 ]
@@ -186,7 +189,9 @@ def may_overflow(raw: bytes) -> bool:
     return False
 
 
-def _may_be_nonfinite(raw: bytes) -> bool:
+def may_be_nonfinite(raw: bytes) -> bool:
+    """False when the JSON text ``raw`` can hold no NaN, Infinity or number that overflows a
+    float (``1e999``); True when it may (one in a string may look like one)."""
     return b"NaN" in raw or b"Infinity" in raw or may_overflow(raw)
 
 
@@ -196,6 +201,20 @@ def nonfinite_path(value: Any) -> str | None:
     ``None``. Iterative, so any depth of nesting is fine."""
     found = _nonfinite(value)
     return None if found is None else found[0]
+
+
+def nonfinite_problem(value: Any, *, literal: bool) -> tuple[str, str] | None:
+    """The dotted path of the first NaN or infinite float in ``value``, with the reason, or
+    ``None``. Iterative. For a caller whose parser reads NaN and Infinity (the server's JSON
+    API; the importers refuse those literals as malformed JSON), after :func:`may_be_nonfinite`
+    said its text may hold one: ``literal`` says that text spells ``Infinity``, else an
+    infinity is worded as a number that overflowed (``1e999``)."""
+    found = _nonfinite(value)
+    if found is None:
+        return None
+    path, number = found
+    overflow = math.isinf(number) and not literal
+    return path, OVERFLOW_REASON if overflow else NONFINITE_REASON
 
 
 def _nonfinite(value: Any) -> tuple[str, float] | None:
@@ -245,7 +264,7 @@ def check_nonfinite(
         FormatError: naming the file, line and field.
     """
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    if not _may_be_nonfinite(data):
+    if not may_be_nonfinite(data):
         return
     found = _nonfinite(value)
     if found is None:
@@ -286,7 +305,7 @@ def parse_nested_json(text: str | bytes) -> Any:
     """
     value = from_json(text, allow_inf_nan=True)
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    if _may_be_nonfinite(data) and nonfinite_path(value) is not None:
+    if may_be_nonfinite(data) and nonfinite_path(value) is not None:
         raise ValueError("NaN or Infinity")
     return value
 

@@ -52,7 +52,7 @@ from agentlens.ingest._checks import SURROGATE_ESCAPE as _ESCAPE
 from agentlens.ingest._detect import foreign_keys, json_value_kind
 from agentlens.model import Trace
 
-__all__ = ["Record", "read", "scan", "write", "write_file"]
+__all__ = ["Record", "contract_problem", "read", "scan", "write", "write_file"]
 
 _CHUNK = 1 << 20
 """Bytes read at a time from a JSON array."""
@@ -575,7 +575,7 @@ def _validate(
     except RecursionError:
         err = FormatError("nested too deeply", source=source, line=line)
         return Record(line, None, err, run_id, offset)
-    broken = _contract(obj)
+    broken = contract_problem(obj)
     if broken is not None:
         field, reason = broken
         err = FormatError(reason, source=source, line=line, field=field)
@@ -616,13 +616,14 @@ _NUMERIC_TEXT = re.compile(r"\s*[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*")
 """A string pydantic would read as a Unix timestamp rather than as an ISO 8601 time."""
 
 
-def _contract(obj: dict[str, Any]) -> tuple[str, str] | None:
+def contract_problem(obj: dict[str, Any]) -> tuple[str, str] | None:
     """The first field of a run (already validated by the model) that the trace format does
     not allow although the model takes it, with the reason: a blank run or step id, a status
     other than ``ok``, ``error`` and ``running``, a time given as a number.
 
     The model is lenient on purpose: the store's own records and the capture SDK go through it.
-    These checks are the importer's, on the record as written (before the model converts it).
+    These checks are the importer's (and the server's ``POST /api/runs``), on the record as
+    written (before the model converts it).
     """
     broken = _id_problem(obj, "id", "")
     if broken is not None:

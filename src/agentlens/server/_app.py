@@ -29,7 +29,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
+from agentlens.ingest._checks import may_be_nonfinite, nonfinite_problem
 from agentlens.ingest.otlp import span_records_from_protobuf, spans_from_json
+from agentlens.ingest.trace_file import contract_problem
 from agentlens.model import Trace
 from agentlens.model._time import parse_since
 from agentlens.server._backlog import CachedCount
@@ -559,8 +561,13 @@ def create_app(
     )
     async def post_runs(request: Request, who: _Principal = Depends(principal)) -> RunsWritten:
         started()
-        data = _json(await _body(request, config.max_body_bytes), "the body")
+        body = await _body(request, config.max_body_bytes)
+        data = _json(body, "the body")
         items = data if isinstance(data, list) else [data]
+        # NaN, Infinity and 1e999 (read as Infinity) would be stored as null: the importer's
+        # checks refuse them, as they refuse blank ids, unknown statuses and numeric times.
+        suspect = may_be_nonfinite(body)
+        literal = suspect and b"Infinity" in body
         traces: list[Trace] = []
         positions: list[int] = []
         rejected: list[dict[str, Any]] = []
@@ -576,15 +583,25 @@ def create_app(
                     )
                     continue
                 item = {**item, "project": who.project}
+            broken = nonfinite_problem(item, literal=literal) if suspect else None
+            if broken is not None:
+                rejected.append({"index": index, "error": _refusal(*broken)})
+                continue
             try:
-                traces.append(Trace.model_validate(item))
-                positions.append(index)
+                trace = Trace.model_validate(item)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = ".".join(str(p) for p in first.get("loc", ()))
                 rejected.append(
                     {"index": index, "error": f"{where or 'run'}: {first.get('msg', exc)}"}
                 )
+                continue
+            broken = contract_problem(item)
+            if broken is not None:
+                rejected.append({"index": index, "error": _refusal(*broken)})
+                continue
+            traces.append(trace)
+            positions.append(index)
         state.metrics.add(runs_received=len(items))
         if not traces:
             state.metrics.add(runs_rejected=len(rejected))
@@ -773,6 +790,16 @@ def _mount_dashboard(app: FastAPI, state: _State) -> None:
         app,
         Access(state.store, state.keys, local, lambda project: project_view(state.store, project)),
     )
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def _refusal(field: str, reason: str) -> str:
+    """A run refused by the trace format's checks (the importer's), worded as the API words a
+    validation error: the field as a dotted path (``steps.2.output``), then why."""
+    where = _INDEX.sub(r".\1", field).lstrip(".")
+    return f"{where or 'run'}: {reason}"
 
 
 async def _write(awaitable: Any) -> Any:
