@@ -70,6 +70,13 @@ REFUSED = [
         with_step(2, started_at=1764496801.5), "steps.2.started_at", "ISO 8601",
         id="numeric-step-time",
     ),
+    # what no store can hold: the store refused the whole batch, answered 503 (retried)
+    pytest.param(run(output="x\ud800y"), "output", "lone surrogate", id="surrogate"),
+    pytest.param(
+        with_step(1, output={"k\udc00": 1}), "steps.1.output.k\\udc00", "lone surrogate",
+        id="surrogate-key",
+    ),
+    pytest.param(with_step(1, id="s1"), "steps.1.id", "is used twice", id="duplicate-step-id"),
 ]  # fmt: skip
 
 
@@ -130,3 +137,15 @@ def test_a_run_without_an_id_or_status_still_stores(api: Api) -> None:
     [run_id] = r.json()["ids"]
     assert run_id.strip()
     assert api.get(f"/api/runs/{run_id}").json()["run"]["status"] == "ok"
+
+
+def test_a_value_nested_too_deeply_is_refused_not_a_503(api: Api) -> None:
+    nested: Any = []
+    for _ in range(250):
+        nested = [nested]
+    r = post(api, [run(id="run-good"), run(id="run-deep", output=nested)])
+    assert r.status_code == 200, r.text
+    [rejected] = r.json()["rejected"]
+    assert rejected["index"] == 1 and rejected["error"].startswith("output.0.0.0")
+    assert rejected["error"].endswith("nested more than 200 levels deep")
+    assert stored_ids(api) == ["run-good"]

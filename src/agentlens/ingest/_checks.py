@@ -34,6 +34,7 @@ __all__ = [
     "nonfinite_path",
     "nonfinite_problem",
     "parse_nested_json",
+    "storable_problem",
     "surrogate_path",
 ]
 
@@ -340,3 +341,20 @@ def check_surrogates(
         line=line,
         field=path or None,
     )
+
+
+def storable_problem(value: Any, raw: bytes) -> tuple[str, str] | None:
+    """The field and the reason when ``value``, decoded from ``raw``, holds what no store can
+    hold: a lone surrogate (``"\\ud800"``, which UTF-8 cannot encode) or arrays and objects
+    nested more than :data:`MAX_NESTING` levels deep; else ``None``. ``raw`` is scanned first
+    (for a surrogate escape, for enough brackets), so an ordinary value is not walked; the
+    importer's readers check the same while they parse, the server's run API with this."""
+    if _ESCAPE_BYTES.search(raw) is not None:
+        path = surrogate_path(value)
+        if path is not None:
+            return path, SURROGATE_REASON
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING:
+        path = deep_path(value)
+        if path is not None:
+            return path, f"nested more than {MAX_NESTING} levels deep"
+    return None

@@ -52,7 +52,7 @@ from agentlens.ingest._checks import SURROGATE_ESCAPE as _ESCAPE
 from agentlens.ingest._detect import foreign_keys, json_value_kind
 from agentlens.model import Trace
 
-__all__ = ["Record", "contract_problem", "read", "scan", "write", "write_file"]
+__all__ = ["Record", "contract_problem", "duplicate_step", "read", "scan", "write", "write_file"]
 
 _CHUNK = 1 << 20
 """Bytes read at a time from a JSON array."""
@@ -594,19 +594,26 @@ def _validate(
             line=line,
         )
         return Record(line, None, err, trace.id, offset)
+    twice = duplicate_step(trace)
+    if twice is not None:
+        err = FormatError(twice[1], source=source, line=line, field=twice[0])
+        return Record(line, None, err, trace.id, offset)
+    return Record(line, trace, None, trace.id, offset)
+
+
+def duplicate_step(trace: Trace) -> tuple[str, str] | None:
+    """The field and the reason when two steps of ``trace`` have the same id (the second one's
+    ``steps[N].id``), else ``None``: the importer's check, which the server's run API uses
+    too."""
     seen: dict[str, int] = {}
     for index, step in enumerate(trace.steps):
         first = seen.setdefault(step.id, index)
         if first != index:
-            err = FormatError(
+            return f"steps[{index}].id", (
                 f"step id {step.id!r} is used twice (also by steps[{first}]); "
-                "step ids must be unique within a run",
-                source=source,
-                line=line,
-                field=f"steps[{index}].id",
+                "step ids must be unique within a run"
             )
-            return Record(line, None, err, trace.id, offset)
-    return Record(line, trace, None, trace.id, offset)
+    return None
 
 
 STATUSES = ("ok", "error", "running")

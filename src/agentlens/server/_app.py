@@ -29,9 +29,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentlens.errors import AgentlensError, ConfigError, FormatError, RunNotFoundError
-from agentlens.ingest._checks import may_be_nonfinite, nonfinite_problem
+from agentlens.ingest._checks import may_be_nonfinite, nonfinite_problem, storable_problem
 from agentlens.ingest.otlp import span_records_from_protobuf, spans_from_json
-from agentlens.ingest.trace_file import contract_problem
+from agentlens.ingest.trace_file import contract_problem, duplicate_step
 from agentlens.model import Trace
 from agentlens.model._time import parse_since
 from agentlens.server._backlog import CachedCount
@@ -584,6 +584,8 @@ def create_app(
                     continue
                 item = {**item, "project": who.project}
             broken = nonfinite_problem(item, literal=literal) if suspect else None
+            if broken is None:  # what no store can hold: the store would refuse the batch
+                broken = storable_problem(item, body)
             if broken is not None:
                 rejected.append({"index": index, "error": _refusal(*broken)})
                 continue
@@ -596,7 +598,7 @@ def create_app(
                     {"index": index, "error": f"{where or 'run'}: {first.get('msg', exc)}"}
                 )
                 continue
-            broken = contract_problem(item)
+            broken = contract_problem(item) or duplicate_step(trace)
             if broken is not None:
                 rejected.append({"index": index, "error": _refusal(*broken)})
                 continue
@@ -799,6 +801,8 @@ def _refusal(field: str, reason: str) -> str:
     """A run refused by the trace format's checks (the importer's), worded as the API words a
     validation error: the field as a dotted path (``steps.2.output``), then why."""
     where = _INDEX.sub(r".\1", field).lstrip(".")
+    # a key holding a lone surrogate is named escaped: the answer must be UTF-8
+    where = where.encode("utf-8", "backslashreplace").decode("utf-8")
     return f"{where or 'run'}: {reason}"
 
 
