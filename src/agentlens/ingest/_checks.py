@@ -267,13 +267,12 @@ def check_nonfinite(
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     if not may_be_nonfinite(data):
         return
-    found = _nonfinite(value)
-    if found is None:
+    problem = nonfinite_problem(value, literal=False)  # an infinity: worded as 1e999 is
+    if problem is None:
         return
-    path, number = found
+    path, reason = problem
     if line is None:
         line = _nonfinite_line(data, base_line)
-    reason = OVERFLOW_REASON if math.isinf(number) else NONFINITE_REASON
     raise FormatError(reason, source=source, line=line, field=path or None)
 
 
