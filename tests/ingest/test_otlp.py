@@ -11,7 +11,9 @@ import pytest
 
 from _otlp_fixtures import (
     GENAI_TRACE,
+    MS,
     OI_TRACE,
+    T0,
     event_spans,
     genai_spans,
     legacy_spans,
@@ -268,6 +270,52 @@ def test_protobuf_records_reject_what_decoding_rejects() -> None:
     assert [r.span_id for r in records] == [s.span_id for s in good]
     assert [r.span_id for r in records] == ["02" * 8, "06" * 8, "07" * 8]
     assert [r.root_ended for r in records] == [s.is_root for s in good] == [True, True, True]
+
+
+def test_doubles_that_json_cannot_hold_keep_their_otlp_spelling(tmp_path: Path) -> None:
+    """NaN and the infinities are valid OTLP doubles (their OTLP/JSON spelling is a string);
+    a store would write the float as null, so the step keeps the spelling, from either
+    encoding, and a finite double stays a number."""
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from agentlens.store import open_store
+
+    doubles = {"nan": "NaN", "up": "Infinity", "down": "-Infinity", "half": 0.5, "one": 1}
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "1" * 32, "spanId": "2" * 16, "name": "root",
+        "startTimeUnixNano": str(T0), "endTimeUnixNano": str(T0 + MS),
+        "attributes": [{"key": k, "value": {"doubleValue": v}} for k, v in doubles.items()],
+    }]}]}]}  # fmt: skip
+    expected = {"nan": "NaN", "up": "Infinity", "down": "-Infinity", "half": 0.5, "one": 1.0}
+    pb_doc = json.loads(json.dumps(doc))
+    pb_span = pb_doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    for key in ("traceId", "spanId"):
+        pb_span[key] = base64.b64encode(bytes.fromhex(pb_span[key])).decode()
+    body = ParseDict(pb_doc, ExportTraceServiceRequest()).SerializeToString()
+    for spans in (spans_from_json(doc), spans_from_protobuf(body)):
+        [trace] = traces_from_spans(spans)
+        attributes = trace.steps[0].attributes
+        assert {k: attributes[k] for k in expected} == expected
+        assert all(type(attributes[k]) is type(v) for k, v in expected.items())
+        with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+            store.put_traces([trace])
+            stored = store.get_trace(trace.id)
+        assert {k: stored.steps[0].attributes[k] for k in expected} == expected
+
+
+@pytest.mark.parametrize("bad", ["many", "", True, None, [1.5], {"x": 1}])
+def test_a_double_that_is_not_a_number_is_refused(bad: object) -> None:
+    doc = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "1" * 32, "spanId": "2" * 16,
+        "attributes": [{"key": "d", "value": {"doubleValue": bad}}],
+    }]}]}]}  # fmt: skip
+    with pytest.raises(FormatError) as info:
+        spans_from_json(doc)
+    assert info.value.field == "resourceSpans[0].scopeSpans[0].spans[0].attributes.d"
+    assert "doubleValue is not a number" in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -265,10 +266,13 @@ def _any_value(value: Any, where: str) -> Any:
                 raise _bad(f"intValue is not an integer: {value[key]!r}", where) from None
     for key in ("doubleValue", "double_value"):
         if key in value:
+            raw = value[key]
+            if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+                raise _bad(f"doubleValue is not a number: {raw!r}", where)
             try:
-                return float(value[key])
-            except (TypeError, ValueError):
-                raise _bad(f"doubleValue is not a number: {value[key]!r}", where) from None
+                return _double(float(raw))
+            except ValueError:
+                raise _bad(f"doubleValue is not a number: {raw!r}", where) from None
     for key in ("arrayValue", "array_value"):
         if key in value:
             items = (value[key] or {}).get("values") or []
@@ -282,6 +286,16 @@ def _any_value(value: Any, where: str) -> Any:
         if key in value:
             return value[key]  # kept as its base64 text
     raise _bad(f"unknown AnyValue type {sorted(value)!r}", where)
+
+
+def _double(number: float) -> float | str:
+    """A double attribute as stored: NaN and the infinities, which JSON cannot hold (a store
+    would write them as null), kept as their OTLP/JSON spellings."""
+    if math.isfinite(number):
+        return number
+    if math.isnan(number):
+        return "NaN"
+    return "Infinity" if number > 0 else "-Infinity"
 
 
 def _key_values(items: Any, where: str) -> dict[str, Any]:
@@ -509,6 +523,8 @@ def _pb_value(value: Any) -> Any:
         return _pb_key_values(value.kvlist_value.values)
     if which == "bytes_value":
         return base64.b64encode(value.bytes_value).decode("ascii")
+    if which == "double_value":
+        return _double(value.double_value)
     return getattr(value, which)
 
 
