@@ -249,3 +249,63 @@ def test_a_missing_anthropic_package_names_the_extra(monkeypatch: pytest.MonkeyP
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(MissingExtraError, match=r"agentlens\[anthropic\]"):
         wrap(object())
+
+
+def _async_client(server: Server) -> anthropic.AsyncAnthropic:
+    return wrap(
+        anthropic.AsyncAnthropic(
+            api_key="k",
+            base_url="http://fake.anthropic",
+            http_client=httpx.AsyncClient(transport=httpx.MockTransport(server)),
+            max_retries=0,
+        )
+    )
+
+
+def _text_events(*parts: str) -> list[dict[str, Any]]:
+    start = {**_message("msg_t", [], "end_turn"), "stop_reason": None}
+    deltas = [
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}
+        for p in parts
+    ]
+    return [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *deltas,
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 3},
+        },
+        {"type": "message_stop"},
+    ]
+
+
+def test_an_async_stream_read_with_anext_is_passed_through_and_recorded(
+    captured_traces: Any,
+) -> None:
+    # anext() works on the SDK's AsyncStream; it raised TypeError on the wrapped one.
+    events = _text_events("INV-7 ", "is paid.")
+    c = _async_client(Server(events))
+
+    async def main() -> int:
+        async with agentlens.run():
+            stream = await c.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=10,
+                stream=True,
+                messages=[{"role": "user", "content": "INV-7?"}],
+            )
+            seen = 0
+            while True:
+                try:
+                    await anext(stream)
+                except StopAsyncIteration:
+                    return seen
+                seen += 1
+
+    assert asyncio.run(main()) == len(events)
+    (step,) = captured_traces.one().steps
+    assert step.output == {"role": "assistant", "content": "INV-7 is paid."}
+    assert step.attributes["stop_reason"] == "end_turn"

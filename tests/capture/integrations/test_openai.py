@@ -460,3 +460,41 @@ def test_responses_input_lists_continue_the_conversation(captured_traces: Any) -
     trace = captured_traces.one()
     assert [s.kind for s in trace.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
     assert trace.steps[1].output == "it" and trace.output == "Found."
+
+
+def _chunk(content: str, finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o",
+        "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": finish}],
+    }
+
+
+def test_an_async_stream_read_with_anext_is_passed_through_and_recorded(
+    captured_traces: Any,
+) -> None:
+    # The SDK's AsyncStream is an async iterator: anext() / __anext__ work on it, so they must
+    # work on the wrapped one too (they raised TypeError: not an async iterator).
+    server = Server([_chunk("Hel"), _chunk("lo", "stop")])
+    c = async_client(server)
+
+    async def main() -> list[str | None]:
+        async with agentlens.run(agent="support"):
+            stream = await c.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            parts = []
+            while True:
+                try:
+                    chunk = await anext(stream)
+                except StopAsyncIteration:
+                    return parts
+                parts.append(chunk.choices[0].delta.content)
+
+    assert asyncio.run(main()) == ["Hel", "lo"]
+    (step,) = captured_traces.one().steps
+    assert step.output == {"role": "assistant", "content": "Hello"}
+    assert step.attributes["finish_reason"] == "stop"
+    assert "incomplete" not in step.attributes

@@ -576,10 +576,22 @@ class _AsyncStream:
             self._done()
             raise
         except BaseException as exc:
-            call, self._call = self._call, None
-            self._recorder.fail(call, exc)
+            self._fail(exc)
             raise
         self._done()
+
+    async def __anext__(self) -> Any:
+        # The SDKs' async streams are async iterators: ``anext(stream)`` must work here too.
+        try:
+            item = await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._done()
+            raise
+        except BaseException as exc:
+            self._fail(exc)
+            raise
+        safe(self._acc.add, item)
+        return item
 
     async def __aenter__(self) -> _AsyncStream:
         return self
@@ -595,6 +607,10 @@ class _AsyncStream:
         call, self._call = self._call, None
         if call is not None:
             safe(self._acc.finish_call, self._recorder, call)
+
+    def _fail(self, exc: BaseException) -> None:
+        call, self._call = self._call, None
+        self._recorder.fail(call, exc)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
