@@ -309,3 +309,15 @@ def test_an_async_stream_read_with_anext_is_passed_through_and_recorded(
     (step,) = captured_traces.one().steps
     assert step.output == {"role": "assistant", "content": "INV-7 is paid."}
     assert step.attributes["stop_reason"] == "end_turn"
+
+
+def test_a_client_made_by_with_options_records_too(captured_traces: Any) -> None:
+    # with_options() returns a new client whose messages.create was not wrapped: unrecorded.
+    server = Server(_message("msg_o", [{"type": "text", "text": "copied ok"}]))
+    c = client(server).with_options(timeout=5.0)
+    with agentlens.run():
+        c.messages.create(
+            model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+    (step,) = captured_traces.one().steps
+    assert step.output == {"role": "assistant", "content": "copied ok"}

@@ -498,3 +498,25 @@ def test_an_async_stream_read_with_anext_is_passed_through_and_recorded(
     assert step.output == {"role": "assistant", "content": "Hello"}
     assert step.attributes["finish_reason"] == "stop"
     assert "incomplete" not in step.attributes
+
+
+def test_a_client_made_by_with_options_or_copy_records_too(captured_traces: Any) -> None:
+    # with_options() builds a new client with new resources, which were not wrapped: its calls
+    # went unrecorded, silently.
+    server = Server(
+        _completion(None, [{"id": "call_1", "name": "get_order", "args": {"id": "ORD-1"}}]),
+        _completion("Shipped."),
+        _completion("Hello."),
+    )
+    c = client(server)
+    # outside a run the conversation goes on across the copies: they share one recorder
+    assert _agent_loop(c.with_options(timeout=5.0), "shipped") == "Shipped."
+    with agentlens.run(agent="support"):
+        c.copy(max_retries=0).with_options(timeout=3.0).chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
+        )
+    loop, joined = captured_traces.traces
+    assert [s.kind for s in loop.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert loop.output == "Shipped." and loop.steps[1].output == "shipped"
+    assert [s.output for s in joined.steps] == [{"role": "assistant", "content": "Hello."}]
+    assert len(server.requests) == 3

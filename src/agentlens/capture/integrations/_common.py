@@ -61,6 +61,7 @@ __all__ = [
     "require",
     "safe",
     "sync_wrapper",
+    "wrap_copies",
 ]
 
 logger = logging.getLogger("agentlens")
@@ -457,6 +458,28 @@ def safe(fn: Callable[..., Any], *args: Any, default: Any = None, **kwargs: Any)
 
 
 # -- wrapping the methods ----------------------------------------------------------------------
+
+
+def wrap_copies(client: Any, install: Callable[[Any], None]) -> None:
+    """Make ``client.copy()`` and ``client.with_options()`` return clients that record too.
+
+    The SDKs' copies are new clients with new resource objects, which the wrapped ``create``
+    methods are not on: without this, calls through ``client.with_options(timeout=...)`` were
+    silently not recorded. ``install`` wraps a copy (with the same recorder).
+    """
+    original = getattr(client, "copy", None)
+    if not callable(original):
+        return
+
+    @functools.wraps(original)
+    def copy(*args: Any, **kwargs: Any) -> Any:
+        new = original(*args, **kwargs)
+        if not getattr(new, "_agentlens_wrapped", False):
+            safe(install, new)
+        return new
+
+    client.copy = copy
+    client.with_options = copy
 
 
 def sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:

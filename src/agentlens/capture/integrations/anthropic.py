@@ -42,6 +42,7 @@ from agentlens.capture.integrations._common import (
     plain,
     require,
     sync_wrapper,
+    wrap_copies,
 )
 
 __all__ = ["wrap"]
@@ -74,13 +75,19 @@ def wrap(
     recorder = Recorder(
         "anthropic", agent=agent, record_tool_results=record_tool_results, prices=prices
     )
-    messages = client.messages  # type: ignore[attr-defined]
-    if isinstance(client, anthropic.AsyncAnthropic):
+    _install(client, recorder, isinstance(client, anthropic.AsyncAnthropic))
+    return client
+
+
+def _install(client: Any, recorder: Recorder, is_async: bool) -> None:
+    """Wrap ``client.messages.create`` (and its copies') to record through ``recorder``."""
+    messages = client.messages
+    if is_async:
         messages.create = async_wrapper(messages.create, recorder, _Messages)
     else:
         messages.create = sync_wrapper(messages.create, recorder, _Messages)
-    client._agentlens_wrapped = True  # type: ignore[attr-defined]
-    return client
+    client._agentlens_wrapped = True
+    wrap_copies(client, lambda copy: _install(copy, recorder, is_async))
 
 
 def _blocks(content: Any) -> list[Any]:

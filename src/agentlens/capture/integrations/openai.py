@@ -41,6 +41,7 @@ from agentlens.capture.integrations._common import (
     plain,
     require,
     sync_wrapper,
+    wrap_copies,
 )
 
 __all__ = ["wrap"]
@@ -73,17 +74,23 @@ def wrap(
     recorder = Recorder(
         "openai", agent=agent, record_tool_results=record_tool_results, prices=prices
     )
-    is_async = isinstance(client, openai.AsyncOpenAI)
-    completions = client.chat.completions  # type: ignore[attr-defined]
-    responses = client.responses  # type: ignore[attr-defined]
+    _install(client, recorder, isinstance(client, openai.AsyncOpenAI))
+    return client
+
+
+def _install(client: Any, recorder: Recorder, is_async: bool) -> None:
+    """Wrap the ``create`` methods of ``client`` (and of its copies) to record through
+    ``recorder``."""
+    completions = client.chat.completions
+    responses = client.responses
     if is_async:
         completions.create = async_wrapper(completions.create, recorder, _Chat)
         responses.create = async_wrapper(responses.create, recorder, _Responses)
     else:
         completions.create = sync_wrapper(completions.create, recorder, _Chat)
         responses.create = sync_wrapper(responses.create, recorder, _Responses)
-    client._agentlens_wrapped = True  # type: ignore[attr-defined]
-    return client
+    client._agentlens_wrapped = True
+    wrap_copies(client, lambda copy: _install(copy, recorder, is_async))
 
 
 # -- plain values from the SDK's objects ----------------------------------------------------------
