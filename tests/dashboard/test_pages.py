@@ -101,6 +101,27 @@ def test_bad_filters_are_a_clear_error(client: Any) -> None:
     assert client.get("/runs/no-such-run").status_code == 404
 
 
+@pytest.mark.parametrize("cursor", [f"{10**30}.x", f"-{10**30}.x", f"{2**63}.x", "\u00b2.x"])
+def test_a_cursor_out_of_range_is_a_clear_error(client: Any, cursor: str) -> None:
+    # a sort key past SQLite's 64-bit integers was an OverflowError, a 500 in JSON; a digit
+    # int() does not read (superscript two) a ValueError
+    response = client.get(f"/runs?cursor={cursor}")
+    assert response.status_code == 400
+    assert response.headers["content-type"].startswith("text/html")
+    assert "cursor: not a cursor this page made" in response.text
+    assert client.get(f"/runs?cursor={2**63 - 1}.x").status_code == 200
+
+
+def test_a_number_int_cannot_read_is_not_an_internal_error(client: Any) -> None:
+    # "²" is a digit to str.isdigit but not to int: the queue's position and a verdict's
+    # finding number were a ValueError, a 500
+    review = client.get("/review?at=\u00b2")
+    assert review.status_code == 200 and 'data-at="0"' in review.text
+    form = {"run_id": "run-flagged-1", "finding": "\u00b2", "verdict": "confirmed"}
+    response = client.post("/review/verdict", data={**form, "csrf": _csrf(review.text)})
+    assert response.status_code == 400 and "is not a finding number" in response.text
+
+
 def test_runs_pagination_by_key(client: Any, store: Any) -> None:
     store.put_traces([fabricated(f"page-{i:03d}", minutes_ago=100 + i) for i in range(60)])
     first = client.get("/runs?since=all")

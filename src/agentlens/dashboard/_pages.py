@@ -323,7 +323,7 @@ class _Pages:
         at = request.query_params.get("at", "0")
         return page(
             request, "review.html", viewer, items=items, agent=agent,
-            at=int(at) if at.isdigit() else 0,
+            at=int(at) if _digits(at) else 0,
             precision=precision(db=self.access.view(viewer.project)),
         )  # fmt: skip
 
@@ -340,7 +340,7 @@ class _Pages:
             self._owned(viewer, run_id)
             if choice not in ("confirmed", "false_positive"):
                 raise _Problem(400, "verdict: choose confirmed or false_positive")
-            if finding and not finding.isdigit():
+            if finding and not _digits(finding):
                 raise _Problem(400, f"finding: {finding!r} is not a finding number")
             set_verdict(
                 run_id, choice, finding=int(finding) if finding else None,
@@ -394,9 +394,16 @@ def _cursor(text: str | None) -> tuple[int, str] | None:
     if not text:
         return None
     head, _, run_id = text.partition(".")
-    if not run_id or not head.lstrip("-").isdigit():
+    # a sort key is a 64-bit integer: a longer one would overflow the store's column
+    if not run_id or not _digits(head.removeprefix("-")) or not -(2**63) <= int(head) < 2**63:
         raise _Problem(400, "cursor: not a cursor this page made")
     return int(head), run_id
+
+
+def _digits(text: str) -> bool:
+    """True when ``text`` is a number ``int`` reads: ASCII digits (``str.isdigit`` also takes
+    "²", which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def _top_mode(by_mode: dict[str, int]) -> str | None:
