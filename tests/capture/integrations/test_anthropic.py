@@ -321,3 +321,37 @@ def test_a_client_made_by_with_options_records_too(captured_traces: Any) -> None
         )
     (step,) = captured_traces.one().steps
     assert step.output == {"role": "assistant", "content": "copied ok"}
+
+
+def test_with_raw_response_records_the_parsed_reply(captured_traces: Any) -> None:
+    server = Server(_message("msg_r", [{"type": "text", "text": "raw ok"}, TOOL_USE], "tool_use"))
+    c = client(server)
+    with agentlens.run():
+        raw = c.messages.with_raw_response.create(
+            model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+        assert raw.parse().content[0].text == "raw ok"
+    llm, tool = captured_traces.one().steps
+    assert llm.output["content"] == "raw ok"
+    assert llm.output["tool_calls"][0]["id"] == "toolu_1"
+    assert tool.name == "get_invoice"
+
+
+def test_async_with_raw_response_records_the_parsed_reply(captured_traces: Any) -> None:
+    c = _async_client(Server(_message("msg_r", [{"type": "text", "text": "async raw"}])))
+
+    async def main() -> str:
+        async with agentlens.run():
+            raw = await c.messages.with_raw_response.create(
+                model="claude-sonnet-4-6",
+                max_tokens=10,
+                messages=[{"role": "user", "content": "x"}],
+            )
+            message = raw.parse()
+            if not isinstance(message, anthropic.types.Message):
+                message = await message
+            return str(message.content[0].text)
+
+    assert asyncio.run(main()) == "async raw"
+    (step,) = captured_traces.one().steps
+    assert step.output["content"] == "async raw"

@@ -520,3 +520,45 @@ def test_a_client_made_by_with_options_or_copy_records_too(captured_traces: Any)
     assert loop.output == "Shipped." and loop.steps[1].output == "shipped"
     assert [s.output for s in joined.steps] == [{"role": "assistant", "content": "Hello."}]
     assert len(server.requests) == 3
+
+
+def test_with_raw_response_records_the_parsed_reply(captured_traces: Any) -> None:
+    # The raw response was taken for the reply: an llm step with content None, no tool calls,
+    # and the tool result fed back later recorded as an unpaired tool step.
+    server = Server(
+        _completion(None, [{"id": "call_1", "name": "get_order", "args": {"id": "ORD-1"}}]),
+        _completion("Shipped."),
+    )
+    c = client(server)
+    messages: list[Any] = [{"role": "user", "content": "Where is ORD-1?"}]
+    with agentlens.run(agent="support"):
+        raw = c.chat.completions.with_raw_response.create(model="gpt-4o", messages=messages)
+        assert raw.headers["content-type"] == "application/json"
+        reply = raw.parse()
+        messages.append(reply.choices[0].message)
+        messages.append({"role": "tool", "tool_call_id": "call_1", "content": "shipped"})
+        c.chat.completions.create(model="gpt-4o", messages=messages)
+    llm, tool, final = captured_traces.one().steps
+    assert llm.output["tool_calls"] == [
+        {"id": "call_1", "name": "get_order", "arguments": {"id": "ORD-1"}}
+    ]
+    assert llm.attributes["input_tokens"] == 100
+    assert (tool.name, tool.output) == ("get_order", "shipped")
+    assert "unpaired" not in tool.attributes
+    assert final.output["content"] == "Shipped."
+
+
+def test_with_streaming_response_is_left_to_the_caller_and_said_so(
+    captured_traces: Any,
+) -> None:
+    server = Server(_completion("Hi."))
+    c = client(server)
+    with (
+        agentlens.run(agent="support"),
+        c.chat.completions.with_streaming_response.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "x"}]
+        ) as response,
+    ):
+        assert json.loads(response.read())["choices"][0]["message"]["content"] == "Hi."
+    (step,) = captured_traces.one().steps
+    assert step.attributes["unread"] is True and step.output is None

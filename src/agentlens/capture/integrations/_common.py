@@ -32,6 +32,7 @@ import contextvars
 import functools
 import hashlib
 import importlib
+import inspect
 import json
 import logging
 import re
@@ -495,12 +496,45 @@ def sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
             raise
         if call is None:
             return result
+        raw = _raw_mode(kwargs)
+        if raw is not None:
+            parsed = safe(result.parse) if raw != "stream" and not kwargs.get("stream") else None
+            _end_raw(recorder, api, call, parsed)
+            return result
         if kwargs.get("stream"):
             return _Stream(result, recorder, call, api.accumulator())
         safe(api.end, recorder, call, result)
         return result
 
     return wrapper
+
+
+def _raw_mode(kwargs: Mapping[str, Any]) -> str | None:
+    """``"stream"`` for a call made through ``with_streaming_response``, another value
+    (``"true"``, ``"raw"``) through ``with_raw_response`` (the SDKs mark them with a header);
+    else ``None``."""
+    headers = kwargs.get("extra_headers")
+    if not isinstance(headers, Mapping):
+        return None
+    mode = headers.get(_RAW_RESPONSE_HEADER)
+    return mode if isinstance(mode, str) else None
+
+
+_RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
+
+
+def _end_raw(recorder: Recorder, api: Any, call: Call, parsed: Any) -> None:
+    """Record a call made through ``with_raw_response``: from the reply ``parse()`` gave (the
+    SDK keeps it, so the caller's own ``parse()`` gets the same object). A streamed reply, or
+    one of ``with_streaming_response``, is the caller's to read: the step says it was not."""
+    if parsed is not None:
+        safe(api.end, recorder, call, parsed)
+        return
+    try:
+        call.step.attributes["unread"] = True
+        call.ctx.run(call.step.__exit__, None, None, None)
+    except Exception as exc:
+        _internal(exc)
 
 
 def async_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
@@ -515,6 +549,19 @@ def async_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
             recorder.fail(call, exc)
             raise
         if call is None:
+            return result
+        raw = _raw_mode(kwargs)
+        if raw is not None:
+            parsed = None
+            if raw != "stream" and not kwargs.get("stream"):
+                try:
+                    parsed = result.parse()
+                    if inspect.isawaitable(parsed):
+                        parsed = await parsed
+                except Exception as exc:
+                    _internal(exc)
+                    parsed = None
+            _end_raw(recorder, api, call, parsed)
             return result
         if kwargs.get("stream"):
             return _AsyncStream(result, recorder, call, api.accumulator())
