@@ -187,3 +187,27 @@ def test_a_handled_tool_exception_is_an_error_not_a_result(captured_traces: Any)
     assert message.status == "error"  # LangChain hands the error back to the model
     (step,) = captured_traces.one().steps
     assert step.error == "Error: order X not found" and step.output is None
+
+
+def test_a_streamed_reply_is_an_assistant_message(captured_traces: Any) -> None:
+    # A streamed reply reaches the handler as an AIMessageChunk, whose type is "AIMessageChunk":
+    # it was recorded as role "AIMessageChunk", in the reply and in the messages sent after it.
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import ChatMessage
+
+    model = GenericFakeChatModel(messages=iter([AIMessage("ORD-1 shipped."), AIMessage("ok")]))
+    handler = AgentlensCallbackHandler(agent="support")
+
+    def agent(question: str, config: Any) -> str:
+        reply = None
+        for chunk in model.stream([HumanMessage(question)], config=config):
+            reply = chunk if reply is None else reply + chunk
+        assert reply is not None
+        history = [ChatMessage(role="user", content=question), reply, HumanMessage("thanks")]
+        model.invoke(history, config=config)
+        return str(reply.content)
+
+    RunnableLambda(agent, name="streamer").invoke("Where?", config={"callbacks": [handler]})
+    _, streamed, second = captured_traces.one().steps
+    assert streamed.output == {"role": "assistant", "content": "ORD-1 shipped."}
+    assert [m["role"] for m in second.input] == ["user", "assistant", "user"]

@@ -308,11 +308,21 @@ def _is_tool_message(value: Any) -> bool:
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
+def _role(message: Any, kind: str) -> str:
+    """The chat role of a LangChain message. A streamed one is a chunk, whose ``type`` is
+    its class name (``AIMessageChunk``); a ``ChatMessage`` names its role itself."""
+    if kind.endswith("MessageChunk"):
+        kind = kind[: -len("MessageChunk")].lower()
+    if kind == "chat" and isinstance(getattr(message, "role", None), str):
+        return str(message.role)
+    return _ROLES.get(kind, kind)
+
+
 def _message(message: Any) -> Any:
     kind = getattr(message, "type", None)
     if not isinstance(kind, str) or not hasattr(message, "content"):
         return _plain(message)
-    out: dict[str, Any] = {"role": _ROLES.get(kind, kind), "content": message.content}
+    out: dict[str, Any] = {"role": _role(message, kind), "content": message.content}
     calls = getattr(message, "tool_calls", None)
     if calls:
         out["tool_calls"] = [
