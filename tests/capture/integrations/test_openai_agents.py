@@ -204,3 +204,29 @@ def _under(steps: list[Any], step: Any, ancestor: str) -> bool:
             return True
         parent = by_id[parent].parent_id
     return False
+
+
+def test_a_workflow_that_raises_is_a_run_with_status_error(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    # The run ended as "ok" when the SDK raised out of Runner.run (here: the agent never
+    # finishes within max_turns); only the agent step's error said otherwise.
+    from agents.exceptions import MaxTurnsExceeded
+
+    agent = Agent(name="support", tools=[get_order], model=ScriptedModel(_call("ORD-1")))
+    with pytest.raises(MaxTurnsExceeded):
+        asyncio.run(Runner.run(agent, "Where is ORD-1?", max_turns=1))
+    trace = captured_traces.one()
+    assert trace.status == "error"
+    assert trace.metadata["error"]["message"] == "Max turns exceeded"
+    assert trace.metadata["error"]["data"] == {"max_turns": 1}
+    assert trace.input == "Where is ORD-1?"
+
+
+def test_a_tool_that_fails_does_not_fail_the_run(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    model = ScriptedModel(_call("ORD-404"), _text("I could not find it."))
+    asyncio.run(Runner.run(Agent(name="support", tools=[get_order], model=model), "ORD-404?"))
+    trace = captured_traces.one()
+    assert trace.status == "ok" and "error" not in trace.metadata

@@ -30,7 +30,8 @@ nesting (a span's parent is its step's parent):
 A trace started inside :func:`agentlens.run` joins that run; otherwise the trace is a run of its
 own (``name`` = the trace's workflow name, ``metadata``: ``trace_id``, ``group_id`` and the
 trace's metadata; ``input`` = the first user message, ``output`` = the last reply text), exported
-when the trace ends. Needs the ``openai-agents`` extra.
+when the trace ends, with ``status = "error"`` and ``metadata.error`` when an ``agent`` (or
+``task``) span ended with an error (the SDK raised out of the run). Needs the ``openai-agents`` extra.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class _Trace:
     own: bool
     first_input: Any = None
     last_text: str | None = None
+    error: dict[str, Any] | None = None
+    """The first error of an ``agent`` or ``task`` span: the SDK raised out of the run."""
 
 
 class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-defined]
@@ -112,6 +115,9 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             if state.run.input is None and state.first_input is not None:
                 state.run.input = state.first_input
             state.run.output = state.last_text
+            if state.error is not None:
+                state.run.status = "error"
+                state.run.metadata["error"] = state.error
             state.ctx.run(state.run.__exit__, None, None, None)
         except Exception as exc:
             _internal(exc)
@@ -153,6 +159,11 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
                 message = error.get("message") if isinstance(error, Mapping) else str(error)
                 details = error.get("data") if isinstance(error, Mapping) else None
                 step.error = message if not details else {"message": message, "data": details}
+                # The SDK sets an error on an agent span when the run raises out of it (max
+                # turns, a model error, a tripped guardrail); a failed tool is handled, the run
+                # goes on.
+                if state.error is None and span.span_data.type in ("agent", "task"):
+                    state.error = {"message": message, **({"data": details} if details else {})}
             ctx.run(step.__exit__, None, None, None)
         except Exception as exc:
             _internal(exc)
