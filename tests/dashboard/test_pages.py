@@ -92,6 +92,27 @@ def test_a_content_page_lists_the_runs_that_produced_it(client: Any, store: Any)
     assert "No stored run links this item" in client.get("/content/ticket/T-10").text
 
 
+def test_ids_holding_a_slash_have_their_pages(client: Any, store: Any) -> None:
+    # the importer takes such ids ("team/run 1", a URL as a link id); the pages' links encode
+    # the "/" as %2F, which the router decoded and then matched against no route (a 404 in JSON)
+    store.put_traces([fabricated("team/run 1?x#y", links={"url": "https://blog.example/p/1"})])
+    runs = client.get("/runs").text
+    href = "/runs/team%2Frun%201%3Fx%23y"
+    assert f'href="{href}"' in runs
+    page = client.get(href)
+    assert page.status_code == 200, page.text[:300]
+    assert "Run <code" in page.text and "team/run 1?x#y</code>" in page.text
+    item = "/content/url/https%3A%2F%2Fblog.example%2Fp%2F1"
+    assert f'href="{item}"' in page.text
+    content = client.get(item)
+    assert content.status_code == 200
+    assert 'href="/runs/team%2Frun%201%3Fx%23y"' in content.text
+    # a run id with a "/" that does not exist is the page's 404, and /runs/ is the runs
+    missing = client.get("/runs/no/such")
+    assert missing.status_code == 404 and "no run with id &#39;no/such&#39;" in missing.text
+    assert client.get("/runs/").headers["location"] == "/runs"
+
+
 def test_bad_filters_are_a_clear_error(client: Any) -> None:
     response = client.get("/runs?since=forever")
     assert response.status_code == 400

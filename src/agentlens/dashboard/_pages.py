@@ -84,9 +84,11 @@ def mount_dashboard(app: FastAPI, access: Access) -> None:
         router.add_api_route(path, endpoint, methods=["GET"])
 
     get("/runs", pages.runs)
-    get("/runs/{run_id}", pages.run)
+    # ids may hold a "/" (the pages link them as %2F, which reaches the router decoded): the
+    # run id and a content item's id are the rest of the path
+    get("/runs/{run_id:path}", pages.run)
     get("/review", pages.review)
-    get("/content/{kind}/{item_id}", pages.content)
+    get("/content/{kind}/{item_id:path}", pages.content)
     get("/trends", pages.trends)
 
     @router.get("/")
@@ -245,6 +247,8 @@ class _Pages:
 
     def run(self, request: Request, viewer: Viewer) -> Response:
         run_id = request.path_params["run_id"]
+        if not run_id:  # /runs/
+            return _redirect("/runs")
         trace = self._owned(viewer, run_id)
         scores = self.store.get_scores(run_id)
         flags = self.store.get_flags(run_id)
