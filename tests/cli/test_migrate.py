@@ -187,9 +187,37 @@ def test_resuming_through_the_cli_says_so(
 
 def test_bad_arguments_are_one_line(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     same = f"sqlite:///{tmp_path / 'a.db'}"
+    open_store(same).close()
     result = cli("migrate", "--from", same, "--to", same)
     assert result.exit_code == 2 and "--from and --to name the same store" in result.output
     result = cli("migrate", "--from", same, "--to", "postgresql://postgres@127.0.0.1:1/x")
     assert result.exit_code == 2
     assert result.output.strip().count("\n") == 0
     assert "cannot connect to the PostgreSQL server at 127.0.0.1" in result.output
+
+
+def test_a_source_that_does_not_exist_is_an_error_and_nothing_is_created(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # A mistyped --from was created as an empty store, copied ("copied 0 runs") and exit 0.
+    monkeypatch.chdir(tmp_path)
+    result = cli("migrate", "--from", str(tmp_path / "typo.db"), "--to", str(tmp_path / "b.db"))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: ") and result.output.strip().count("\n") == 0
+    assert "--from: no agentlens store at" in result.output
+    assert "typo.db (the path does not exist)" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_the_source_is_only_read(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    with open_store(f"sqlite:///{a}") as source:
+        source.put_traces([Trace(id="r1", started_at=NOW, output="INV-7 ✓")])
+    before = a.read_bytes()
+    result = cli("migrate", "--from", str(a), "--to", str(b))
+    assert result.exit_code == 0, result.output
+    assert "copied 1 runs" in result.output
+    assert a.read_bytes() == before
+    with open_store(f"sqlite:///{b}", read_only=True) as target:
+        assert target.get_trace("r1").output == "INV-7 ✓"

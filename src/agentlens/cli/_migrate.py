@@ -204,7 +204,9 @@ def migrate(
     source: Annotated[
         str,
         typer.Option(
-            "--from", help="The store to copy (a store URL or a SQLite path).", metavar="URL"
+            "--from",
+            help="The store to copy (a store URL or a SQLite path): it must exist, and is only read.",
+            metavar="URL",
         ),
     ],
     target: Annotated[
@@ -223,15 +225,20 @@ def migrate(
     already holds some of the runs leaves identical runs as they are.
     """
     from agentlens.errors import ConfigError
-    from agentlens.store import normalize_url, open_store
+    from agentlens.store import normalize_url, open_store, parse_store_url
 
     src, dst = normalize_url(source), normalize_url(target)
     if src == dst:
         raise ConfigError("--from and --to name the same store")
+    parsed = parse_store_url(src)
+    path = parsed.sqlite_path if parsed.backend == "sqlite" else None
+    if path is not None and not path.is_file():
+        what = "is a folder" if path.is_dir() else "does not exist"
+        raise ConfigError(f"--from: no agentlens store at {path} (the path {what})")
     checkpoint = checkpoint_path(src, dst)
     resumed = checkpoint.exists()
     with (
-        closing(open_store(src)) as from_store,
+        closing(open_store(src, read_only=True)) as from_store,  # a typo is not a new store
         closing(open_store(dst)) as to_store,
         _bar(not quiet) as progress,
     ):
