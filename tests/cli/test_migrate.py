@@ -221,3 +221,23 @@ def test_the_source_is_only_read(cli, tmp_path: Path, monkeypatch: pytest.Monkey
     assert a.read_bytes() == before
     with open_store(f"sqlite:///{b}", read_only=True) as target:
         assert target.get_trace("r1").output == "INV-7 ✓"
+
+
+def test_a_checkpoint_that_cannot_be_written_stops_before_copying(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # Run from a folder it cannot write (/proc, a read-only checkout), migrate copied the first
+    # batch, then failed writing its checkpoint with "error: ....tmp: No such file or
+    # directory": a target holding 200 of the 450 runs, and a message that did not say why.
+    import agentlens.cli._migrate as migrate_module
+
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    with open_store(f"sqlite:///{a}") as source:
+        source.put_traces([Trace(id=f"r{i:03d}", started_at=NOW) for i in range(450)])
+    nowhere = tmp_path / "read-only" / "checkpoint.json"
+    monkeypatch.setattr(migrate_module, "checkpoint_path", lambda src, dst: nowhere)
+    result = cli("migrate", "--from", str(a), "--to", str(b))
+    assert result.exit_code == 2
+    assert result.output.startswith("error: cannot write the checkpoint")
+    assert str(nowhere) in result.output and "writable folder" in result.output
+    assert not b.exists()

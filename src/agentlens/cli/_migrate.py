@@ -237,6 +237,7 @@ def migrate(
         raise ConfigError(f"--from: no agentlens store at {path} (the path {what})")
     checkpoint = checkpoint_path(src, dst)
     resumed = checkpoint.exists()
+    _check_writable(checkpoint)
     with (
         closing(open_store(src, read_only=True)) as from_store,  # a typo is not a new store
         closing(open_store(dst)) as to_store,
@@ -251,6 +252,22 @@ def migrate(
         f" and {rows} rows of review state, verdicts, deliveries, keys and staged spans",
         markup=False,
     )
+
+
+def _check_writable(checkpoint: Path) -> None:
+    """Refuse, before anything is copied, a checkpoint that cannot be written (else the copy
+    stops after its first batch, with a part of the runs in the target)."""
+    from agentlens.errors import ConfigError
+
+    probe = checkpoint.with_suffix(".tmp")
+    try:
+        probe.write_text("{}")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the checkpoint {checkpoint} ({exc.strerror or exc}); run"
+            " agentlens migrate from a writable folder (it keeps its position there)"
+        ) from None
 
 
 def _label(url: str) -> str:
