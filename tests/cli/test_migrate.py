@@ -241,3 +241,25 @@ def test_a_checkpoint_that_cannot_be_written_stops_before_copying(
     assert result.output.startswith("error: cannot write the checkpoint")
     assert str(nowhere) in result.output and "writable folder" in result.output
     assert not b.exists()
+
+
+def test_resuming_into_a_target_that_lost_the_copy_starts_over(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # Interrupted, then the half-made target deleted to start afresh: the next migrate trusted
+    # the checkpoint, skipped the 200 runs it said were copied, and said "(resumed)".
+    monkeypatch.chdir(tmp_path)
+    a, b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    with open_store(a) as source:
+        source.put_traces([Trace(id=f"r{i:03d}", started_at=NOW) for i in range(450)])
+    source, target = open_store(a), open_store(b)
+    copy_store(source, target, checkpoint=checkpoint_path(a, b), stop_after=200)
+    source.close()
+    target.close()
+    for leftover in tmp_path.glob("b.db*"):
+        leftover.unlink()
+    result = cli("migrate", "--from", a, "--to", b)
+    assert result.exit_code == 0, result.output
+    assert "copied 450 runs and 0 scores from" in result.output
+    with open_store(b, read_only=True) as copy:
+        assert copy.count_runs() == 450

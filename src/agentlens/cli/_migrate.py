@@ -10,7 +10,8 @@ own write paths. Runs go oldest first in batches, each batch one transaction of 
 After each batch the position (the last run copied, in the store order; then the table and the
 last key copied) is written to a checkpoint file in the working directory
 (``.agentlens-migrate-<hash>.json``, one per pair of URLs); run the same command again after an
-interruption and it goes on from there. The checkpoint is removed once the copy is complete.
+interruption and it goes on from there (or starts over, when the source changed under it or the
+target no longer holds the last run copied). The checkpoint is removed once the copy is complete.
 Copying again over a complete copy changes nothing: a run identical to the stored one is left as
 it is, with its scores, and a row copied again replaces itself.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +50,7 @@ def copy_store(
     progress: Any = None,
     batch_size: int = _BATCH,
     stop_after: int | None = None,
+    on_resume: Callable[[], None] | None = None,
 ) -> tuple[int, int, int]:
     """Copy every run, score and other table of ``source`` into ``target``; return ``(runs,
     scores, rows)`` copied (``rows``: of the other tables).
@@ -58,12 +60,20 @@ def copy_store(
     the table being copied and its last key; when the source no longer has that run at that
     place, the copy starts over (safe: copying a run again changes nothing). ``progress``:
     called with ``(done, total)`` runs after each batch of runs. ``stop_after``: stop after
-    about that many runs (to test resuming).
+    about that many runs (to test resuming). ``on_resume``: called when the copy goes on from
+    the checkpoint. It starts over, too, when the target no longer holds the last run copied
+    (it was deleted or replaced since): skipping what the checkpoint says was copied would
+    leave those runs out.
     """
     saved = _load(checkpoint)
     skip, last_id = int(saved.get("done", 0)), saved.get("last")
-    if saved.get("table") is None and skip and not _still_at(source, skip, last_id):
+    if skip and (
+        (saved.get("table") is None and not _still_at(source, skip, last_id))
+        or not _holds(target, last_id)
+    ):
         saved, skip, last_id = {}, 0, None
+    if saved and on_resume is not None:
+        on_resume()
 
     def save(**position: Any) -> None:
         saved.update(position)
@@ -161,6 +171,13 @@ def _copy_tables(
     return copied
 
 
+def _holds(target: Any, run_id: str | None) -> bool:
+    """True when ``target`` has the run ``run_id``."""
+    from agentlens.store import RunFilter
+
+    return run_id is not None and target.count_runs(RunFilter(run_ids=[run_id])) > 0
+
+
 def _still_at(source: Any, position: int, run_id: str | None) -> bool:
     """True when the ``position``-th run of ``source`` (oldest first, from 1) is ``run_id``."""
     for i, summary in enumerate(source.list_runs(newest_first=False, limit=position), 1):
@@ -236,15 +253,20 @@ def migrate(
         what = "is a folder" if path.is_dir() else "does not exist"
         raise ConfigError(f"--from: no agentlens store at {path} (the path {what})")
     checkpoint = checkpoint_path(src, dst)
-    resumed = checkpoint.exists()
     _check_writable(checkpoint)
+    resumed = False
+
+    def on_resume() -> None:
+        nonlocal resumed
+        resumed = True
+
     with (
         closing(open_store(src, read_only=True)) as from_store,  # a typo is not a new store
         closing(open_store(dst)) as to_store,
         _bar(not quiet) as progress,
     ):
         runs, scores, rows = copy_store(
-            from_store, to_store, checkpoint=checkpoint, progress=progress
+            from_store, to_store, checkpoint=checkpoint, progress=progress, on_resume=on_resume
         )
     how = " (resumed)" if resumed else ""
     out_console.print(
