@@ -263,3 +263,18 @@ def test_resuming_into_a_target_that_lost_the_copy_starts_over(
     assert "copied 450 runs and 0 scores from" in result.output
     with open_store(b, read_only=True) as copy:
         assert copy.count_runs() == 450
+
+
+def test_one_file_named_two_ways_is_the_same_store(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    # Only the URL text was compared: a.db and ./a.db (or a symbolic link) copied the store
+    # into itself.
+    monkeypatch.chdir(tmp_path)
+    open_store(f"sqlite:///{tmp_path / 'a.db'}").close()
+    (tmp_path / "link.db").symlink_to(tmp_path / "a.db")
+    for other in ("./a.db", f"sqlite:///{tmp_path / 'a.db'}", "link.db"):
+        result = cli("migrate", "--from", "a.db", "--to", other)
+        assert result.exit_code == 2, (other, result.output)
+        assert "--from and --to name the same store" in result.output
+    assert not list(tmp_path.glob(".agentlens-migrate-*"))

@@ -242,13 +242,12 @@ def migrate(
     already holds some of the runs leaves identical runs as they are.
     """
     from agentlens.errors import ConfigError
-    from agentlens.store import normalize_url, open_store, parse_store_url
+    from agentlens.store import normalize_url, open_store
 
     src, dst = normalize_url(source), normalize_url(target)
-    if src == dst:
+    path, to_path = _sqlite_file(src), _sqlite_file(dst)
+    if src == dst or (path is not None and to_path is not None and path == to_path):
         raise ConfigError("--from and --to name the same store")
-    parsed = parse_store_url(src)
-    path = parsed.sqlite_path if parsed.backend == "sqlite" else None
     if path is not None and not path.is_file():
         what = "is a folder" if path.is_dir() else "does not exist"
         raise ConfigError(f"--from: no agentlens store at {path} (the path {what})")
@@ -274,6 +273,17 @@ def migrate(
         f" and {rows} rows of review state, verdicts, deliveries, keys and staged spans",
         markup=False,
     )
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite store URL, resolved (``a.db``, ``./a.db`` and a link to it are one
+    file); ``None`` for another backend or a store in memory."""
+    from agentlens.store import parse_store_url
+
+    parsed = parse_store_url(url)
+    if parsed.backend != "sqlite" or parsed.sqlite_path is None:
+        return None
+    return Path(os.path.realpath(parsed.sqlite_path))
 
 
 def _check_writable(checkpoint: Path) -> None:
