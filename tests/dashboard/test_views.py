@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 from agentlens.analytics import RateGroup
 from agentlens.dashboard._trends import chart
 from agentlens.dashboard._views import Segment, highlight, step_tree
@@ -60,3 +64,31 @@ def test_a_chart_draws_the_band_and_leaves_gaps_for_unscored_days() -> None:
     assert len(drawn.line.split()) == 2 and len(drawn.band.split()) == 4
     assert drawn.scale == 0.8  # the smallest scale above the highest upper bound (0.61)
     assert [label for _, label in drawn.ticks] == ["0%", "20%", "40%", "60%", "80%"]
+
+
+def test_the_trend_chart_has_a_place_for_every_day_of_the_window(store: Any) -> None:
+    # the test runs are 8 to 20 days old and of today: the 7 days between them have no run;
+    # the chart spaced the days it was given evenly, so today sat next to 8 days ago
+    from agentlens.config import load_settings
+    from agentlens.dashboard._pages import window_start
+    from agentlens.dashboard._trends import build
+
+    now = datetime.now(UTC)
+    start = window_start("30d", now)
+    assert start is not None
+    report = build(store, load_settings(), start=start, compare=timedelta(days=7), mode=None,
+                   agent=None)  # fmt: skip
+    for drawn in report.charts:
+        days = [p.key for p in drawn.points]
+        first = start.date()
+        assert days == [(first + timedelta(days=i)).isoformat() for i in range(31)]
+        assert days[-1] == now.date().isoformat()
+        by_day = {p.key: p for p in drawn.points}
+        quiet = [(now.date() - timedelta(days=i)).isoformat() for i in range(1, 8)]
+        assert all(by_day[d].y is None for d in quiet), drawn.title
+        steps = {round(b.x - a.x, 1) for a, b in itertools.pairwise(drawn.points)}
+        assert max(steps) - min(steps) <= 0.2  # one day is one step along the axis
+    # the window before the first run's day: empty places too, not a shorter axis
+    old = build(store, load_settings(), start=start - timedelta(days=60),
+                compare=timedelta(days=7), mode="fabricated_grounding", agent=None)  # fmt: skip
+    assert len(old.charts[0].points) == 91

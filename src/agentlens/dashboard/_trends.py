@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from agentlens.analytics import RateGroup, RateReport, Trend, hallucination_rate, rate_breakdown
 from agentlens.analytics import trend as compare_windows
 from agentlens.store import RateCounts
 
-__all__ = ["COMPARE", "Chart", "Comparison", "TrendsReport", "build", "chart"]
+__all__ = ["COMPARE", "Chart", "Comparison", "TrendsReport", "build", "chart", "every_day"]
 
 COMPARE: dict[str, timedelta] = {
     "1d": timedelta(days=1),
@@ -119,7 +119,8 @@ def build(
         "start": start, "agent": agent, "store": store, "settings": settings, "flagged_ids": False,
     }  # fmt: skip
     modes = [mode] if mode else None
-    days = rate_breakdown("day", **common, modes=modes).groups
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    days = every_day(rate_breakdown("day", **common, modes=modes).groups, start, today.date())
     charts = [chart(mode or "every failure mode", mode, days)]
     if mode is None:
         totals: dict[str, int] = {}
@@ -133,7 +134,6 @@ def build(
     # whole UTC days, so both are read from the day rollup: the current window is the last
     # ``compare`` days and today so far (as the runs page's windows), the baseline the
     # ``compare`` days before it
-    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     cut = today - compare
     window: dict[str, Any] = {**common, "modes": modes}
     window.pop("start")
@@ -148,6 +148,31 @@ def build(
         charts=charts, by_agent=by_agent, by_release=by_release,
         comparison=Comparison(current, baseline, result, problem),
     )  # fmt: skip
+
+
+def every_day(groups: Sequence[RateGroup], start: datetime | None, today: date) -> list[RateGroup]:
+    """A day breakdown with a group for each day from the window's first day (without a start:
+    the first day with a run) to today: the breakdown has only the days with runs, and a chart
+    spaces its points evenly, so a day without a scored run is an empty group (a gap), not a
+    day left out. Runs without a start time (no day) are not drawn; no day with a run: none."""
+    known = {g.key: g for g in groups if g.key is not None}
+    if not known:
+        return []
+    seen = [date.fromisoformat(k) for k in known]
+    first = min([*seen, _utc_date(start)] if start is not None else seen)
+    last = max(*seen, today)
+    out = []
+    for i in range((last - first).days + 1):
+        key = (first + timedelta(days=i)).isoformat()
+        out.append(known.get(key) or RateGroup.from_counts(RateCounts(key=key)))
+    return out
+
+
+def _utc_date(moment: datetime) -> date:
+    """The UTC day ``moment`` falls on (a time without an offset is UTC)."""
+    if moment.tzinfo is None:
+        return moment.date()
+    return moment.astimezone(UTC).date()
 
 
 def _share(day: RateGroup, mode: str) -> RateGroup:
