@@ -228,7 +228,7 @@ def test_inside_a_run_the_session_joins_it(captured_traces: Any) -> None:
     asyncio.run(main())
     trace = captured_traces.one()
     assert trace.agent == "outer" and trace.output == "done"
-    assert [s.kind for s in trace.steps] == [StepKind.TEXT]
+    assert [s.kind for s in trace.steps] == [StepKind.USER, StepKind.TEXT]
 
 
 def test_an_error_result_makes_an_error_run(captured_traces: Any) -> None:
@@ -236,3 +236,28 @@ def test_an_error_result_makes_an_error_run(captured_traces: Any) -> None:
     _session("loop forever", [SCRIPT[0], failed])
     trace = captured_traces.one()
     assert trace.status == "error" and trace.metadata["result_subtype"] == "error_max_turns"
+
+
+def test_inside_a_run_the_prompt_is_a_user_step(captured_traces: Any) -> None:
+    # Joined to a run opened without input, the prompt went nowhere: the user's words, which
+    # count as evidence, were missing from the run.
+    script = [SCRIPT[0], _assistant("msg_x", [{"type": "text", "text": "ORD-7731 is paid."}]),
+              SCRIPT[-1]]  # fmt: skip
+
+    async def main() -> None:
+        async with agentlens.run(agent="outer"):
+            for prompt in ("Is ORD-7731 paid?", "And ORD-7732?"):
+                stream = query(
+                    prompt=prompt, options=ClaudeAgentOptions(), transport=FakeCLI(script)
+                )
+                async for _ in record(stream, prompt=prompt):
+                    pass
+
+    asyncio.run(main())
+    steps = captured_traces.one().steps
+    assert [(s.kind, s.output) for s in steps] == [
+        (StepKind.USER, "Is ORD-7731 paid?"),
+        (StepKind.TEXT, "ORD-7731 is paid."),
+        (StepKind.USER, "And ORD-7732?"),
+        (StepKind.TEXT, "ORD-7731 is paid."),
+    ]

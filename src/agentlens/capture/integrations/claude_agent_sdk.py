@@ -29,7 +29,8 @@ the ``claude-code`` importer, :mod:`agentlens.ingest.claude_code`):
 - ``ResultMessage`` -> the run's ``output`` (``result``), ``status`` (``error`` when
   ``is_error``), ``metadata``: ``total_cost_usd``, ``num_turns``, ``duration_ms``, ``usage``.
 
-Inside :func:`agentlens.run` the session joins that run; otherwise it is a run of its own
+Inside :func:`agentlens.run` the session joins that run (the prompt, when it is text, becomes a
+``user`` step of it); otherwise it is a run of its own
 (``agent`` = ``claude-agent-sdk`` unless given, ``input`` = ``prompt``), exported when the
 ``ResultMessage`` arrives or the stream ends. Recording never raises into the session. Needs the
 ``claude-agent-sdk`` extra.
@@ -112,6 +113,9 @@ class _Session:
             if joined is not None:
                 if not joined.recording:
                     return None
+                # The run holds its own input (or none): the prompt is evidence, keep it.
+                if isinstance(prompt, str) and prompt:
+                    joined.step("user", output=prompt)
                 return cls(sdk, joined, contextvars.copy_context(), own=False)
             run = new_run(
                 agent=agent or "claude-agent-sdk",
