@@ -21,6 +21,12 @@ from agentlens.integrations.anthropic import wrap
 from agentlens.model import StepKind
 
 
+def calls(trace: Any) -> list[Any]:
+    """The model calls and tool calls of a run (without the system and user steps of what the
+    model was shown)."""
+    return [s for s in trace.steps if s.kind in (StepKind.LLM, StepKind.TOOL)]
+
+
 def _message(mid: str, content: list[dict[str, Any]], stop: str = "end_turn") -> dict[str, Any]:
     return {
         "id": mid,
@@ -101,7 +107,7 @@ def test_tool_use_and_tool_result_inside_a_run(captured_traces: Any) -> None:
         run.output = _loop(
             client(server), {"content": [{"type": "text", "text": "INV-7: 120 EUR"}]}
         )
-    llm1, tool, llm2 = captured_traces.one().steps
+    llm1, tool, llm2 = calls(captured_traces.one())
     assert (llm1.kind, tool.kind, llm2.kind) == (StepKind.LLM, StepKind.TOOL, StepKind.LLM)
     assert llm1.input == {
         "system": "Be exact.",
@@ -135,7 +141,7 @@ def test_an_is_error_tool_result_is_the_steps_error(captured_traces: Any) -> Non
     )
     with agentlens.run():
         _loop(client(server), {"content": "no invoice INV-7", "is_error": True})
-    tool = captured_traces.one().steps[1]
+    tool = calls(captured_traces.one())[1]
     assert tool.error == "no invoice INV-7" and tool.output is None
 
 
@@ -146,7 +152,7 @@ def test_outside_a_run_the_conversation_is_one_run(captured_traces: Any) -> None
     )
     assert _loop(client(server), {"content": "120 EUR"}) == "120 EUR."
     trace = captured_traces.one()
-    assert [s.kind for s in trace.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert [s.kind for s in calls(trace)] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
     assert trace.input == "What does INV-7 say?" and trace.output == "120 EUR."
     assert trace.metadata["integration"] == "anthropic"
 
@@ -210,7 +216,7 @@ def test_streamed_message_with_a_tool_use(captured_traces: Any) -> None:
             messages=[{"role": "user", "content": "INV-9?"}],
         )
         assert len(list(stream)) == len(events)
-    llm, tool = captured_traces.one().steps
+    llm, tool = calls(captured_traces.one())
     assert llm.output["content"] == "Checking now."
     assert llm.output["tool_calls"] == [
         {"id": "toolu_s", "name": "get_invoice", "arguments": {"id": "INV-9"}}
@@ -240,7 +246,7 @@ def test_async_client(captured_traces: Any) -> None:
             )
 
     asyncio.run(main())
-    (step,) = captured_traces.one().steps
+    (step,) = calls(captured_traces.one())
     assert step.output["content"] == "async ok"
     assert step.attributes["cost_usd"] == pytest.approx((200 * 3 + 30 * 15) / 1e6)
 
@@ -306,7 +312,7 @@ def test_an_async_stream_read_with_anext_is_passed_through_and_recorded(
                 seen += 1
 
     assert asyncio.run(main()) == len(events)
-    (step,) = captured_traces.one().steps
+    (step,) = calls(captured_traces.one())
     assert step.output == {"role": "assistant", "content": "INV-7 is paid."}
     assert step.attributes["stop_reason"] == "end_turn"
 
@@ -319,7 +325,7 @@ def test_a_client_made_by_with_options_records_too(captured_traces: Any) -> None
         c.messages.create(
             model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "x"}]
         )
-    (step,) = captured_traces.one().steps
+    (step,) = calls(captured_traces.one())
     assert step.output == {"role": "assistant", "content": "copied ok"}
 
 
@@ -331,7 +337,7 @@ def test_with_raw_response_records_the_parsed_reply(captured_traces: Any) -> Non
             model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "x"}]
         )
         assert raw.parse().content[0].text == "raw ok"
-    llm, tool = captured_traces.one().steps
+    llm, tool = calls(captured_traces.one())
     assert llm.output["content"] == "raw ok"
     assert llm.output["tool_calls"][0]["id"] == "toolu_1"
     assert tool.name == "get_invoice"
@@ -353,5 +359,22 @@ def test_async_with_raw_response_records_the_parsed_reply(captured_traces: Any) 
             return str(message.content[0].text)
 
     assert asyncio.run(main()) == "async raw"
-    (step,) = captured_traces.one().steps
+    (step,) = calls(captured_traces.one())
     assert step.output["content"] == "async raw"
+
+
+def test_the_system_prompt_and_the_question_are_steps(captured_traces: Any) -> None:
+    # system= and the user's text were only in the llm step's input, which is not evidence.
+    server = Server(
+        _message("msg_1", [TOOL_USE], "tool_use"),
+        _message("msg_2", [{"type": "text", "text": "INV-7 is 120 EUR."}]),
+    )
+    with agentlens.run():
+        _loop(client(server), {"content": "INV-7: 120 EUR"})
+    steps = captured_traces.one().steps
+    assert [(s.kind, s.output) for s in steps[:2]] == [
+        (StepKind.SYSTEM, "Be exact."),
+        (StepKind.USER, "What does INV-7 say?"),
+    ]
+    # the message that carries only the tool result is no user step
+    assert [s.kind for s in steps[2:]] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]

@@ -18,6 +18,12 @@ from agentlens.model import StepKind
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
+def calls(trace: Any) -> list[Any]:
+    """The model calls and tool calls of a run (without the system and user steps of what the
+    model was shown)."""
+    return [s for s in trace.steps if s.kind in (StepKind.LLM, StepKind.TOOL)]
+
+
 def _completion(
     content: str | None, tool_calls: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -124,12 +130,12 @@ def test_a_tool_loop_inside_a_run_joins_it(captured_traces: Any) -> None:
     with agentlens.run(agent="support", input="Where is order ORD-1?") as run:
         run.output = _agent_loop(c, '{"id": "ORD-1", "shipped": "2026-11-20"}')
     trace = captured_traces.one()
-    assert [(s.kind, s.name) for s in trace.steps] == [
+    assert [(s.kind, s.name) for s in calls(trace)] == [
         (StepKind.LLM, "gpt-4o"),
         (StepKind.TOOL, "get_order"),
         (StepKind.LLM, "gpt-4o"),
     ]
-    first, tool, second = trace.steps
+    first, tool, second = calls(trace)
     assert first.input == [{"role": "user", "content": "Where is order ORD-1?"}]
     assert first.output["tool_calls"] == [
         {"id": "call_1", "name": "get_order", "arguments": {"id": "ORD-1"}}
@@ -158,7 +164,7 @@ def test_a_failed_tool_result_is_the_tool_steps_error(captured_traces: Any) -> N
     )
     with agentlens.run(agent="support"):
         _agent_loop(client(server), "Error: order X not found")
-    tool = captured_traces.one().steps[1]
+    tool = calls(captured_traces.one())[1]
     assert tool.error == "Error: order X not found" and tool.output is None
 
 
@@ -172,10 +178,10 @@ def test_outside_a_run_each_conversation_is_a_run(captured_traces: Any) -> None:
     assert _agent_loop(c, "shipped") == "Shipped."
     c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
     first, second = captured_traces.traces
-    assert [s.kind for s in first.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert [s.kind for s in calls(first)] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
     assert first.input == "Where is order ORD-1?" and first.output == "Shipped."
     assert first.metadata["integration"] == "openai"
-    assert [s.kind for s in second.steps] == [StepKind.LLM]
+    assert [s.kind for s in calls(second)] == [StepKind.LLM]
     assert second.input == "hi" and second.output == "Hello!"
 
 
@@ -262,7 +268,7 @@ def test_streamed_chat_with_tool_call_deltas(captured_traces: Any) -> None:
             for ch in c.chat.completions.create(model="gpt-4o-mini", messages=messages, stream=True)
         )
     assert text == "ORD-9 is late."
-    llm1, tool, llm2 = captured_traces.one().steps
+    llm1, tool, llm2 = calls(captured_traces.one())
     assert llm1.output["tool_calls"] == [
         {"id": "call_9", "name": "get_order", "arguments": {"id": "ORD-9"}}
     ]
@@ -331,7 +337,7 @@ def test_responses_api_with_function_calls(captured_traces: Any) -> None:
         input=[{"type": "function_call_output", "call_id": "call_r", "output": "paid"}],
     )
     trace = captured_traces.one()  # one conversation, by previous_response_id
-    llm1, tool, llm2 = trace.steps
+    llm1, tool, llm2 = calls(trace)
     assert llm1.input == {
         "instructions": "Be brief.",
         "input": [{"role": "user", "content": "Is ORD-2 paid?"}],
@@ -372,7 +378,7 @@ def test_async_client_and_async_stream(captured_traces: Any) -> None:
             return (reply.choices[0].message.content or "") + "".join(p or "" for p in parts)
 
     assert asyncio.run(main()) == "Async answer.streamed"
-    steps = captured_traces.one().steps
+    steps = calls(captured_traces.one())
     assert [s.output["content"] for s in steps] == ["Async answer.", "streamed"]
 
 
@@ -381,7 +387,7 @@ def test_a_client_error_is_recorded_and_raised_unchanged(captured_traces: Any) -
     c = client(server)
     with agentlens.run(agent="support"), pytest.raises(openai.BadRequestError):
         c.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
-    step = captured_traces.one().steps[0]
+    step = calls(captured_traces.one())[0]
     assert step.kind is StepKind.LLM and step.error["type"] == "openai.BadRequestError"
 
 
@@ -398,7 +404,7 @@ def test_wrapping_twice_records_once(captured_traces: Any) -> None:
     c = wrap(client(server))
     with agentlens.run():
         c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "x"}])
-    assert len(captured_traces.one().steps) == 1
+    assert len(calls(captured_traces.one())) == 1
 
 
 def test_a_missing_openai_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -458,8 +464,8 @@ def test_responses_input_lists_continue_the_conversation(captured_traces: Any) -
     items += [*first.output, {"type": "function_call_output", "call_id": "c7", "output": "it"}]
     c.responses.create(model="gpt-4.1", input=items)
     trace = captured_traces.one()
-    assert [s.kind for s in trace.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
-    assert trace.steps[1].output == "it" and trace.output == "Found."
+    assert [s.kind for s in calls(trace)] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert calls(trace)[1].output == "it" and trace.output == "Found."
 
 
 def _chunk(content: str, finish: str | None = None) -> dict[str, Any]:
@@ -494,7 +500,7 @@ def test_an_async_stream_read_with_anext_is_passed_through_and_recorded(
                 parts.append(chunk.choices[0].delta.content)
 
     assert asyncio.run(main()) == ["Hel", "lo"]
-    (step,) = captured_traces.one().steps
+    (step,) = calls(captured_traces.one())
     assert step.output == {"role": "assistant", "content": "Hello"}
     assert step.attributes["finish_reason"] == "stop"
     assert "incomplete" not in step.attributes
@@ -516,9 +522,9 @@ def test_a_client_made_by_with_options_or_copy_records_too(captured_traces: Any)
             model="gpt-4o", messages=[{"role": "user", "content": "hi"}]
         )
     loop, joined = captured_traces.traces
-    assert [s.kind for s in loop.steps] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
-    assert loop.output == "Shipped." and loop.steps[1].output == "shipped"
-    assert [s.output for s in joined.steps] == [{"role": "assistant", "content": "Hello."}]
+    assert [s.kind for s in calls(loop)] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    assert loop.output == "Shipped." and calls(loop)[1].output == "shipped"
+    assert [s.output for s in calls(joined)] == [{"role": "assistant", "content": "Hello."}]
     assert len(server.requests) == 3
 
 
@@ -538,7 +544,7 @@ def test_with_raw_response_records_the_parsed_reply(captured_traces: Any) -> Non
         messages.append(reply.choices[0].message)
         messages.append({"role": "tool", "tool_call_id": "call_1", "content": "shipped"})
         c.chat.completions.create(model="gpt-4o", messages=messages)
-    llm, tool, final = captured_traces.one().steps
+    llm, tool, final = calls(captured_traces.one())
     assert llm.output["tool_calls"] == [
         {"id": "call_1", "name": "get_order", "arguments": {"id": "ORD-1"}}
     ]
@@ -560,5 +566,66 @@ def test_with_streaming_response_is_left_to_the_caller_and_said_so(
         ) as response,
     ):
         assert json.loads(response.read())["choices"][0]["message"]["content"] == "Hi."
-    (step,) = captured_traces.one().steps
+    (step,) = calls(captured_traces.one())
     assert step.attributes["unread"] is True and step.output is None
+
+
+def test_the_system_prompt_and_user_messages_are_steps_and_so_evidence(
+    captured_traces: Any,
+) -> None:
+    # They were only in the llm step's input, which is not evidence: an answer taken from the
+    # system prompt was flagged as a fabricated reference and as parametric leakage.
+    from agentlens.eval import run_scorers
+
+    server = Server(
+        _completion("Your order ORD-9 shipped on 2026-11-20."),
+        _completion("Yes."),
+        _completion("Yes."),
+    )
+    c = client(server)
+    system = {"role": "system", "content": "Customer context: ORD-9 shipped on 2026-11-20."}
+    messages: list[Any] = [system, {"role": "user", "content": "When did my order ship?"}]
+    with agentlens.run(agent="support"):
+        reply = c.chat.completions.create(model="gpt-4o", messages=messages)
+        messages += [reply.choices[0].message, {"role": "user", "content": "yes"}]
+        reply = c.chat.completions.create(model="gpt-4o", messages=messages)
+        messages += [reply.choices[0].message, {"role": "user", "content": "yes"}]
+        c.chat.completions.create(model="gpt-4o", messages=messages)
+    trace = captured_traces.one()
+    assert [(s.kind, s.output) for s in trace.steps if s.kind is not StepKind.LLM] == [
+        (StepKind.SYSTEM, "Customer context: ORD-9 shipped on 2026-11-20."),
+        (StepKind.USER, "When did my order ship?"),
+        (StepKind.USER, "yes"),  # said twice, recorded twice, each before the call it began
+        (StepKind.USER, "yes"),
+    ]
+    assert [s.kind for s in trace.steps][:3] == [StepKind.SYSTEM, StepKind.USER, StepKind.LLM]
+    report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
+    assert all(r.passed for r in report.results.values()), report
+
+
+def test_responses_instructions_are_the_system_step(captured_traces: Any) -> None:
+    server = Server(
+        {
+            "id": "resp_1",
+            "object": "response",
+            "created_at": 1,
+            "model": "gpt-4o",
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "m1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "Hi.", "annotations": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+    )
+    with agentlens.run():
+        client(server).responses.create(model="gpt-4o", instructions="Be terse.", input="Hello")
+    kinds = [(s.kind, s.output) for s in captured_traces.one().steps][:2]
+    assert kinds == [(StepKind.SYSTEM, "Be terse."), (StepKind.USER, "Hello")]

@@ -13,6 +13,10 @@ A model call is recorded as an ``llm`` step. Where it goes:
   whose ``metadata.continues`` names the previous one. Conversations that never get there are
   ended when too many are open (the oldest first) and when the process exits.
 
+The system prompt and the user messages a call sends become ``system`` and ``user`` steps (before
+its ``llm`` step, once per run however often they are sent again): they are evidence, and an
+``llm`` step's input is not.
+
 Each tool call the model asks for opens a ``tool`` step (input = its arguments) when the reply
 arrives; the result fed back in a later call (a ``tool`` message, a ``function_call_output``
 item, a ``tool_result`` block) closes it with the raw content as ``output``, or as ``error``
@@ -37,7 +41,7 @@ import json
 import logging
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -52,6 +56,7 @@ __all__ = [
     "PRICES",
     "Call",
     "Recorder",
+    "Shown",
     "ToolCall",
     "ToolResult",
     "async_wrapper",
@@ -167,6 +172,18 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Shown:
+    """A message the model was shown that is evidence: a system prompt or a user message."""
+
+    kind: str
+    """``"system"`` or ``"user"``: the kind of the step it becomes."""
+    content: Any
+    """Its text (or content as sent, when it is not text)."""
+    fingerprint: str
+    """Tells it apart from the other messages of the conversation."""
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """A tool's result fed back to the model."""
 
@@ -185,6 +202,8 @@ class _Session:
     seen: set[str] = field(default_factory=set)
     known: list[str] = field(default_factory=list)
     responses: set[str] = field(default_factory=set)
+    shown: Counter[str] = field(default_factory=Counter)
+    """How often each system prompt or user message (by fingerprint) is recorded as a step."""
 
 
 @dataclass
@@ -231,9 +250,14 @@ class Recorder:
         first_user: Any,
         previous_response: str | None = None,
         attributes: Mapping[str, Any] | None = None,
+        shown: Sequence[Shown] = (),
     ) -> Call | None:
         """Open the ``llm`` step of a call (and close the tool steps its results answer).
-        ``None`` when nothing is recorded. Never raises."""
+        ``None`` when nothing is recorded. Never raises.
+
+        ``shown``: the system prompts and user messages the call sends, in order; each one the
+        run has not recorded yet becomes a ``system`` or ``user`` step before the ``llm`` step
+        (they are evidence; the ``llm`` step's input is not)."""
         try:
             if not is_enabled():
                 return None
@@ -241,6 +265,7 @@ class Recorder:
             if session is None:
                 return None
             self._results(session, results)
+            self._shown(session, shown)
             ctx = session.ctx.copy() if session.own else contextvars.copy_context()
             step = ctx.run(
                 session.run.step,
@@ -407,6 +432,23 @@ class Recorder:
                     error=(result.content or "error") if failed else None,
                     attributes={"tool_call_id": result.call_id, "unpaired": True},
                 )
+
+    def _shown(self, session: _Session, shown: Sequence[Shown]) -> None:
+        # Counted, not just seen: a conversation may say the same thing twice ("yes"), and a
+        # call sent again (a retry) records nothing new.
+        here: Counter[str] = Counter()
+        new: list[Shown] = []
+        with self._lock:
+            for message in shown:
+                here[message.fingerprint] += 1
+                if here[message.fingerprint] > session.shown[message.fingerprint]:
+                    session.shown[message.fingerprint] += 1
+                    new.append(message)
+        for message in new:
+            if message.content in (None, "", []):
+                continue
+            ctx = session.ctx.copy() if session.own else contextvars.copy_context()
+            ctx.run(session.run.step, message.kind, output=message.content)
 
     def _end_own(self, session: _Session) -> None:
         with self._lock:

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from agentlens.capture.integrations._common import (
     Call,
     Recorder,
+    Shown,
     ToolCall,
     ToolResult,
     async_wrapper,
@@ -159,13 +160,25 @@ class _Messages:
             None,
         )
         system = kwargs.get("system")
-        shown: Any = messages if system is None else {"system": plain(system), "messages": messages}
+        sending: Any = (
+            messages if system is None else {"system": plain(system), "messages": messages}
+        )
+        shown = []
+        if system is not None:
+            text = _text(plain(system))
+            shown.append(Shown("system", text, fingerprint("system", text)))
+        shown += [
+            Shown("user", _text(member(m, "content")), _message_fp(m))
+            for m in messages
+            if member(m, "role") == "user"
+        ]
         return recorder.begin(
             model=kwargs.get("model"),
-            input=shown,
+            input=sending,
             sent=[_message_fp(m) for m in messages],
             results=results,
             first_user=first_user,
+            shown=shown,
         )
 
     @staticmethod

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from agentlens.capture.integrations._common import (
     Call,
     Recorder,
+    Shown,
     ToolCall,
     ToolResult,
     async_wrapper,
@@ -132,6 +133,10 @@ def _usage(usage: Any) -> dict[str, int | None]:
     }
 
 
+_SHOWN = {"system": "system", "developer": "system", "user": "user"}
+"""The roles of the messages that are evidence, and the kind of step each becomes."""
+
+
 # -- chat completions ------------------------------------------------------------------------------
 
 
@@ -153,12 +158,18 @@ class _Chat:
         first_user = next(
             (_text(m.get("content")) for m in messages if member(m, "role") == "user"), None
         )
+        shown = [
+            Shown(_SHOWN[role], _text(m.get("content")), _message_fp(m))
+            for m in messages
+            if isinstance(m, dict) and (role := m.get("role")) in _SHOWN
+        ]
         return recorder.begin(
             model=kwargs.get("model"),
             input=messages,
             sent=[_message_fp(m) for m in messages],
             results=results,
             first_user=first_user,
+            shown=shown,
         )
 
     @staticmethod
@@ -316,14 +327,23 @@ class _Responses:
         )
         sent = [_item_fp(i) for i in items]
         instructions = kwargs.get("instructions")
-        shown: Any = items if not instructions else {"instructions": instructions, "input": items}
+        sending: Any = items if not instructions else {"instructions": instructions, "input": items}
+        shown = [Shown("system", instructions, fingerprint("instructions", instructions))]
+        shown += [
+            Shown(_SHOWN[role], _text(i.get("content")), _item_fp(i))
+            for i in items
+            if isinstance(i, dict)
+            and i.get("type", "message") == "message"
+            and (role := i.get("role")) in _SHOWN
+        ]
         return recorder.begin(
             model=kwargs.get("model"),
-            input=shown,
+            input=sending,
             sent=sent,
             results=results,
             first_user=first_user,
             previous_response=kwargs.get("previous_response_id"),
+            shown=shown if instructions else shown[1:],
         )
 
     @staticmethod
