@@ -62,8 +62,9 @@ def test_a_chain_with_model_and_tool_is_one_run_nested_by_parent(captured_traces
     root = trace.steps[0]
     assert (root.kind, root.name, root.parent_id) == (StepKind.AGENT, "support_agent", None)
     children = [s for s in trace.steps if s.parent_id == root.id]
-    assert [s.kind for s in children] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
-    llm1, tool_step, llm2 = children
+    assert [s.kind for s in children] == [StepKind.USER, StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+    question, llm1, tool_step, llm2 = children
+    assert question.output == "Where is ORD-1?"
     assert llm1.input == [{"role": "user", "content": "Where is ORD-1?"}]
     assert llm1.output["tool_calls"] == [
         {"id": "call_1", "name": "get_order", "arguments": {"order_id": "ORD-1"}}
@@ -125,7 +126,8 @@ def test_inside_a_run_the_langchain_steps_join_it_under_the_enclosing_step(
     with agentlens.run(agent="outer") as run, run.step("agent", "planner"):
         model.invoke("hi", config={"callbacks": [handler]})
     trace = captured_traces.one()
-    planner, llm = trace.steps
+    planner, question, llm = trace.steps
+    assert (question.kind, question.output, question.parent_id) == (StepKind.USER, "hi", planner.id)
     assert llm.kind is StepKind.LLM and llm.parent_id == planner.id
     assert llm.output == {"role": "assistant", "content": "hello"}
 
@@ -208,6 +210,42 @@ def test_a_streamed_reply_is_an_assistant_message(captured_traces: Any) -> None:
         return str(reply.content)
 
     RunnableLambda(agent, name="streamer").invoke("Where?", config={"callbacks": [handler]})
-    _, streamed, second = captured_traces.one().steps
+    streamed, second = [s for s in captured_traces.one().steps if s.kind is StepKind.LLM]
     assert streamed.output == {"role": "assistant", "content": "ORD-1 shipped."}
     assert [m["role"] for m in second.input] == ["user", "assistant", "user"]
+
+
+def test_the_system_prompt_and_user_messages_are_steps_and_so_evidence(
+    captured_traces: Any,
+) -> None:
+    # They were only in the llm step's input, which is not evidence: an answer taken from the
+    # system prompt was flagged as a fabricated reference and as parametric leakage.
+    from langchain_core.messages import SystemMessage
+
+    from agentlens.eval import run_scorers
+
+    model = _model(AIMessage("ORD-9 shipped on 2026-11-20."), AIMessage("Glad to help."))
+    handler = AgentlensCallbackHandler(agent="support")
+
+    def agent(question: str, config: Any) -> str:
+        system = SystemMessage("Customer context: ORD-9 shipped on 2026-11-20.")
+        messages: list[Any] = [system, HumanMessage(question)]
+        reply = model.invoke(messages, config=config)
+        messages += [reply, HumanMessage("thanks")]
+        model.invoke(messages, config=config)
+        return str(reply.content)
+
+    RunnableLambda(agent, name="support_agent").invoke(
+        "When did ORD-9 ship?", config={"callbacks": [handler]}
+    )
+    trace = captured_traces.one()
+    assert [
+        (s.kind, s.output) for s in trace.steps if s.kind in (StepKind.SYSTEM, StepKind.USER)
+    ] == [
+        (StepKind.SYSTEM, "Customer context: ORD-9 shipped on 2026-11-20."),
+        (StepKind.USER, "When did ORD-9 ship?"),
+        (StepKind.USER, "thanks"),
+    ]
+    assert [s.kind for s in trace.steps][1:4] == [StepKind.SYSTEM, StepKind.USER, StepKind.LLM]
+    report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
+    assert all(r.passed for r in report.results.values()), report

@@ -13,6 +13,9 @@ Every LangChain run becomes a step, nested as LangChain nests them (``parent_run
 
 - a chain (any runnable: a sequence, a lambda, an agent executor, a graph node) -> ``agent``
   step: ``input`` = its inputs, ``output`` = its outputs;
+- the system prompt and each user message (or prompt) a model is sent, the first time the run
+  sees it -> ``system`` / ``user`` step before its ``llm`` step (evidence; the ``llm`` step's
+  input is not);
 - a chat model or LLM -> ``llm`` step: ``input`` = the messages (``{"role", "content"}``, with
   ``tool_calls`` / ``tool_call_id``) or prompts, ``output`` = the reply message, ``attributes``:
   ``model``, ``input_tokens``, ``output_tokens``, ``total_tokens``, ``cost_usd`` (when the model
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -40,7 +44,12 @@ from uuid import UUID
 from agentlens.capture._run import ActiveStep, Run, current_run
 from agentlens.capture._run import run as new_run
 from agentlens.capture._state import is_enabled
-from agentlens.capture.integrations._common import _internal, estimate_cost, require
+from agentlens.capture.integrations._common import (
+    _internal,
+    estimate_cost,
+    fingerprint,
+    require,
+)
 
 __all__ = ["AgentlensCallbackHandler"]
 
@@ -67,6 +76,8 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
         self._lock = threading.Lock()
         self._steps: dict[UUID, tuple[ActiveStep, contextvars.Context, Run]] = {}
         self._roots: dict[UUID, tuple[Run, contextvars.Context]] = {}
+        self._shown: OrderedDict[str, Counter[str]] = OrderedDict()
+        """Per agentlens run: how often each system prompt or user message was recorded."""
 
     # -- opening and closing ---------------------------------------------------------------
 
@@ -78,6 +89,7 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
         name: str | None,
         input: Any,
         attributes: dict[str, Any] | None = None,
+        shown: Sequence[tuple[str, Any]] = (),
     ) -> None:
         try:
             with self._lock:
@@ -105,12 +117,35 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
                     with self._lock:
                         self._roots[run_id] = (run, ctx)
                     ctx = ctx.copy()
+            for shown_kind, content in self._new_shown(run, shown):
+                ctx.run(run.step, shown_kind, output=content)
             step = ctx.run(run.step, kind, name, input=input, attributes=attributes)
             ctx.run(step.__enter__)
             with self._lock:
                 self._steps[run_id] = (step, ctx, run)
         except Exception as exc:
             _internal(exc)
+
+    def _new_shown(self, run: Run, shown: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        """The system prompts and user messages of ``shown`` the run has not recorded yet
+        (counted: a message said twice is recorded twice, a call sent again adds nothing)."""
+        if not shown:
+            return []
+        here: Counter[str] = Counter()
+        new = []
+        with self._lock:
+            counts = self._shown.setdefault(run.id, Counter())
+            self._shown.move_to_end(run.id)
+            while len(self._shown) > _MAX_RUNS:
+                self._shown.popitem(last=False)
+            for kind, content in shown:
+                key = fingerprint(kind, content)
+                here[key] += 1
+                if here[key] > counts[key]:
+                    counts[key] += 1
+                    if content not in (None, "", []):
+                        new.append((kind, content))
+        return new
 
     def _close(
         self,
@@ -177,7 +212,12 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
     ) -> None:
         model = _model(serialized, kwargs)
         sent = [_message(m) for batch in messages for m in batch]
-        self._open(run_id, parent_run_id, "llm", model, sent, _model_attrs(model))
+        shown = [
+            (_SHOWN[m["role"]], m.get("content"))
+            for m in sent
+            if isinstance(m, dict) and m.get("role") in _SHOWN
+        ]
+        self._open(run_id, parent_run_id, "llm", model, sent, _model_attrs(model), shown)
 
     def on_llm_start(
         self,
@@ -189,7 +229,8 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
         **kwargs: Any,
     ) -> None:
         model = _model(serialized, kwargs)
-        self._open(run_id, parent_run_id, "llm", model, list(prompts), _model_attrs(model))
+        shown = [("user", p) for p in prompts]
+        self._open(run_id, parent_run_id, "llm", model, list(prompts), _model_attrs(model), shown)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         try:
@@ -306,6 +347,10 @@ def _is_tool_message(value: Any) -> bool:
 
 
 _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_SHOWN = {"system": "system", "developer": "system", "user": "user"}
+"""The roles of the messages that are evidence, and the kind of step each becomes."""
+_MAX_RUNS = 256
+"""Runs whose recorded messages are remembered at once (the oldest forgotten past this)."""
 
 
 def _role(message: Any, kind: str) -> str:
