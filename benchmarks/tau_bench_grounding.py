@@ -1,6 +1,8 @@
-"""Grounding checks on real runs: tau-bench airline conversations (GPT-4o).
+"""Grounding checks on real runs: tau-bench airline conversations (GPT-4o), and other real logs.
 
-Imports ``tau_bench/*.json`` with the ``openai`` importer, scores every run with
+Imports ``tau_bench/*.json`` with the ``openai`` importer (``--set`` names another data set:
+``who-and-when``, ``claude-code``, ``swe-agent`` or ``openhands``, read with their importers),
+scores every run with
 ``no_fabricated_refs`` and ``parametric_leakage`` (each assistant turn against the evidence
 before it: the system prompt, the user's messages and earlier tool results), and prints how
 many turns and runs each scorer flags, broken down by reference/fact kind, then a sample of
@@ -9,7 +11,7 @@ flags with their context for reading by hand.
 Usage::
 
     python benchmarks/tau_bench_grounding.py [DATA_DIR] [--sample 40] [--seed 0] [--no-config]
-        [--before TREE]
+        [--before TREE] [--set NAME]
 
 ``--before TREE`` also scores the same runs with another source tree (a folder holding
 ``src/agentlens``, e.g. ``git worktree add /tmp/before main``), in a child process, and lists
@@ -19,7 +21,8 @@ grounded: the before/after the grounding rules are measured by.
 
 ``DATA_DIR`` defaults to ``$AGENTLENS_DATA`` or ``../shared/data`` (relative to the repo).
 ``--no-config`` scores without the airline role's extra pattern (6-character reservation ids
-made only of letters, which the built-in ``code`` shape cannot tell from a word).
+made only of letters, which the built-in ``code`` shape cannot tell from a word); the other
+sets are scored with the default options.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agentlens.config import AgentSettings, Settings
+from agentlens.errors import FormatError
 from agentlens.eval import run_scorers
 from agentlens.ingest import get_reader
 from agentlens.model import Trace
@@ -58,12 +62,31 @@ def data_dir(arg: str | None) -> Path:
     return Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 
 
-def load(folder: Path) -> list[Trace]:
-    reader = get_reader("openai")
+# Each data set: its folder, the importer that reads it, and the files it reads there.
+SETS = {
+    "tau-bench": ("tau_bench", "openai", ("*.json",)),
+    "who-and-when": ("who_and_when", "who-and-when", ("*.json",)),
+    "claude-code": ("claude_code", "claude-code", ("*.jsonl",)),
+    "swe-agent": ("swe_agent", "swe-agent", ("*.traj",)),
+    "openhands": ("openhands", "openhands", ("*.json", "*.jsonl")),
+}
+
+
+def load(folder: Path, name: str = "tau-bench") -> list[Trace]:
+    """The runs of one data set (tau-bench's as the airline role); a file its importer refuses
+    (a Claude Code JSON Schema, a deliberately broken log) is skipped, and said on stderr."""
+    sub, fmt, globs = SETS[name]
+    reader = get_reader(fmt)
     runs: list[Trace] = []
-    for path in sorted((folder / "tau_bench").glob("*.json")):
-        for trace in reader(path):
-            trace.agent = "airline"
+    for path in sorted(p for pattern in globs for p in (folder / sub).rglob(pattern)):
+        try:
+            traces = list(reader(path))
+        except FormatError as exc:
+            print(f"skipped: {exc}", file=sys.stderr)
+            continue
+        for trace in traces:
+            if name == "tau-bench":
+                trace.agent = "airline"
             runs.append(trace)
     return runs
 
@@ -76,16 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-config", action="store_true", help="no airline-role patterns")
     parser.add_argument("--scorer", choices=SCORERS, action="append", help="only these scorers")
     parser.add_argument("--before", metavar="TREE", help="compare with this source tree")
+    parser.add_argument("--set", choices=SETS, default="tau-bench", help="the data set")
     parser.add_argument("--dump", action="store_true", help=argparse.SUPPRESS)  # for --before
     args = parser.parse_args(argv)
     folder = data_dir(args.data)
-    if not (folder / "tau_bench").is_dir():
-        print(f"no tau_bench folder in {folder}", file=sys.stderr)
+    if not (folder / SETS[args.set][0]).is_dir():
+        print(f"no {SETS[args.set][0]} folder in {folder}", file=sys.stderr)
         return 2
     if args.before and not (Path(args.before) / "src" / "agentlens").is_dir():
         print(f"{args.before}: no src/agentlens in it", file=sys.stderr)
         return 2
-    runs = load(folder)
+    runs = load(folder, args.set)
     role = AgentSettings() if args.no_config else AgentSettings(scorers=AIRLINE)
     settings = Settings(agents={"airline": role})
     scorers = tuple(args.scorer or SCORERS)
@@ -123,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
                 flags.append((name, trace, f))
     elapsed = time.perf_counter() - started
 
-    print(f"tau-bench airline: {len(runs)} runs, {turns_total} assistant turns checked")
-    print(f"config: {'none' if args.no_config else 'airline role patterns'}; {elapsed:.2f}s")
+    label = "tau-bench airline" if args.set == "tau-bench" else args.set
+    print(f"{label}: {len(runs)} runs, {turns_total} assistant turns checked")
+    configured = args.set == "tau-bench" and not args.no_config
+    print(f"config: {'airline role patterns' if configured else 'none'}; {elapsed:.2f}s")
     for name in scorers:
         kinds = ", ".join(
             f"{k} {by_kind[name][k]}/{n}" for k, n in checked_kind[name].most_common()
@@ -146,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         context = context.replace("\n", " ⏎ ")
         print(f"- [{name} {f.attributes.get('kind')}] {trace.name} {f.location}: {context}")  # type: ignore[attr-defined]
     if args.before:
-        before = _records_of(args.before, folder, args.no_config, scorers)
+        before = _records_of(args.before, folder, args.no_config, scorers, args.set)
         compare(before, records(runs, settings, scorers), {t.id: t for t in runs})
     return 0
 
@@ -182,10 +208,10 @@ def records(
 
 
 def _records_of(
-    tree: str, folder: Path, no_config: bool, scorers: tuple[str, ...]
+    tree: str, folder: Path, no_config: bool, scorers: tuple[str, ...], name: str
 ) -> list[dict[str, Any]]:
     """:func:`records` computed by the source tree ``tree``, in a child process."""
-    argv = [sys.executable, __file__, str(folder), "--dump"]
+    argv = [sys.executable, __file__, str(folder), "--dump", "--set", name]
     argv += ["--no-config"] if no_config else []
     for name in scorers:
         argv += ["--scorer", name]

@@ -185,6 +185,19 @@ def test_tau_bench_grounding_lists_what_differs_from_another_tree(
 
 
 @pytest.mark.data
+def test_tau_bench_grounding_scores_another_data_set(data_dir: Callable[[str], Path]) -> None:
+    folder = data_dir("claude_code").parent
+    out = _run(str(BENCHMARKS / "tau_bench_grounding.py"), str(folder), "--set", "claude-code",
+               "--sample", "0", "--scorer", "parametric_leakage", "--before", str(ROOT))  # fmt: skip
+    runs = re.search(r"^claude-code: (\d+) runs, (\d+) assistant turns checked$", out, re.M)
+    assert runs is not None and int(runs.group(1)) > 0 and int(runs.group(2)) > 0
+    assert "config: none;" in out and "no_fabricated_refs:" not in out
+    names = re.search(r"^parametric_leakage: .*name \d+/(\d+)", out, re.M)
+    assert names is not None and int(names.group(1)) > 0
+    assert "newly flagged (0):\nno longer flagged (0):\n" in out
+
+
+@pytest.mark.data
 def test_tau_bench_grounding_refuses_a_tree_without_agentlens(
     data_dir: Callable[[str], Path], tmp_path: Path
 ) -> None:

@@ -182,7 +182,7 @@ def test_evidence_sources_per_agent() -> None:
 
 def test_registered_names_and_bad_options() -> None:
     assert get_scorer("no_fabricated_refs").version == "4"
-    assert get_scorer("parametric_leakage").version == "4"
+    assert get_scorer("parametric_leakage").version == "5"
     assert get_scorer("parametric_leakage").name == "parametric_leakage"
     with pytest.raises(ScorerError):
         get_scorer("no_fabricated_refs").with_options(patternz=["x"])

@@ -90,6 +90,61 @@ def test_a_sentence_start_is_grounded_or_leaks_as_before() -> None:
     assert leaked("It is done. Nakamura approved it.", {"agent": "K. Nakamura"}) == []
 
 
+# --------------------------------------------------------------------------- 10. sentence openers
+# (version 5: found on real plans and change summaries, Who&When and Claude Code)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "1. Collect information from the manager.\n2. Verify the totals.",
+        "## Plan\n- Identify the pitchers\n- Calculate the averages",
+        "Thus, the figure stands.",
+        "Despite the delay, it shipped.",
+        "- Kept the old files\n- Ran the tests",
+        "RUN pip install -r requirements.txt",
+        "It failed. Retry later.",
+    ],
+)
+def test_an_imperative_or_connective_opening_a_sentence_is_no_name(answer: str) -> None:
+    assert [t for k, t in facts(answer) if k == "name"] == []
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [
+        # a name an opener begins is read without it
+        ("Locate Emily in the list.", "Emily"),
+        ("- Deleted Python test files", "Python"),
+        ("Former CEO of Avon Products Inc, she left.", "Avon Products Inc"),
+        ("2. Verify Eliud Kipchoge first", "Eliud Kipchoge"),
+    ],
+)
+def test_a_name_after_an_opener_is_the_rest_of_it(answer: str, name: str) -> None:
+    assert [t for k, t in facts(answer) if k == "name"] == [name]
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [
+        # an opener only opens a sentence: elsewhere it stays as it was
+        ("I will ask Collect about it.", "Collect"),
+        ("She met Kowalski. Verify Kowalski's badge.", "Kowalski"),
+        # a first name that is no opener stays the start of the name
+        ("Mark Twain wrote it.", "Mark Twain"),
+        ("United Airlines flew it.", "United Airlines"),
+    ],
+)
+def test_near_misses_of_an_opener(answer: str, name: str) -> None:
+    assert ("name", name) in facts(answer)
+
+
+def test_a_name_after_an_opener_is_grounded_or_leaks_by_its_own_words() -> None:
+    assert leaked("- Deleted Python test files\n- Kept the Justfile", "python 3.12") == ["Justfile"]
+    assert leaked("Locate Emily in the list.", {"people": ["Emily Ross"]}) == []
+    assert leaked("Locate Emily in the list.", {"people": ["Ross"]}) == ["Emily"]
+
+
 # --------------------------------------------------------------------------- 9. decades
 
 

@@ -79,7 +79,7 @@ def test_stored_versions_of_changed_options_are_those_of_before() -> None:
     assert strict.stored_version == "1+offline-6+425a1c54"
     assert synthesis.with_options(judge="openai", model="m1").stored_version == "1+llm-1+e2fbda8a"
     leakage = get_scorer("parametric_leakage").with_options(judge="offline")
-    assert leakage.stored_version == "4+offline-6+fdc99cbe"
+    assert leakage.stored_version == "5+offline-6+fdc99cbe"
 
 
 def test_a_stored_version_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,7 +148,7 @@ def test_parametric_leakage_uses_the_judge_table_for_its_judged_half(tmp_path: P
     assert bound.version_options == {"judge": "openai", "model": "gpt-test"}
     # without the judge option the [judge] table does not switch its judged half on
     only_table = _file(tmp_path, '[judge]\nbackend = "openai"\nmodel = "gpt-test"\n')
-    assert resolve_scorer("parametric_leakage", None, only_table).stored_version == "4"
+    assert resolve_scorer("parametric_leakage", None, only_table).stored_version == "5"
     missing = _file(tmp_path, '[scorers.parametric_leakage]\njudge = "anthropic"\n')
     with pytest.raises(
         ConfigError, match=r"agentlens.toml: scorers.parametric_leakage.judge: .*needs a model"
@@ -157,7 +157,7 @@ def test_parametric_leakage_uses_the_judge_table_for_its_judged_half(tmp_path: P
 
 
 def test_a_model_without_a_judge_does_not_change_parametric_leakage() -> None:
-    assert get_scorer("parametric_leakage").with_options(model="m").stored_version == "4"
+    assert get_scorer("parametric_leakage").with_options(model="m").stored_version == "5"
 
 
 # --------------------------------------------------------------------------- checked when loaded

@@ -163,6 +163,48 @@ COMMON_WORDS: frozenset[str] = frozenset(
 """Words that, capitalised, still name nothing: never a fact on their own. Curated, not
 complete: the rules in :func:`_is_name` catch much of the rest."""
 
+_SENTENCE_OPENERS = frozenset(
+    """
+    access adapt add adjust aggregate analyse analyze append apply archive assess assign
+    assume attach attempt audit avoid await begin browse build calculate capture categorize
+    check choose clarify classify clean clear clone collect combine commit compare compile
+    compose compute conclude conduct configure connect construct convert copy correct count
+    create crop debug decide decode deduce define delete deploy derive describe design
+    detect determine develop disable discuss display divide document download draft drop
+    edit enable encode establish estimate evaluate examine execute expand explain explore
+    export extend extract fetch filter focus format formulate gather generate grab group
+    handle highlight identify implement import improve include initialize initialise input
+    insert inspect install integrate interpret investigate isolate iterate join jump launch
+    lint list load locate log map measure merge migrate modify monitor move navigate
+    normalize normalise notify observe obtain organize organise outline parse paste perform
+    pick plot prepare present preview print proceed produce propose prune push
+    query recalculate recheck reattempt recompute reconcile record redo refactor refer
+    refine reformat refresh reload remove rename render reorder repeat rephrase replace
+    rerun research reset resize restart restore restructure retrieve retry reuse revert
+    revise revisit rewrite run sample scan scrape scroll seek segregate send separate setup
+    simplify skip solve sort specify split store structure study subtract suggest
+    summarise summarize suppose swap sync tag tally test trace track train transform
+    translate trim tune type uncomment undo uninstall unpack unzip upgrade upload utilize
+    validate verify visualize watch wrap write
+    added adjusted built changed cleaned configured converted copied created deleted
+    deployed documented dropped extracted fixed implemented improved installed kept merged
+    migrated modified moved ported ran refactored removed renamed reorganized replaced
+    reran rewrote simplified split tested tidied updated verified wrote
+    accordingly additionally alternatively among amongst assuming besides consequently
+    considering despite essentially finally firstly further hence hopefully ideally
+    importantly indeed interestingly lastly likewise nonetheless notably presumably prior
+    regardless secondly similarly specifically subsequently throughout thus ultimately
+    unlike upon whereas
+    accurate correct proper relevant multiple unique primary subsequent former persistent
+    manual manually historical
+    """.split()  # noqa: SIM905
+)
+"""Words that, opening a sentence, begin no name: the imperatives of a plan ("1. Collect
+the figures", "Verify the totals"), the past tenses of a change summary ("- Deleted Python
+test files", "- Kept the Justfile"), connectives and a few adjectives ("Thus", "Despite",
+"Former CEO of Avon"). Only at a sentence start: a single such word there is no name, and a
+name it opens is read without it ("Locate Emily" names Emily). Curated from real runs."""
+
 _ACRONYMS = frozenset(
     """
     ok id ids faq api url urls usd eur gbp am pm est edt pst pdt cst cdt mst mdt utc gmt bst
@@ -379,7 +421,17 @@ def extract_facts(text: str, refs: Sequence[Reference], *, tolerances: bool = Tr
         if heading:
             continue
         single, first, last, low, key = parts
-        if single and _at_sentence_start(text, start):
+        if first == 0 and low in _SENTENCE_OPENERS and _at_sentence_start(text, start):
+            if single:
+                continue  # "Collect the figures", "Thus, ..."
+            skip = _second_word_start(m.group(0))
+            rest = _name_parts(m.group(0)[skip:])
+            if rest is None:
+                continue  # "Former Manager": nothing else names anything
+            _, first, last, _, key = rest  # "Locate Emily": Emily, not at a sentence start
+            first += skip
+            last += skip
+        elif single and _at_sentence_start(text, start):
             if low.endswith(_NON_NAME_SUFFIXES):
                 continue  # one common word opening a sentence
             if lower_use is None:
@@ -759,6 +811,14 @@ def _name_parts(name: str) -> tuple[bool, int, int, str, str] | None:
         return None
     first, last = kept[0], kept[-1]
     return len(words) == 1, first.start(), last.end(), first.group(0).lower(), " ".join(tokens)
+
+
+@lru_cache(maxsize=1024)
+def _second_word_start(name: str) -> int:
+    """The offset of a name's second word (a match of _NAME of more than one word)."""
+    words = _NAME_WORDS.finditer(name)
+    next(words)
+    return next(words).start()
 
 
 def _common(word: str) -> bool:

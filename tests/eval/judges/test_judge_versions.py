@@ -53,7 +53,7 @@ def test_the_default_judge_gives_a_stable_documented_version() -> None:
     # the documentation says which version a default store holds
     assert f"`{DEFAULT}`" in (ROOT / "docs" / "judges.md").read_text(encoding="utf-8")
     # the deterministic half of parametric_leakage uses no judge: its version is unchanged
-    assert resolve_scorer("parametric_leakage", None, CFG).stored_version == "4"
+    assert resolve_scorer("parametric_leakage", None, CFG).stored_version == "5"
 
 
 def test_each_judge_names_its_rules_and_keeps_the_hash_of_before() -> None:
@@ -62,7 +62,7 @@ def test_each_judge_names_its_rules_and_keeps_the_hash_of_before() -> None:
     assert synthesis.with_options(mode="strict").stored_version == "1+offline-6+425a1c54"
     assert synthesis.with_options(judge="openai", model="m1").stored_version == "1+llm-1+e2fbda8a"
     leakage = get_scorer("parametric_leakage").with_options(judge="offline")
-    assert leakage.stored_version == "4+offline-6+fdc99cbe"
+    assert leakage.stored_version == "5+offline-6+fdc99cbe"
 
 
 def test_a_judge_whose_rules_differ_gives_another_version(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +77,7 @@ def test_a_judge_whose_rules_differ_gives_another_version(monkeypatch: pytest.Mo
     }
     assert after == {
         "faithful_synthesis": "1+offline-7",
-        "parametric_leakage": "4+offline-7+fdc99cbe",
+        "parametric_leakage": "5+offline-7+fdc99cbe",
     }
     assert all(before[k] != after[k] for k in before)
     # a judge object given in code: its own rules

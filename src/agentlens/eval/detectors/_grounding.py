@@ -356,7 +356,7 @@ def _fabricated(ref: Reference, turn: Turn, index: EvidenceIndex) -> Finding:
 # --------------------------------------------------------------------------- parametric_leakage
 
 
-@scorer(name="parametric_leakage", version="4", register=False)
+@scorer(name="parametric_leakage", version="5", register=False)
 def parametric_leakage(
     *,
     patterns: Patterns | str | None = None,
