@@ -110,7 +110,7 @@ def test_a_trace_is_one_run_with_agent_llm_and_tool_steps(
     assert trace.metadata["trace_id"].startswith("trace_")
     assert trace.input == "Where is ORD-1?"
     assert trace.output == "ORD-1 shipped on 2026-11-20."
-    agent_step = next(s for s in trace.steps if s.attributes["span_type"] == "agent")
+    agent_step = next(s for s in trace.steps if s.attributes.get("span_type") == "agent")
     assert (agent_step.kind, agent_step.name) == (StepKind.AGENT, "support")
     assert agent_step.attributes["tools"] == ["get_order"]
     children = [s for s in trace.steps if _under(trace.steps, s, agent_step.id)]
@@ -172,16 +172,19 @@ def test_handoffs_and_guardrails_are_steps(
     result = asyncio.run(Runner.run(triage, "What is my invoice?"))
     assert result.final_output == "Your invoice is 120 EUR."
     steps = captured_traces.one().steps
-    kinds = {(s.attributes["span_type"], s.name) for s in steps}
+    kinds = {(s.attributes.get("span_type"), s.name) for s in steps}
     assert ("handoff", "handoff") in kinds and ("guardrail", "polite") in kinds
-    handoff = next(s for s in steps if s.attributes["span_type"] == "handoff")
+    handoff = next(s for s in steps if s.attributes.get("span_type") == "handoff")
     assert (handoff.attributes["from_agent"], handoff.attributes["to_agent"]) == (
         "triage",
         "billing",
     )
-    guard = next(s for s in steps if s.attributes["span_type"] == "guardrail")
+    guard = next(s for s in steps if s.attributes.get("span_type") == "guardrail")
     assert guard.attributes["triggered"] is False
-    assert [s.name for s in steps if s.attributes["span_type"] == "agent"] == ["triage", "billing"]
+    assert [s.name for s in steps if s.attributes.get("span_type") == "agent"] == [
+        "triage",
+        "billing",
+    ]
 
 
 def test_inside_a_run_the_trace_joins_it(
@@ -192,7 +195,10 @@ def test_inside_a_run_the_trace_joins_it(
         asyncio.run(Runner.run(agent, "hello"))
     trace = captured_traces.one()
     assert trace.agent == "outer"
-    assert [s.kind for s in trace.steps if s.kind is not StepKind.AGENT] == [StepKind.LLM]
+    assert [s.kind for s in trace.steps if s.kind is not StepKind.AGENT] == [
+        StepKind.USER,
+        StepKind.LLM,
+    ]
     assert "support" in [s.name for s in trace.steps]
 
 
@@ -230,3 +236,44 @@ def test_a_tool_that_fails_does_not_fail_the_run(
     asyncio.run(Runner.run(Agent(name="support", tools=[get_order], model=model), "ORD-404?"))
     trace = captured_traces.one()
     assert trace.status == "ok" and "error" not in trace.metadata
+
+
+def test_the_instructions_and_the_input_are_steps_before_the_model_call(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    # The agent's instructions (its system prompt) and the user's input were only in the llm
+    # step's input, which is not evidence: an answer taken from them was flagged.
+    from agentlens.eval import run_scorers
+
+    class Instructed(ScriptedModel):
+        async def get_response(
+            self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+        ) -> ModelResponse:
+            output = self.replies.pop(0)
+            sent = [{"role": "system", "content": system_instructions}]
+            sent += [{"role": "user", "content": input}] if isinstance(input, str) else input
+            with generation_span(model="scripted-gpt-4o", input=sent) as span:
+                span.span_data.output = [o.model_dump() for o in output]
+            return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+    model = Instructed(_call("ORD-1"), _text("ORD-9 shipped on 2026-11-20."))
+    agent = Agent(
+        name="support",
+        instructions="Customer context: ORD-9 shipped on 2026-11-20.",
+        tools=[get_order],
+        model=model,
+    )
+    asyncio.run(Runner.run(agent, "When did my order ship?"))
+    trace = captured_traces.one()
+    kinds = [s.kind for s in trace.steps if s.kind is not StepKind.AGENT]
+    assert kinds == [
+        StepKind.SYSTEM,
+        StepKind.USER,
+        StepKind.LLM,
+        StepKind.TOOL,
+        StepKind.LLM,  # the same instructions and input again: nothing new recorded
+    ]
+    system = next(s for s in trace.steps if s.kind is StepKind.SYSTEM)
+    assert system.output == "Customer context: ORD-9 shipped on 2026-11-20."
+    report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
+    assert all(r.passed for r in report.results.values()), report

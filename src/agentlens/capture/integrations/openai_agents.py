@@ -39,14 +39,21 @@ from __future__ import annotations
 import contextvars
 import json
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentlens.capture._run import ActiveStep, Run, current_run
 from agentlens.capture._run import run as new_run
 from agentlens.capture._state import is_enabled
-from agentlens.capture.integrations._common import _internal, estimate_cost, plain, require
+from agentlens.capture.integrations._common import (
+    _internal,
+    estimate_cost,
+    fingerprint,
+    plain,
+    require,
+)
 
 __all__ = ["AgentlensProcessor"]
 
@@ -62,6 +69,8 @@ class _Trace:
     last_text: str | None = None
     error: dict[str, Any] | None = None
     """The first error of an ``agent`` or ``task`` span: the SDK raised out of the run."""
+    shown: Counter[str] = field(default_factory=Counter)
+    """How often each system prompt or user message (by fingerprint) is recorded as a step."""
 
 
 class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-defined]
@@ -154,6 +163,7 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
                 return
             step, ctx, state = entry
             self._fill(step, span.span_data, state)
+            shown = _shown(span.span_data)
             error = span.error
             if error:
                 message = error.get("message") if isinstance(error, Mapping) else str(error)
@@ -165,8 +175,32 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
                 if state.error is None and span.span_data.type in ("agent", "task"):
                     state.error = {"message": message, **({"data": details} if details else {})}
             ctx.run(step.__exit__, None, None, None)
+            if shown:
+                self._record_shown(state, step, ctx, shown)
         except Exception as exc:
             _internal(exc)
+
+    @staticmethod
+    def _record_shown(
+        state: _Trace, step: ActiveStep, ctx: contextvars.Context, shown: list[tuple[str, Any]]
+    ) -> None:
+        """Record the system prompt and the user messages a model call was sent, those the
+        run has not recorded yet, as ``system`` / ``user`` steps just before the call's step (so
+        they are evidence for its reply). The SDK gives the input when the span ends."""
+        here: Counter[str] = Counter()
+        new = []
+        for kind, content in shown:
+            key = fingerprint(kind, content)
+            here[key] += 1
+            if here[key] > state.shown[key]:
+                state.shown[key] += 1
+                new.append(ctx.run(state.run.step, kind, output=content))
+        steps = state.run.steps
+        if new and step in steps:
+            for added in new:
+                steps.remove(added)
+            at = steps.index(step)
+            steps[at:at] = new
 
     def shutdown(self) -> None:
         with self._lock:
@@ -273,6 +307,32 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             state.first_input = _first_user(sent)
         if text:
             state.last_text = text
+
+
+_SHOWN = {"system": "system", "developer": "system", "user": "user"}
+
+
+def _shown(data: Any) -> list[tuple[str, Any]]:
+    """The system prompt and user messages a ``response`` or ``generation`` span was sent."""
+    if data.type not in ("response", "generation"):
+        return []
+    out: list[tuple[str, Any]] = []
+    if data.type == "response":
+        instructions = getattr(getattr(data, "response", None), "instructions", None)
+        if isinstance(instructions, str) and instructions:
+            out.append(("system", instructions))
+    sent = plain(getattr(data, "input", None))
+    if isinstance(sent, str):
+        return [*out, ("user", sent)]
+    for item in sent or []:
+        if not isinstance(item, Mapping) or item.get("type", "message") != "message":
+            continue
+        kind = _SHOWN.get(str(item.get("role")))
+        if kind is not None:
+            text = _first_user([{"role": "user", "content": item.get("content")}])
+            if text not in (None, ""):
+                out.append((kind, text))
+    return out
 
 
 def _kind_and_name(data: Any) -> tuple[str, str | None]:
