@@ -5,11 +5,13 @@ keyboard, sign-in and out, another project's run, and hostile trace content."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from dashboard_data import XSS
+from dashboard_data import NOW, XSS
 
+from agentlens.model import Step, Trace
 from agentlens.server._keys import create_key
 
 pytestmark = pytest.mark.e2e
@@ -271,4 +273,59 @@ def test_hostile_trace_content_never_executes(live: Any, page: Any, shot: Any) -
     tab.goto(live.url + "/runs")
     shot(tab, "xss-runs")
     assert watch.dialogs == []
+    _clean(watch)
+
+
+def _overflow(tab: Any) -> list[str]:
+    """What sticks out past the window's right edge (the page would scroll sideways): the
+    page's extra width and the first elements that stick out, empty when nothing does."""
+    found: list[str] = tab.evaluate(
+        """() => {
+        const extra = document.documentElement.scrollWidth - window.innerWidth;
+        if (extra <= 0) return [];
+        const out = Array.from(document.querySelectorAll('body *'))
+          .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
+          .slice(0, 5).map(e => e.tagName.toLowerCase() + '.' + e.className);
+        return [extra + 'px wider', ...out];
+    }"""
+    )
+    return found
+
+
+@pytest.mark.parametrize("width", [1280, 375])
+def test_long_text_and_a_phone_screen_never_widen_the_page(
+    live: Any, page: Any, shot: Any, width: int
+) -> None:
+    # an unbroken name, agent role, model name or claim stretched the runs table and the run's
+    # facts to thousands of pixels; on a phone every page scrolled sideways
+    from agentlens.review import review_pending
+
+    word = "N" * 300
+    live.store.put_traces([
+        Trace(id="wide-" + "w" * 80, agent="role-" + "r" * 120, name=word, output="See ORD-" + "9" * 200,
+              started_at=NOW - timedelta(minutes=2), ended_at=NOW - timedelta(minutes=1),
+              links={"ticket": "T-" + "t" * 150}, metadata={"release": "v" + "9" * 100},
+              steps=[Step(id="s1", kind="tool", name="tool-" + "x" * 150, output={"id": "ORD-1"}),
+                     Step(id="s2", kind="llm", name="chat", output="See ORD-" + "9" * 200,
+                          attributes={"model": "m" * 200, "input_tokens": 1})])
+    ])  # fmt: skip
+    review_pending(live.store)
+    tab, watch = page
+    tab.set_viewport_size({"width": width, "height": 800})
+    wide = "/runs/wide-" + "w" * 80
+    for path in ["/runs", wide, "/review", "/trends", "/content/ticket/T-" + "t" * 150,
+                 "/runs/run-loop-1", "/runs/xss-0"]:  # fmt: skip
+        assert tab.goto(live.url + path).status == 200
+        assert _overflow(tab) == [], path
+        # the wide tables scroll inside their box, the page does not
+        for table in tab.locator("main table").all():
+            box = table.evaluate("t => t.parentElement.getBoundingClientRect().right")
+            assert box <= width, path
+    tab.goto(live.url + "/runs")
+    # the start time is one line, the link to the run
+    link = tab.locator("#runs a.run-link").first
+    assert link.evaluate("a => a.getClientRects().length") == 1
+    shot(tab, f"runs-{width}")
+    tab.goto(live.url + wide)
+    shot(tab, f"run-{width}")
     _clean(watch)
