@@ -277,3 +277,15 @@ def test_the_instructions_and_the_input_are_steps_before_the_model_call(
     assert system.output == "Customer context: ORD-9 shipped on 2026-11-20."
     report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
     assert all(r.passed for r in report.results.values()), report
+
+
+def test_the_run_is_of_the_first_agent_or_of_the_role_given(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    # The runs had no agent role at all (and the processor no agent= as the others have), so no
+    # per-agent setting applied and the rate per agent had them under none.
+    asyncio.run(Runner.run(Agent(name="support", model=ScriptedModel(_text("hi"))), "x"))
+    set_trace_processors([AgentlensProcessor(agent="billing-bot")])
+    asyncio.run(Runner.run(Agent(name="support", model=ScriptedModel(_text("hi"))), "y"))
+    first, second = captured_traces.traces
+    assert (first.agent, second.agent) == ("support", "billing-bot")

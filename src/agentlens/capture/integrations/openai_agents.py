@@ -25,7 +25,7 @@ nesting (a span's parent is its step's parent):
   ``attributes.triggered``; the SDK's ``task`` (the whole workflow) and ``turn`` spans ->
   ``agent`` steps with their fields (``turn``, ``agent_name``, ``usage``: totals of the spans
   below, not counted again); any other span (``custom``, ``mcp_tools``...) -> an ``agent``
-  step; every step keeps ``attributes.span_type``.
+  step; every step made from a span keeps ``attributes.span_type``.
 
 A trace started inside :func:`agentlens.run` joins that run; otherwise the trace is a run of its
 own (``name`` = the trace's workflow name, ``metadata``: ``trace_id``, ``group_id`` and the
@@ -78,10 +78,15 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
 
     Args:
         prices: {model prefix: (USD per 1M input tokens, per 1M output tokens)}.
+        agent: the agent role of the runs this processor starts (outside ``agentlens.run()``);
+            by default the name of the trace's first agent.
     """
 
-    def __init__(self, *, prices: Mapping[str, Sequence[float]] | None = None) -> None:
+    def __init__(
+        self, *, prices: Mapping[str, Sequence[float]] | None = None, agent: str | None = None
+    ) -> None:
         self.prices = dict(prices or {})
+        self.agent = agent
         self._lock = threading.Lock()
         self._traces: dict[str, _Trace] = {}
         self._steps: dict[str, tuple[ActiveStep, contextvars.Context, _Trace]] = {}
@@ -106,7 +111,9 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
                 extra = getattr(trace, "metadata", None)
                 if isinstance(extra, Mapping):
                     metadata.update({str(k): v for k, v in extra.items()})
-                run = new_run(name=getattr(trace, "name", None), metadata=metadata)
+                run = new_run(
+                    agent=self.agent, name=getattr(trace, "name", None), metadata=metadata
+                )
                 ctx = contextvars.Context()
                 ctx.run(run.__enter__)
                 state = _Trace(run, ctx, own=True)
@@ -148,6 +155,8 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
                 ctx = contextvars.copy_context()
             data = span.span_data
             kind, name = _kind_and_name(data)
+            if state.own and state.run.agent is None and data.type == "agent" and name:
+                state.run.agent = name  # the role: without it no per-agent settings apply
             step = ctx.run(state.run.step, kind, name, attributes={"span_type": data.type})
             ctx.run(step.__enter__)
             with self._lock:
