@@ -378,3 +378,15 @@ def test_the_system_prompt_and_the_question_are_steps(captured_traces: Any) -> N
     ]
     # the message that carries only the tool result is no user step
     assert [s.kind for s in steps[2:]] == [StepKind.LLM, StepKind.TOOL, StepKind.LLM]
+
+
+def test_messages_given_as_a_generator_are_still_sent(captured_traces: Any) -> None:
+    server = Server(_message("msg_g", [{"type": "text", "text": "ok"}]))
+    sent = [{"role": "user", "content": "hello"}]
+    with agentlens.run():
+        client(server).messages.create(
+            model="claude-sonnet-4-6", max_tokens=10, messages=iter(sent)
+        )
+    assert server.requests[0]["messages"] == sent
+    (llm,) = calls(captured_traces.one())
+    assert llm.input == sent

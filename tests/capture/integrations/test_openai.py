@@ -629,3 +629,16 @@ def test_responses_instructions_are_the_system_step(captured_traces: Any) -> Non
         client(server).responses.create(model="gpt-4o", instructions="Be terse.", input="Hello")
     kinds = [(s.kind, s.output) for s in captured_traces.one().steps][:2]
     assert kinds == [(StepKind.SYSTEM, "Be terse."), (StepKind.USER, "Hello")]
+
+
+def test_messages_given_as_a_generator_are_still_sent(captured_traces: Any) -> None:
+    # The SDK takes any iterable of messages; recording read the generator first, so the
+    # request went out with "messages": [] (the API's 400, or a reply to nothing).
+    server = Server(_completion("Hi."))
+    c = client(server)
+    sent = [{"role": "user", "content": "hello"}]
+    with agentlens.run():
+        c.chat.completions.create(model="gpt-4o", messages=(m for m in sent))
+    assert server.requests[0]["messages"] == sent
+    (llm,) = calls(captured_traces.one())
+    assert llm.input == sent

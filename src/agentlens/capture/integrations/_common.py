@@ -530,6 +530,7 @@ def sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
 
     @functools.wraps(create)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _materialise(kwargs)
         call = safe(api.begin, recorder, kwargs)
         try:
             result = create(*args, **kwargs)
@@ -549,6 +550,20 @@ def sync_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
         return result
 
     return wrapper
+
+
+_READ = ("messages", "input", "system")
+"""The arguments a call is recorded from."""
+
+
+def _materialise(kwargs: dict[str, Any]) -> None:
+    """Turn the arguments recording reads that can be read only once (a generator of
+    messages: the SDKs take any iterable) into lists, which the SDK is then given: reading the
+    generator to record it left the SDK nothing to send."""
+    for key in _READ:
+        value = kwargs.get(key)
+        if isinstance(value, Iterator):
+            kwargs[key] = list(value)
 
 
 def _raw_mode(kwargs: Mapping[str, Any]) -> str | None:
@@ -584,6 +599,7 @@ def async_wrapper(create: Any, recorder: Recorder, api: Any) -> Any:
 
     @functools.wraps(create)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _materialise(kwargs)
         call = safe(api.begin, recorder, kwargs)
         try:
             result = await create(*args, **kwargs)
