@@ -390,3 +390,14 @@ def test_messages_given_as_a_generator_are_still_sent(captured_traces: Any) -> N
     assert server.requests[0]["messages"] == sent
     (llm,) = calls(captured_traces.one())
     assert llm.input == sent
+
+
+def test_messages_parse_is_recorded(captured_traces: Any) -> None:
+    # messages.parse() posts the request itself, not through create(): it went unrecorded.
+    server = Server(_message("msg_p", [{"type": "text", "text": '{"id": "INV-7"}'}]))
+    with agentlens.run():
+        client(server).messages.parse(
+            model="claude-sonnet-4-6", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+    (llm,) = calls(captured_traces.one())
+    assert llm.output["content"] == '{"id": "INV-7"}'

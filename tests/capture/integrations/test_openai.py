@@ -642,3 +642,24 @@ def test_messages_given_as_a_generator_are_still_sent(captured_traces: Any) -> N
     assert server.requests[0]["messages"] == sent
     (llm,) = calls(captured_traces.one())
     assert llm.input == sent
+
+
+def test_structured_outputs_through_parse_are_recorded(captured_traces: Any) -> None:
+    # chat.completions.parse() and responses.parse() post the request themselves, not through
+    # create(): their calls went unrecorded, silently.
+    from pydantic import BaseModel
+
+    class Order(BaseModel):
+        id: str
+        status: str
+
+    body = _completion('{"id": "ORD-1", "status": "shipped"}')
+    server = Server(body)
+    with agentlens.run():
+        reply = client(server).chat.completions.parse(
+            model="gpt-4o", messages=[{"role": "user", "content": "ORD-1?"}], response_format=Order
+        )
+    assert reply.choices[0].message.parsed == Order(id="ORD-1", status="shipped")
+    (llm,) = calls(captured_traces.one())
+    assert llm.output["content"] == '{"id": "ORD-1", "status": "shipped"}'
+    assert llm.attributes["input_tokens"] == 100

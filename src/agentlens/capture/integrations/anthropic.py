@@ -83,10 +83,10 @@ def wrap(
 def _install(client: Any, recorder: Recorder, is_async: bool) -> None:
     """Wrap ``client.messages.create`` (and its copies') to record through ``recorder``."""
     messages = client.messages
-    if is_async:
-        messages.create = async_wrapper(messages.create, recorder, _Messages)
-    else:
-        messages.create = sync_wrapper(messages.create, recorder, _Messages)
+    wrapper = async_wrapper if is_async else sync_wrapper
+    for method in ("create", "parse"):  # parse() posts the request itself, not through create()
+        if callable(getattr(messages, method, None)):
+            setattr(messages, method, wrapper(getattr(messages, method), recorder, _Messages))
     client._agentlens_wrapped = True
     wrap_copies(client, lambda copy: _install(copy, recorder, is_async))
 

@@ -82,14 +82,12 @@ def wrap(
 def _install(client: Any, recorder: Recorder, is_async: bool) -> None:
     """Wrap the ``create`` methods of ``client`` (and of its copies) to record through
     ``recorder``."""
-    completions = client.chat.completions
-    responses = client.responses
-    if is_async:
-        completions.create = async_wrapper(completions.create, recorder, _Chat)
-        responses.create = async_wrapper(responses.create, recorder, _Responses)
-    else:
-        completions.create = sync_wrapper(completions.create, recorder, _Chat)
-        responses.create = sync_wrapper(responses.create, recorder, _Responses)
+    wrapper = async_wrapper if is_async else sync_wrapper
+    for resource, api in ((client.chat.completions, _Chat), (client.responses, _Responses)):
+        # parse() (structured outputs) posts the request itself, not through create()
+        for method in ("create", "parse"):
+            if callable(getattr(resource, method, None)):
+                setattr(resource, method, wrapper(getattr(resource, method), recorder, api))
     client._agentlens_wrapped = True
     wrap_copies(client, lambda copy: _install(copy, recorder, is_async))
 
