@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from dashboard_data import XSS, fabricated
@@ -61,6 +62,18 @@ def test_static_assets_are_served_locally(client: Any) -> None:
 def test_home_redirects_to_the_runs(client: Any) -> None:
     response = client.get("/")
     assert response.status_code == 303 and response.headers["location"] == "/runs"
+
+
+def test_a_head_request_is_answered_as_a_get(client: Any) -> None:
+    # uptime checks and link checkers send HEAD: every page answered 405, in JSON
+    for path in PAGES:
+        response = client.head(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"] == "text/html; charset=utf-8"
+        assert response.headers["content-security-policy"] == CSP
+        assert response.content == b""
+    assert client.head("/").status_code == 303
+    assert client.head("/runs/no-such-run").status_code == 404
 
 
 @pytest.mark.parametrize("index", range(len(XSS)))
@@ -244,6 +257,24 @@ def test_a_verdict_on_a_clean_run_is_a_clear_error(client: Any) -> None:
     assert response.status_code == 409 and "not flagged" in response.text
     response = client.post("/review/verdict", data={**form, "verdict": "maybe"})
     assert response.status_code == 400
+
+
+def test_sign_in_goes_back_to_a_run_whose_id_holds_reserved_characters(
+    client: Any, store: Any
+) -> None:
+    # the page asked for went into next= decoded ("/runs/team/run 1?x#y"), so after sign-in
+    # the browser asked for run "team/run 1" with a query string and a fragment: a 404
+    store.put_traces([fabricated("team/run 1?x#y")])
+    created = create_key(store, "default")
+    href = "/runs/team%2Frun%201%3Fx%23y"
+    asked = client.get(href + "?since=7d")
+    assert asked.status_code == 303
+    nxt = parse_qs(urlsplit(asked.headers["location"]).query)["next"][0]
+    assert nxt == href + "?since=7d"
+    response = _sign_in(client, created.key, nxt)
+    assert response.headers["location"] == href + "?since=7d"
+    page = client.get(response.headers["location"])
+    assert page.status_code == 200 and "team/run 1?x#y</code>" in page.text
 
 
 def test_next_never_leaves_the_site(client: Any, store: Any) -> None:

@@ -81,7 +81,8 @@ def mount_dashboard(app: FastAPI, access: Access) -> None:
         def endpoint(request: Request) -> Response:
             return pages.guarded(request, render)
 
-        router.add_api_route(path, endpoint, methods=["GET"])
+        # HEAD as GET (uptime checks, link checkers): the server sends the headers only
+        router.add_api_route(path, endpoint, methods=["GET", "HEAD"])
 
     get("/runs", pages.runs)
     # ids may hold a "/" (the pages link them as %2F, which reaches the router decoded): the
@@ -91,7 +92,7 @@ def mount_dashboard(app: FastAPI, access: Access) -> None:
     get("/content/{kind}/{item_id:path}", pages.content)
     get("/trends", pages.trends)
 
-    @router.get("/")
+    @router.api_route("/", methods=["GET", "HEAD"])
     def home() -> Response:
         return secure(RedirectResponse("/runs", status_code=303))
 
@@ -151,7 +152,11 @@ class _Pages:
     def guarded(self, request: Request, render: Callable[[Request, Viewer], Response]) -> Response:
         viewer = viewer_of(request, self.access)
         if viewer is None:
-            here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            # the path as the browser sent it: an id's %2F, %3F or %23 decoded would send the
+            # browser elsewhere after sign-in
+            raw = request.scope.get("raw_path")
+            path = raw.decode("latin-1") if raw else request.url.path
+            here = path + (f"?{request.url.query}" if request.url.query else "")
             return _redirect(query_url("/login", next=here))
         try:
             return render(request, viewer)
