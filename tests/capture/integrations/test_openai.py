@@ -663,3 +663,47 @@ def test_structured_outputs_through_parse_are_recorded(captured_traces: Any) -> 
     (llm,) = calls(captured_traces.one())
     assert llm.output["content"] == '{"id": "ORD-1", "status": "shipped"}'
     assert llm.attributes["input_tokens"] == 100
+
+
+def test_a_client_wrapped_per_request_frees_its_runs(captured_traces: Any) -> None:
+    # Every recorder was kept in a module list forever, and with it each run it had joined,
+    # every step's data included: a server wrapping a client per request grew without end.
+    import gc
+
+    from agentlens.capture._run import Run
+
+    def alive() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is Run)
+
+    before = alive()
+    for _ in range(5):
+        c = client(Server(_completion("x" * 10_000)))
+        with agentlens.run():
+            c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "q"}])
+        del c
+    assert len(captured_traces.traces) == 5
+    assert alive() <= before
+    # a long-lived client keeps only the last run it joined (forgotten when the next starts)
+    c = client(Server(_completion("a"), _completion("b"), _completion("c")))
+    for _ in range(3):
+        with agentlens.run():
+            c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "q"}])
+    assert alive() <= before + 1
+
+
+def test_an_open_conversation_of_a_dropped_client_is_still_ended(captured_traces: Any) -> None:
+    import gc
+
+    from agentlens.capture.integrations import end_conversations
+
+    c = client(
+        Server(_completion(None, [{"id": "call_1", "name": "get_order", "args": {"id": "X"}}]))
+    )
+    c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "X?"}])
+    del c
+    gc.collect()
+    assert captured_traces.traces == []  # still waiting for the tool's result
+    end_conversations()
+    (trace,) = captured_traces.traces
+    assert trace.input == "X?" and calls(trace)[-1].attributes["incomplete"] is True

@@ -41,6 +41,7 @@ import json
 import logging
 import re
 import threading
+import weakref
 from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -236,7 +237,7 @@ class Recorder:
         self._joined: OrderedDict[str, _Session] = OrderedDict()
         self._ended: dict[str, str] = {}
         """Last fingerprint of an ended conversation -> its run id (for ``continues``)."""
-        _RECORDERS.append(self)
+        _RECORDERS.add(self)
 
     # -- a call ------------------------------------------------------------------------------
 
@@ -361,6 +362,10 @@ class Recorder:
             with self._lock:
                 session = self._joined.get(run.id)
                 if session is None or session.run is not run:
+                    # forget the runs that ended: each holds all its steps' data
+                    ended = [k for k, v in self._joined.items() if v.run.ended_ns is not None]
+                    for gone in ended:
+                        del self._joined[gone]
                     session = _Session(run, contextvars.copy_context(), own=False)
                     self._joined[run.id] = session
                     while len(self._joined) > MAX_JOINED:
@@ -395,6 +400,7 @@ class Recorder:
         session = _Session(own, ctx, own=True)
         with self._lock:
             self._own[id(session)] = session
+            _OPEN.add(self)  # ended at exit even when the client is gone by then
         return session
 
     def _continues(self, sent: list[str], previous_response: str | None) -> str | None:
@@ -453,6 +459,8 @@ class Recorder:
     def _end_own(self, session: _Session) -> None:
         with self._lock:
             self._own.pop(id(session), None)
+            if not self._own:
+                _OPEN.discard(self)
             if session.known:
                 self._ended[session.known[-1]] = session.run.id
             for response in session.responses:
@@ -470,16 +478,21 @@ class Recorder:
         with self._lock:
             sessions = list(self._own.values())
             self._own.clear()
+            _OPEN.discard(self)
         for session in sessions:
             self._close(session)
 
 
-_RECORDERS: list[Recorder] = []
+_RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()
+"""Every recorder whose client is alive. Weak: a client wrapped per request (and the runs its
+recorder joined) is freed with it; a strong list kept every run ever recorded."""
+_OPEN: set[Recorder] = set()
+"""The recorders with open conversations (kept until they end, to end them at exit)."""
 
 
 def end_conversations() -> None:
     """End every open conversation of every wrapped client (also done at exit)."""
-    for recorder in list(_RECORDERS):
+    for recorder in {*_RECORDERS, *_OPEN}:
         recorder.close()
 
 
