@@ -44,3 +44,16 @@ def test_importing_agentlens_imports_no_integration_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_names_the_docs_give_under_agentlens_integrations_exist() -> None:
+    # docs/integrations/openai.md says agentlens.integrations.end_conversations() ends the open
+    # conversations: it raised AttributeError (only agentlens.capture.integrations had it).
+    import agentlens.integrations as short
+    from agentlens.capture import integrations
+
+    assert short.end_conversations is integrations.end_conversations
+    assert short.PRICES is integrations.PRICES
+    assert short.estimate_cost("gpt-4o", 1_000_000, 0) == 2.5
+    with pytest.raises(AttributeError):
+        short.no_such_name  # noqa: B018
