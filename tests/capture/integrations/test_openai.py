@@ -707,3 +707,24 @@ def test_an_open_conversation_of_a_dropped_client_is_still_ended(captured_traces
     end_conversations()
     (trace,) = captured_traces.traces
     assert trace.input == "X?" and calls(trace)[-1].attributes["incomplete"] is True
+
+
+def test_an_async_stream_left_by_break_keeps_what_arrived(captured_traces: Any) -> None:
+    # The async generator a break leaves is closed later, by a task of the event loop: the run
+    # had ended by then, and its llm step went out incomplete, without the text that arrived.
+    server = Server([_chunk("Hel"), _chunk("lo"), _chunk(" there", "stop")])
+    c = async_client(server)
+
+    async def main() -> None:
+        async with agentlens.run():
+            stream = await c.chat.completions.create(
+                model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            async for chunk in stream:
+                if chunk.choices[0].delta.content == "lo":
+                    break
+
+    asyncio.run(main())
+    (llm,) = calls(captured_traces.one())
+    assert llm.output == {"role": "assistant", "content": "Hello"}
+    assert "incomplete" not in llm.attributes

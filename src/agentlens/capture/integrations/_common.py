@@ -708,18 +708,8 @@ class _AsyncStream:
         self._call: Call | None = call
         self._acc = acc
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        try:
-            async for item in self._inner:
-                safe(self._acc.add, item)
-                yield item
-        except GeneratorExit:
-            self._done()
-            raise
-        except BaseException as exc:
-            self._fail(exc)
-            raise
-        self._done()
+    def __aiter__(self) -> _AsyncItems:
+        return _AsyncItems(self, self._inner.__aiter__())
 
     async def __anext__(self) -> Any:
         # The SDKs' async streams are async iterators: ``anext(stream)`` must work here too.
@@ -755,3 +745,39 @@ class _AsyncStream:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+class _AsyncItems:
+    """What ``async for`` over an :class:`_AsyncStream` iterates.
+
+    Not an async generator: one left by a ``break`` is closed only later, by a task the event
+    loop schedules, by when the run has usually ended and the call's step gone out as
+    incomplete, without what arrived. This object is dropped at once (a sync generator is
+    closed at once too), and records the call then.
+    """
+
+    __slots__ = ("_items", "_stream")
+
+    def __init__(self, stream: _AsyncStream, items: AsyncIterator[Any]) -> None:
+        self._stream = stream
+        self._items = items
+
+    def __aiter__(self) -> _AsyncItems:
+        return self
+
+    async def __anext__(self) -> Any:
+        stream = self._stream
+        try:
+            item = await self._items.__anext__()
+        except StopAsyncIteration:
+            stream._done()
+            raise
+        except BaseException as exc:
+            stream._fail(exc)
+            raise
+        safe(stream._acc.add, item)
+        return item
+
+    def __del__(self) -> None:  # the caller stopped reading: record what arrived
+        with contextlib.suppress(Exception):
+            self._stream._done()
