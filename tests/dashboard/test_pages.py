@@ -346,3 +346,32 @@ def test_trends_compare_two_windows_and_draw_each_mode(client: Any) -> None:
     assert 'href="/runs/old-08-0"' not in text  # a flagged run of the baseline window
     one = client.get("/trends?mode=repeated_tool_call").text
     assert re.findall(r"<h2>Rate per day: ([^<]+)</h2>", one) == ["repeated_tool_call"]
+
+
+@pytest.mark.parametrize(
+    "query", ["since=30d&mode=repeated_tool_call", "since=30d&agent=support", "since=all"]
+)
+def test_a_trends_count_links_to_the_runs_it_counts(client: Any, query: str) -> None:
+    # the per-release links dropped the page's role and failure mode (v2's one repeated call
+    # linked to both of v2's flagged runs), the per-role rows had no link, and a chart's dots
+    # and "all N" left the role out
+    text = client.get(f"/trends?{query}").text
+    rows = []
+    for table in ("by-agent", "by-release"):
+        body = text.split(f'id="{table}"', 1)[1].split("</table>", 1)[0]
+        rows += re.findall(
+            r'<td class="text"><a href="([^"]+)">[^<]*</a></td><td class="num">[\d,]+</td>'
+            r'<td class="num">([\d,]+)</td>',
+            body,
+        )
+    assert len(rows) >= 3, "every named role and release links to its runs"
+    for href, flagged in rows:
+        listed = client.get(html.unescape(href)).text
+        assert len(re.findall(r'<tr class="run flagged"', listed)) == int(flagged), href
+    asked = dict(p.split("=") for p in query.split("&"))
+    for href in re.findall(r'href="(/runs\?[^"]+)"', text):
+        params = parse_qs(urlsplit(html.unescape(href)).query)
+        if "mode" in asked:
+            assert params.get("mode") == [asked["mode"]], href
+        if "agent" in asked and "release" in params:
+            assert params.get("agent") == [asked["agent"]], href
