@@ -401,3 +401,44 @@ def test_messages_parse_is_recorded(captured_traces: Any) -> None:
         )
     (llm,) = calls(captured_traces.one())
     assert llm.output["content"] == '{"id": "INV-7"}'
+
+
+def test_a_server_tool_and_its_result_are_a_tool_step(captured_traces: Any) -> None:
+    # Web search (a tool Anthropic runs) came back in the reply as server_tool_use and
+    # web_search_tool_result blocks, which were dropped: the answer's sources were no evidence.
+    from agentlens.eval import run_scorers
+
+    url = "https://status.example.com/incidents/INC-4821"
+    found = [{"type": "web_search_result", "url": url, "title": "INC-4821 resolved",
+              "encrypted_content": "abc", "page_age": "2 days ago"}]  # fmt: skip
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search",
+              "input": {"query": "INC-4821 status"}}  # fmt: skip
+    server = Server(
+        _message(
+            "msg_w",
+            [
+                search,
+                {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": found},
+                {"type": "text", "text": f"INC-4821 is resolved, see {url}"},
+            ],
+        )
+    )
+    with agentlens.run(agent="ops", input="Is INC-4821 resolved?") as run:
+        reply = client(server).messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=100,
+            tools=[{"type": "web_search_20250305", "name": "web_search"}],
+            messages=[{"role": "user", "content": "Is INC-4821 resolved?"}],
+        )
+        run.output = reply.content[-1].text
+    trace = captured_traces.one()
+    tool, llm = calls(trace)  # the search ran before the reply was written: evidence for it
+    assert (tool.name, tool.input, tool.output) == (
+        "web_search",
+        {"query": "INC-4821 status"},
+        found,
+    )
+    assert tool.attributes["served"] is True and "incomplete" not in tool.attributes
+    assert "tool_calls" not in llm.output  # nothing for the caller to answer
+    report = run_scorers(["no_fabricated_refs"], trace=trace)
+    assert report.results["no_fabricated_refs"].passed, report

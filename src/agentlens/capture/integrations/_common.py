@@ -64,6 +64,7 @@ __all__ = [
     "estimate_cost",
     "fingerprint",
     "member",
+    "move_before",
     "plain",
     "require",
     "safe",
@@ -293,8 +294,14 @@ class Recorder:
         text: str | None,
         response_id: str | None = None,
         attributes: Mapping[str, Any] | None = None,
+        served: Sequence[tuple[ToolCall, ToolResult]] = (),
     ) -> None:
-        """Close the call's ``llm`` step with the reply, and open a tool step per tool call."""
+        """Close the call's ``llm`` step with the reply, and open a tool step per tool call.
+
+        ``served``: the tools the provider ran itself within the call (Anthropic's web search,
+        web fetch, code execution), each with its result: recorded as finished ``tool`` steps
+        after the ``llm`` step, whatever ``record_tool_results`` says (no code of the caller's
+        ran them), since their results are what the reply was grounded in."""
         if call is None:
             return
         try:
@@ -319,6 +326,21 @@ class Recorder:
             if attributes:
                 attrs.update(attributes)
             call.ctx.run(step.__exit__, None, None, None)
+            ran = []
+            for tool, result in served:
+                sctx = session.ctx.copy() if session.own else call.ctx.copy()
+                ran += [
+                    sctx.run(
+                        session.run.step,
+                        "tool",
+                        tool.name,
+                        input=tool.arguments,
+                        output=None if result.is_error else result.content,
+                        error=(result.content or "error") if result.is_error else None,
+                        attributes={"tool_call_id": tool.id, "served": True},
+                    )
+                ]
+            move_before(session.run, ran, step)  # they ran before the reply was written
             if self.record_tool_results:
                 for tool in tool_calls:
                     tctx = session.ctx.copy() if session.own else call.ctx.copy()
@@ -497,6 +519,20 @@ def end_conversations() -> None:
 
 
 atexit.register(end_conversations)
+
+
+def move_before(run: Run, steps: Sequence[ActiveStep], step: ActiveStep) -> None:
+    """Put ``steps`` (just recorded) right before ``step`` in the run's order: what a model
+    was shown, or what a provider's tool found, known only when the call ends, is evidence for
+    its reply, which is checked against the steps before it."""
+    order = run.steps
+    if not steps or step not in order:
+        return
+    for added in steps:
+        with contextlib.suppress(ValueError):
+            order.remove(added)
+    at = order.index(step)
+    order[at:at] = list(steps)
 
 
 def _internal(exc: BaseException) -> None:

@@ -133,6 +133,34 @@ def _usage(usage: Any) -> dict[str, int | None]:
     }
 
 
+def _served(blocks: list[Any]) -> list[tuple[ToolCall, ToolResult]]:
+    """The server tools of a reply (``server_tool_use`` blocks: web search, web fetch, code
+    execution...) each with its ``*_tool_result`` block, which comes in the same reply."""
+    uses = {
+        str(b.get("id")): b
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "server_tool_use"
+    }
+    out = []
+    for block in blocks:
+        if not isinstance(block, dict) or not str(block.get("type", "")).endswith("_tool_result"):
+            continue
+        use = uses.get(str(block.get("tool_use_id")))
+        if use is None:
+            continue
+        content = block.get("content")
+        failed = isinstance(content, dict) and str(content.get("type", "")).endswith("_error")
+        out.append(
+            (
+                ToolCall(
+                    id=str(use.get("id")), name=str(use.get("name")), arguments=use.get("input")
+                ),
+                ToolResult(call_id=str(use.get("id")), content=content, is_error=failed),
+            )
+        )
+    return out
+
+
 class _Messages:
     @staticmethod
     def begin(recorder: Recorder, kwargs: dict[str, Any]) -> Call | None:
@@ -210,6 +238,7 @@ class _Messages:
             if b.get("type") == "tool_use"
         ]
         text = _text(blocks)
+        served = _served(blocks)
         output: dict[str, Any] = {"role": "assistant", "content": text}
         thinking = [b.get("thinking") for b in blocks if b.get("type") == "thinking"]
         if thinking:
@@ -228,6 +257,7 @@ class _Messages:
             text=text,
             response_id=response_id,
             attributes={"stop_reason": stop} if stop else None,
+            served=served,
         )
 
     @staticmethod

@@ -51,6 +51,7 @@ from agentlens.capture.integrations._common import (
     _internal,
     estimate_cost,
     fingerprint,
+    move_before,
     plain,
     require,
 )
@@ -204,12 +205,7 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             if here[key] > state.shown[key]:
                 state.shown[key] += 1
                 new.append(ctx.run(state.run.step, kind, output=content))
-        steps = state.run.steps
-        if new and step in steps:
-            for added in new:
-                steps.remove(added)
-            at = steps.index(step)
-            steps[at:at] = new
+        move_before(state.run, new, step)
 
     def shutdown(self) -> None:
         with self._lock:
