@@ -728,3 +728,53 @@ def test_an_async_stream_left_by_break_keeps_what_arrived(captured_traces: Any) 
     (llm,) = calls(captured_traces.one())
     assert llm.output == {"role": "assistant", "content": "Hello"}
     assert "incomplete" not in llm.attributes
+
+
+def test_a_built_in_file_search_is_a_retrieval_step_before_the_reply(
+    captured_traces: Any,
+) -> None:
+    # The results of OpenAI's own tools (file search, web search, code interpreter, remote MCP)
+    # come back in the response's output, where they were dropped: an answer from the files
+    # was checked against no evidence, and its references flagged as fabricated.
+    from agentlens.eval import run_scorers
+
+    results = [{"file_id": "file-1", "filename": "refunds.md", "score": 0.9,
+                "text": "Refund REF-3141 was issued on 2026-11-02."}]  # fmt: skip
+    server = Server(
+        {
+            "id": "resp_fs",
+            "object": "response",
+            "created_at": 1,
+            "model": "gpt-4o",
+            "status": "completed",
+            "output": [
+                {"type": "file_search_call", "id": "fs_1", "status": "completed",
+                 "queries": ["refund REF-3141"], "results": results},
+                {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+                 "content": [{"type": "output_text", "annotations": [],
+                              "text": "REF-3141 was issued on 2026-11-02."}]},
+            ],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+        }
+    )  # fmt: skip
+    with agentlens.run(agent="support", input="When was REF-3141 issued?") as run:
+        reply = client(server).responses.create(
+            model="gpt-4o",
+            input="When was REF-3141 issued?",
+            tools=[{"type": "file_search", "vector_store_ids": ["vs_1"]}],
+            include=["file_search_call.results"],
+        )
+        run.output = reply.output_text
+    trace = captured_traces.one()
+    found, llm = (s for s in trace.steps if s.kind in (StepKind.RETRIEVAL, StepKind.LLM))
+    assert (found.kind, found.name, found.input) == (
+        StepKind.RETRIEVAL,
+        "file_search",
+        {"queries": ["refund REF-3141"]},
+    )
+    assert found.output == results and found.attributes["served"] is True
+    assert "tool_calls" not in llm.output
+    report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
+    assert all(r.passed for r in report.results.values()), report

@@ -171,6 +171,8 @@ class ToolCall:
     id: str
     name: str
     arguments: Any
+    kind: str = "tool"
+    """The kind of step it is: ``tool``, or ``retrieval`` for a provider's file search."""
 
 
 @dataclass(frozen=True)
@@ -332,7 +334,7 @@ class Recorder:
                 ran += [
                     sctx.run(
                         session.run.step,
-                        "tool",
+                        tool.kind,
                         tool.name,
                         input=tool.arguments,
                         output=None if result.is_error else result.content,

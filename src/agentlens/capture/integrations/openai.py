@@ -378,11 +378,41 @@ class _Responses:
             text=content,
             response_id=member(response, "id"),
             attributes={"status": status} if status else None,
+            served=[s for s in map(_served, output) if s is not None],
         )
 
     @staticmethod
     def accumulator() -> _ResponseEvents:
         return _ResponseEvents()
+
+
+_SERVED = {
+    # output item type: (step kind, step name, the fields that are its input, its output field)
+    "file_search_call": ("retrieval", "file_search", ("queries",), "results"),
+    "web_search_call": ("tool", "web_search", ("action",), "action"),
+    "code_interpreter_call": ("tool", "code_interpreter", ("code",), "outputs"),
+    "mcp_call": ("tool", None, ("server_label", "arguments"), "output"),
+}
+"""The tools OpenAI runs itself, whose results come back in the response's output."""
+
+
+def _served(item: Any) -> tuple[ToolCall, ToolResult] | None:
+    """A built-in tool call of a response (file search, web search, code interpreter, a
+    remote MCP tool) with its result; ``None`` for another item."""
+    if not isinstance(item, dict) or item.get("type") not in _SERVED:
+        return None
+    kind, name, inputs, field_name = _SERVED[item["type"]]
+    arguments = {
+        k: _arguments(item[k]) if k == "arguments" else item[k] for k in inputs if k in item
+    }
+    error = item.get("error")
+    tool = ToolCall(
+        id=str(item.get("id")), name=name or str(item.get("name")), arguments=arguments, kind=kind
+    )
+    result = item.get(field_name)
+    if field_name == "action" and isinstance(result, dict):
+        result = result.get("sources")  # what the search found (with include=[...sources])
+    return tool, ToolResult(call_id=tool.id, content=error or result, is_error=bool(error))
 
 
 def _output_text(value: Any) -> Any:
