@@ -289,3 +289,55 @@ def test_the_run_is_of_the_first_agent_or_of_the_role_given(
     asyncio.run(Runner.run(Agent(name="support", model=ScriptedModel(_text("hi"))), "y"))
     first, second = captured_traces.traces
     assert (first.agent, second.agent) == ("support", "billing-bot")
+
+
+def test_a_hosted_file_search_is_a_retrieval_step_before_the_reply(
+    captured_traces: Any, processor: AgentlensProcessor
+) -> None:
+    # A hosted tool's results (FileSearchTool here) are items of the response, and were
+    # dropped: the answer taken from the files had no evidence.
+    import json
+
+    import httpx
+    import openai
+    from agents import FileSearchTool, OpenAIResponsesModel
+
+    results = [{"file_id": "file-1", "filename": "refunds.md", "score": 0.9,
+                "text": "Refund REF-3141 was issued on 2026-11-02."}]  # fmt: skip
+    body = {
+        "id": "resp_fs", "object": "response", "created_at": 1, "model": "gpt-4o",
+        "status": "completed", "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "output": [
+            {"type": "file_search_call", "id": "fs_1", "status": "completed",
+             "queries": ["REF-3141"], "results": results},
+            {"type": "message", "id": "m1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "annotations": [],
+                          "text": "REF-3141 was issued on 2026-11-02."}]},
+        ],
+    }  # fmt: skip
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=json.dumps(body).encode(),
+                              headers={"content-type": "application/json"})  # fmt: skip
+
+    client = openai.AsyncOpenAI(
+        api_key="sk-test",
+        base_url="http://fake.openai/v1",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(answer)),
+        max_retries=0,
+    )
+    agent = Agent(
+        name="support",
+        tools=[FileSearchTool(vector_store_ids=["vs_1"], include_search_results=True)],
+        model=OpenAIResponsesModel(model="gpt-4o", openai_client=client),
+    )
+    result = asyncio.run(Runner.run(agent, "When was REF-3141 issued?"))
+    assert result.final_output == "REF-3141 was issued on 2026-11-02."
+    trace = captured_traces.one()
+    found, llm = (s for s in trace.steps if s.kind in (StepKind.RETRIEVAL, StepKind.LLM))
+    assert (found.name, found.input, found.output) == (
+        "file_search",
+        {"queries": ["REF-3141"]},
+        results,
+    )
+    assert llm.attributes["response_id"] == "resp_fs"

@@ -48,6 +48,8 @@ from agentlens.capture._run import ActiveStep, Run, current_run
 from agentlens.capture._run import run as new_run
 from agentlens.capture._state import is_enabled
 from agentlens.capture.integrations._common import (
+    ToolCall,
+    ToolResult,
     _internal,
     estimate_cost,
     fingerprint,
@@ -55,6 +57,7 @@ from agentlens.capture.integrations._common import (
     plain,
     require,
 )
+from agentlens.capture.integrations.openai import _served as served_item
 
 __all__ = ["AgentlensProcessor"]
 
@@ -174,6 +177,7 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             step, ctx, state = entry
             self._fill(step, span.span_data, state)
             shown = _shown(span.span_data)
+            served = _served_of(span.span_data)
             error = span.error
             if error:
                 message = error.get("message") if isinstance(error, Mapping) else str(error)
@@ -187,6 +191,20 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
             ctx.run(step.__exit__, None, None, None)
             if shown:
                 self._record_shown(state, step, ctx, shown)
+            if served:  # the hosted tools (file search, web search...) ran before the reply
+                ran = [
+                    ctx.run(
+                        state.run.step,
+                        tool.kind,
+                        tool.name,
+                        input=tool.arguments,
+                        output=None if result.is_error else result.content,
+                        error=result.content if result.is_error else None,
+                        attributes={"tool_call_id": tool.id, "served": True},
+                    )
+                    for tool, result in served
+                ]
+                move_before(state.run, ran, step)
         except Exception as exc:
             _internal(exc)
 
@@ -315,6 +333,16 @@ class AgentlensProcessor(_tracing.TracingProcessor):  # type: ignore[name-define
 
 
 _SHOWN = {"system": "system", "developer": "system", "user": "user"}
+
+
+def _served_of(data: Any) -> list[tuple[ToolCall, ToolResult]]:
+    """The hosted tools of a ``response`` span's response (file search, web search, code
+    interpreter, remote MCP), each with its result, as the OpenAI client integration reads
+    them."""
+    if data.type != "response":
+        return []
+    items = [plain(i) for i in (getattr(getattr(data, "response", None), "output", None) or [])]
+    return [s for s in map(served_item, items) if s is not None]
 
 
 def _shown(data: Any) -> list[tuple[str, Any]]:
