@@ -13,6 +13,7 @@ from dashboard_data import XSS, fabricated
 from markupsafe import escape
 
 from agentlens.dashboard import CSP
+from agentlens.review import review_pending
 from agentlens.server._keys import create_key, revoke_key
 
 PAGES = [
@@ -375,3 +376,20 @@ def test_a_trends_count_links_to_the_runs_it_counts(client: Any, query: str) -> 
             assert params.get("mode") == [asked["mode"]], href
         if "agent" in asked and "release" in params:
             assert params.get("agent") == [asked["agent"]], href
+
+
+def test_the_review_queue_says_when_more_runs_wait_than_it_shows(client: Any, store: Any) -> None:
+    # with more than 100 runs waiting the heading counted the findings shown as all there were,
+    # and a role with nothing open said every flagged finding had a verdict
+    store.put_traces([fabricated(f"wait-{i:03d}", minutes_ago=300 - i) for i in range(110)])
+    review_pending(store)
+    text = client.get("/review").text
+    assert text.count('class="queue-item"') == 100
+    heading = re.search(r"<h1>(.*?)</h1>", text, re.S)
+    assert heading and "100 findings awaiting a verdict" in heading.group(1)
+    assert "more flagged runs wait after these" in heading.group(1)
+    nobody = client.get("/review?agent=nobody").text
+    assert "every flagged finding has a verdict" not in nobody
+    assert "Nothing to review for agent nobody: no flagged finding" in nobody
+    few = client.get("/review?agent=billing").text
+    assert "more flagged runs wait" not in few and few.count('class="queue-item"') == 1

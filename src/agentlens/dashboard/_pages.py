@@ -321,9 +321,13 @@ class _Pages:
         from agentlens.review import precision, review_queue
 
         agent = request.query_params.get("agent") or None
-        queue = review_queue(agent=agent, limit=QUEUE_SIZE, project=viewer.project, db=self.store)
+        # one more than is shown, to say whether more runs wait after these
+        queue = review_queue(
+            agent=agent, limit=QUEUE_SIZE + 1, project=viewer.project, db=self.store
+        )
+        more = len(queue) > QUEUE_SIZE
         items = []
-        for run in queue:
+        for run in queue[:QUEUE_SIZE]:
             flags = self.store.get_flags(run.id)
             judged = {v.finding_key for v in self.store.get_verdicts(run.id) if v.live}
             for f in flags.findings if flags else ():
@@ -331,7 +335,7 @@ class _Pages:
                     items.append((run, f))
         at = request.query_params.get("at", "0")
         return page(
-            request, "review.html", viewer, items=items, agent=agent,
+            request, "review.html", viewer, items=items, agent=agent, more=more, shown=QUEUE_SIZE,
             at=int(at) if _digits(at) else 0,
             precision=precision(db=self.access.view(viewer.project)),
         )  # fmt: skip
