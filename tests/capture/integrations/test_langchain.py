@@ -249,3 +249,46 @@ def test_the_system_prompt_and_user_messages_are_steps_and_so_evidence(
     assert [s.kind for s in trace.steps][1:4] == [StepKind.SYSTEM, StepKind.USER, StepKind.LLM]
     report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
     assert all(r.passed for r in report.results.values()), report
+
+
+def test_a_tool_result_the_handler_did_not_see_run_is_a_tool_step(captured_traces: Any) -> None:
+    # A tool called without the callbacks (tool.invoke(args), or plain Python) and fed back as
+    # a ToolMessage: its result was only in the next llm step's input, which is not evidence.
+    model = _model(CALL, AIMessage("ORD-1 shipped on 2026-11-20."))
+    handler = AgentlensCallbackHandler(agent="support")
+
+    def agent(question: str, config: Any) -> str:
+        messages: list[Any] = [HumanMessage(question)]
+        reply = model.invoke(messages, config=config)
+        messages.append(reply)
+        for call in reply.tool_calls:
+            result = get_order.func(**call["args"])  # plain Python: the handler sees nothing
+            messages.append(ToolMessage(result, tool_call_id=call["id"], name=call["name"]))
+        return str(model.invoke(messages, config=config).content)
+
+    RunnableLambda(agent, name="support_agent").invoke("Where?", config={"callbacks": [handler]})
+    steps = captured_traces.one().steps
+    assert [s.kind for s in steps] == [
+        StepKind.AGENT, StepKind.USER, StepKind.LLM, StepKind.TOOL, StepKind.LLM
+    ]  # fmt: skip
+    tool = steps[3]
+    assert (tool.name, tool.output) == ("get_order", "ORD-1: shipped 2026-11-20")
+    assert tool.attributes == {"tool_call_id": "call_1", "unpaired": True}
+
+
+def test_a_tool_seen_without_its_call_id_is_not_recorded_twice(captured_traces: Any) -> None:
+    model = _model(CALL, AIMessage("ORD-1 shipped on 2026-11-20."))
+    handler = AgentlensCallbackHandler(agent="support")
+
+    def agent(question: str, config: Any) -> str:
+        messages: list[Any] = [HumanMessage(question)]
+        reply = model.invoke(messages, config=config)
+        messages.append(reply)
+        for call in reply.tool_calls:
+            result = get_order.invoke(call["args"], config=config)  # seen, but without the id
+            messages.append(ToolMessage(result, tool_call_id=call["id"]))
+        return str(model.invoke(messages, config=config).content)
+
+    RunnableLambda(agent, name="support_agent").invoke("Where?", config={"callbacks": [handler]})
+    tools = [s for s in captured_traces.one().steps if s.kind is StepKind.TOOL]
+    assert len(tools) == 1 and "unpaired" not in tools[0].attributes

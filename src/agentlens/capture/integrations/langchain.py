@@ -78,6 +78,9 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
         self._roots: dict[UUID, tuple[Run, contextvars.Context]] = {}
         self._shown: OrderedDict[str, Counter[str]] = OrderedDict()
         """Per agentlens run: how often each system prompt or user message was recorded."""
+        self._results: OrderedDict[str, tuple[set[str], Counter[str]]] = OrderedDict()
+        """Per agentlens run: the tool call ids whose result is recorded, and how many tool
+        results were recorded without an id (by content), not yet matched to one."""
 
     # -- opening and closing ---------------------------------------------------------------
 
@@ -119,6 +122,16 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
                     ctx = ctx.copy()
             for shown_kind, content in self._new_shown(run, shown):
                 ctx.run(run.step, shown_kind, output=content)
+            for message in self._unrecorded_results(run, input if kind == "llm" else None):
+                failed = message.get("status") == "error"
+                ctx.run(
+                    run.step,
+                    "tool",
+                    message.get("name"),
+                    output=None if failed else message.get("content"),
+                    error=(message.get("content") or "error") if failed else None,
+                    attributes={"tool_call_id": message["tool_call_id"], "unpaired": True},
+                )
             step = ctx.run(run.step, kind, name, input=input, attributes=attributes)
             ctx.run(step.__enter__)
             with self._lock:
@@ -145,6 +158,38 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
                     counts[key] += 1
                     if content not in (None, "", []):
                         new.append((kind, content))
+        return new
+
+    def _run_results(self, run: Run) -> tuple[set[str], Counter[str]]:
+        with self._lock:
+            state = self._results.setdefault(run.id, (set(), Counter()))
+            self._results.move_to_end(run.id)
+            while len(self._results) > _MAX_RUNS:
+                self._results.popitem(last=False)
+        return state
+
+    def _unrecorded_results(self, run: Run, sent: Any) -> list[dict[str, Any]]:
+        """The tool results (``ToolMessage``) a model is sent whose tool ran without this
+        handler seeing it (called outside LangChain's callbacks): they are evidence, recorded as
+        ``tool`` steps. One matching, by content, a tool step recorded without a call id is that
+        step's result, not another."""
+        if not isinstance(sent, list):
+            return []
+        ids, unnamed = self._run_results(run)
+        new = []
+        with self._lock:
+            for message in sent:
+                if not isinstance(message, dict) or message.get("role") != "tool":
+                    continue
+                call_id = message.get("tool_call_id")
+                if not isinstance(call_id, str) or call_id in ids:
+                    continue
+                ids.add(call_id)
+                key = fingerprint(message.get("content"))
+                if unnamed[key] > 0:
+                    unnamed[key] -= 1
+                    continue
+                new.append(message)
         return new
 
     def _close(
@@ -288,13 +333,22 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
         inputs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        call_id = kwargs.get("tool_call_id")
         self._open(
             run_id,
             parent_run_id,
             "tool",
             _name(serialized, kwargs),
             _plain(inputs) if inputs is not None else input_str,
+            {"tool_call_id": call_id} if isinstance(call_id, str) else None,
         )
+        if isinstance(call_id, str):  # its result, fed back, is this step's (even if it fails)
+            with self._lock:
+                entry = self._steps.get(run_id)
+            if entry is not None:
+                ids, _ = self._run_results(entry[2])
+                with self._lock:
+                    ids.add(call_id)
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         status = getattr(output, "status", None)
@@ -303,6 +357,18 @@ class AgentlensCallbackHandler(_base.BaseCallbackHandler):  # type: ignore[name-
         call_id = getattr(output, "tool_call_id", None)
         if isinstance(call_id, str):
             attributes["tool_call_id"] = call_id
+        try:
+            with self._lock:
+                entry = self._steps.get(run_id)
+            if entry is not None:
+                ids, unnamed = self._run_results(entry[2])
+                with self._lock:
+                    if isinstance(call_id, str):
+                        ids.add(call_id)
+                    elif "tool_call_id" not in entry[0].attributes:
+                        unnamed[fingerprint(_plain(content))] += 1
+        except Exception as exc:
+            _internal(exc)
         if status == "error":
             self._close(run_id, error=_plain(content), attributes=attributes)
         else:
@@ -375,6 +441,8 @@ def _message(message: Any) -> Any:
         ]
     if getattr(message, "tool_call_id", None):
         out["tool_call_id"] = message.tool_call_id
+        if getattr(message, "status", None) == "error":
+            out["status"] = "error"
     if getattr(message, "name", None):
         out["name"] = message.name
     return out
