@@ -393,3 +393,18 @@ def test_the_review_queue_says_when_more_runs_wait_than_it_shows(client: Any, st
     assert "Nothing to review for agent nobody: no flagged finding" in nobody
     few = client.get("/review?agent=billing").text
     assert "more flagged runs wait" not in few and few.count('class="queue-item"') == 1
+
+
+def test_metadata_is_shown_as_the_text_it_is(client: Any, store: Any) -> None:
+    # tojson escapes < > & ' for a script, so inside <pre> the page showed O\u0027Brien
+    run = fabricated("meta-1")
+    run.metadata = {"owner": "O'Brien & <co>", "release": "v1", "ünï": "😀"}
+    store.put_traces([run])
+    text = client.get("/runs/meta-1").text
+    shown = re.search(r'<pre class="json" id="metadata">(.*?)</pre>', text, re.S)
+    assert shown, "no metadata block"
+    assert "\\u00" not in shown.group(1)
+    assert html.unescape(shown.group(1)) == (
+        '{\n  "owner": "O\'Brien & <co>",\n  "release": "v1",\n  "ünï": "😀"\n}'
+    )
+    assert "<co>" not in shown.group(1)  # still escaped: text, never markup

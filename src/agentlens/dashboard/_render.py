@@ -3,6 +3,7 @@ every page carries, and the filters the templates use."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -70,6 +71,13 @@ def _cost(value: Any) -> str:
     return "—" if value is None else f"${float(value):.4f}"
 
 
+def _json_text(value: Any) -> str:
+    """A value as indented JSON to show as text (autoescaped where it is put): the characters
+    as they are, where Jinja's ``tojson`` writes ``<``, ``>``, ``&`` and ``'`` as ``\\u`` escapes
+    meant for a script."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def query_url(path: str, **params: Any) -> str:
     """``path?params`` with the empty parameters left out."""
     kept = {k: v for k, v in params.items() if v not in (None, "", False)}
@@ -84,7 +92,13 @@ _ENV = Environment(
     lstrip_blocks=True,
 )
 _ENV.filters.update(
-    segment=_segment, time=_time, pct=_pct, seconds=_seconds, number=_number, cost=_cost
+    segment=_segment,
+    time=_time,
+    pct=_pct,
+    seconds=_seconds,
+    number=_number,
+    cost=_cost,
+    json_text=_json_text,
 )
 _ENV.globals["query_url"] = query_url
 
