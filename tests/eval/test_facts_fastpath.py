@@ -42,10 +42,13 @@ from agentlens.eval._references import _NUM, Reference, get_extractor, parse_num
 
 # The plain definition of a word of a name and of a name: the look-behind first.
 _PLAIN_WORD = r"(?:[A-Z][a-z]*['’])?[A-Z][a-z]+(?:[A-Z][a-z]+)?(?:-[A-Z][a-z]+)*"
-_PLAIN_NAME_WORD = rf"(?:[A-Z]\.(?=[ \t]+[A-Z])|{_PLAIN_WORD}|[A-Z]{{2,6}}(?![\w'’]))"
+_PLAIN_END = r"(?:(?![\w'’-])|(?=['’]s(?![\w'’-])))"  # a word's end, or a possessive after it
+_PLAIN_NAME_WORD = (
+    rf"(?:[A-Z]\.(?=[ \t]+[A-Z])|{_PLAIN_WORD}|[A-Z]{{2,6}}(?:(?![\w'’])|(?=['’]s(?![\w'’-]))))"
+)
 _PLAIN_NAME = re.compile(
     rf"(?=[A-Z])(?<![\w'’-]){_PLAIN_NAME_WORD}"
-    rf"(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_PLAIN_NAME_WORD})*(?![\w'’-])"
+    rf"(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_PLAIN_NAME_WORD})*{_PLAIN_END}"
 )
 
 # ... and of a number: the look-behind first, over ``_references``' own _NUM.
@@ -183,6 +186,9 @@ _PIECES = [
     "0.75",
     "Mary-Kate",
     "ACME",
+    "'s ",
+    "’s",
+    "'sx",
 ]
 _TEXTS = st.lists(st.sampled_from(_PIECES), max_size=30).map("".join)
 
@@ -198,7 +204,7 @@ def test_name_expression_is_the_plain_one(text: str) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.text(alphabet=st.sampled_from("AZaz'’- \t.&1"), max_size=40))
+@given(text=st.text(alphabet=st.sampled_from("AZazs'’- \t.&1"), max_size=40))
 def test_name_expression_is_the_plain_one_on_letters(text: str) -> None:
     assert [m.span() for m in _NAME.finditer(text)] == [
         m.span() for m in _PLAIN_NAME.finditer(text)

@@ -145,6 +145,39 @@ def test_a_name_after_an_opener_is_grounded_or_leaks_by_its_own_words() -> None:
     assert leaked("Locate Emily in the list.", {"people": ["Ross"]}) == ["Emily"]
 
 
+# --------------------------------------------------------------------------- 11. possessives
+# (version 5: a name in the possessive was no name at all)
+
+
+@pytest.mark.parametrize(
+    ("answer", "names"),
+    [
+        ("See Eliud Kipchoge's time.", ["Eliud Kipchoge"]),
+        ("It was Harding’s call.", ["Harding"]),
+        ("IBM's Watson won.", ["IBM", "Watson"]),
+        ("the O'Brien's house", ["O'Brien"]),
+    ],
+)
+def test_a_name_in_the_possessive_is_the_name(answer: str, names: list[str]) -> None:
+    assert [t for k, t in facts(answer) if k == "name"] == names
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "It's done. Let's go. That's all, and here's why.",  # common words stay common
+        "Kipchoge'sx",  # no possessive: an apostrophe inside a word
+    ],
+)
+def test_near_misses_of_a_possessive(answer: str) -> None:
+    assert [t for k, t in facts(answer) if k == "name"] == []
+
+
+def test_a_name_in_the_possessive_is_grounded_or_leaks() -> None:
+    assert leaked("Kipchoge's time was the record.", {"runner": "Eliud Kipchoge"}) == []
+    assert leaked("Kipchoge's record stands.", {"runner": "Kenenisa Bekele"}) == ["Kipchoge"]
+
+
 # --------------------------------------------------------------------------- 9. decades
 
 

@@ -268,10 +268,12 @@ _LABELLED_NUMBER = re.compile(
 # word's lower-case letters (with an O'/D' prefix, a McX part, -Xxx parts); 1 to 5 capitals
 # (an acronym). The first capital is written once, before the alternatives, so that it leads
 # the expression: see _NAME.
+# A name may end in a possessive ("Kipchoge's time", "IBM’s"): the name stops before it.
+_POSSESSIVE = r"['’]s(?![\w'’-])"
 _NAME_WORD_TAIL = (
     r"(?:\.(?=[ \t]+[A-Z])"
     r"|(?:[a-z]*['’][A-Z])?[a-z]+(?:[A-Z][a-z]+)?(?:-[A-Z][a-z]+)*"
-    r"|[A-Z]{1,5}(?![\w'’]))"
+    rf"|[A-Z]{{1,5}}(?:(?![\w'’])|(?={_POSSESSIVE})))"
 )
 _NAME_WORD = rf"[A-Z]{_NAME_WORD_TAIL}"
 _CONNECTOR = r"(?:of|de|da|del|della|van|von|der|den|la|le|du|di|&)"
@@ -282,7 +284,7 @@ _CONNECTOR = r"(?:of|de|da|del|della|van|von|der|den|la|le|du|di|&)"
 # tried at every position (about 1.3x faster on answers).
 _NAME = re.compile(
     rf"[A-Z](?<![\w'’-].){_NAME_WORD_TAIL}"
-    rf"(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_NAME_WORD})*(?![\w'’-])"
+    rf"(?:[ \t]+(?:{_CONNECTOR}[ \t]+)?{_NAME_WORD})*(?:(?![\w'’-])|(?={_POSSESSIVE}))"
 )
 _WORDS = re.compile(r"[^\W_]+")
 _DIGIT = re.compile(r"\d")
