@@ -442,3 +442,27 @@ def test_a_server_tool_and_its_result_are_a_tool_step(captured_traces: Any) -> N
     assert "tool_calls" not in llm.output  # nothing for the caller to answer
     report = run_scorers(["no_fabricated_refs"], trace=trace)
     assert report.results["no_fabricated_refs"].passed, report
+
+
+def test_documents_in_the_question_are_evidence(captured_traces: Any) -> None:
+    # A document (or search_result) block is the context handed to the model: the user step
+    # kept only the text blocks, so an answer citing the document was flagged.
+    from agentlens.eval import run_scorers
+
+    document = {"type": "document", "title": "policy.md", "citations": {"enabled": True},
+                "source": {"type": "text", "media_type": "text/plain",
+                           "data": "Refunds over 500 EUR need approval from FIN-42."}}  # fmt: skip
+    question = {"type": "text", "text": "Who approves a 700 EUR refund?"}
+    server = Server(_message("msg_d", [{"type": "text", "text": "FIN-42 approves it."}]))
+    with agentlens.run(agent="billing") as run:
+        reply = client(server).messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=50,
+            messages=[{"role": "user", "content": [document, question]}],
+        )
+        run.output = reply.content[0].text
+    trace = captured_traces.one()
+    user = next(s for s in trace.steps if s.kind is StepKind.USER)
+    assert user.output == [document, question]
+    report = run_scorers(["no_fabricated_refs"], trace=trace)
+    assert report.results["no_fabricated_refs"].passed, report

@@ -105,6 +105,18 @@ def _text(content: Any) -> str:
     )
 
 
+def _user_content(content: Any) -> Any:
+    """What a user message shows the model, as evidence: its text; with the ``document`` and
+    ``search_result`` blocks (the context handed to the model, often what its answer cites) as
+    sent, beside the text blocks. Tool results are steps of their own; images carry no text."""
+    blocks = [
+        plain(b) for b in _blocks(content) if member(b, "type") not in ("tool_result", "image")
+    ]
+    if all(member(b, "type") == "text" for b in blocks):
+        return _text(blocks)
+    return blocks
+
+
 def _result_content(content: Any) -> Any:
     """A ``tool_result``'s content: its text when it is text blocks, else as sent."""
     if isinstance(content, list) and all(member(b, "type") == "text" for b in content):
@@ -196,7 +208,7 @@ class _Messages:
             text = _text(plain(system))
             shown.append(Shown("system", text, fingerprint("system", text)))
         shown += [
-            Shown("user", _text(member(m, "content")), _message_fp(m))
+            Shown("user", _user_content(member(m, "content")), _message_fp(m))
             for m in messages
             if member(m, "role") == "user"
         ]
