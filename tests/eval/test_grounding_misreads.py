@@ -145,6 +145,13 @@ def test_a_name_after_an_opener_is_grounded_or_leaks_by_its_own_words() -> None:
     assert leaked("Locate Emily in the list.", {"people": ["Ross"]}) == ["Emily"]
 
 
+def test_a_coding_agents_acronyms_name_nothing() -> None:
+    # version 5: file formats and programming terms, in a coding agent's answers
+    assert facts("The JSONL file feeds the SQL query over REST, with OCR.") == []
+    assert ("name", "NASA") in facts("The data is from NASA.")
+    assert ("name", "Tesseract") in facts("It uses Tesseract OCR.")
+
+
 # --------------------------------------------------------------------------- 11. possessives
 # (version 5: a name in the possessive was no name at all)
 

@@ -211,8 +211,13 @@ _ACRONYMS = frozenset(
     cet pdf csv json xml html http https sms tv ai llm ps nb fyi asap eta etc tba tbd vip
     n/a na ceo cto cfo hr it qa ui ux os pc dm pin otp kyc faq diy rsvp aka vs hq nda ip ssn
     dob important note warning yes no ok please thanks total summary
+    jsonl yaml yml toml ini sql css js ts tsx jsx txt png jpg jpeg gif svg zip tar gz cli sdk
+    gpu cpu ram ssd usb ssh tcp udp dns tls ssl jwt sso rest grpc ocr bfs dfs xpath regex
+    dict int str bool env tmp dir src lib bin exe uri uuid ascii gui ide vm ci pr readme todo
     """.split()  # noqa: SIM905
 )
+"""All-caps words that name nothing: common acronyms, and the file formats and programming
+terms of a coding agent's answers (`JSONL`, `SQL`, `RUN`'s siblings)."""
 _NON_NAME_SUFFIXES = (
     "ly",
     "ing",
