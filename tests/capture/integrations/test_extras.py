@@ -57,3 +57,14 @@ def test_the_names_the_docs_give_under_agentlens_integrations_exist() -> None:
     assert short.estimate_cost("gpt-4o", 1_000_000, 0) == 2.5
     with pytest.raises(AttributeError):
         short.no_such_name  # noqa: B018
+
+
+def test_a_smaller_model_is_not_priced_as_its_family() -> None:
+    # The longest prefix wins: gpt-5-nano (0.05 / 0.40 USD per million) fell to gpt-5's
+    # 1.25 / 10, 25 times its price; Claude Opus 4.5 (5 / 25) to Opus 4's 15 / 75.
+    from agentlens.capture.integrations import estimate_cost
+
+    assert estimate_cost("gpt-5-nano-2025-08-07", 1_000_000, 1_000_000) == 0.45
+    assert estimate_cost("gpt-5-2025-08-07", 1_000_000, 1_000_000) == 11.25
+    assert estimate_cost("claude-opus-4-5-20251101", 1_000_000, 1_000_000) == 30.0
+    assert estimate_cost("claude-opus-4-1-20250805", 1_000_000, 1_000_000) == 90.0

@@ -81,6 +81,7 @@ PRICES: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40),
     "gpt-4.1-mini": (0.40, 1.60),
     "gpt-4.1": (2.00, 8.00),
+    "gpt-5-nano": (0.05, 0.40),
     "gpt-5-mini": (0.25, 2.00),
     "gpt-5": (1.25, 10.00),
     "o4-mini": (1.10, 4.40),
@@ -93,6 +94,7 @@ PRICES: dict[str, tuple[float, float]] = {
     "claude-3-7-sonnet": (3.00, 15.00),
     "claude-sonnet-4": (3.00, 15.00),
     "claude-opus-4": (15.00, 75.00),
+    "claude-opus-4-5": (5.00, 25.00),
 }
 """Prices per model name prefix (the longest matching prefix wins); ``cost_usd`` is left out
 for a model not in the table (or in ``prices=``)."""
