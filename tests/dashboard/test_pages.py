@@ -408,3 +408,22 @@ def test_metadata_is_shown_as_the_text_it_is(client: Any, store: Any) -> None:
         '{\n  "owner": "O\'Brien & <co>",\n  "release": "v1",\n  "ünï": "😀"\n}'
     )
     assert "<co>" not in shown.group(1)  # still escaped: text, never markup
+
+
+def test_a_run_without_an_answer_says_why(client: Any, store: Any) -> None:
+    # a run still running (or one that recorded no answer) showed an empty answer box, and a
+    # clean badge with nothing to say it was the verdict on the steps so far
+    running = fabricated("live-1", order="ORD-1234")
+    running.status, running.output, running.ended_at = "running", None, None
+    silent = fabricated("silent-1", order="ORD-1234")
+    silent.output = None
+    store.put_traces([running, silent])
+    review_pending(store)
+    live = client.get("/runs/live-1").text
+    assert 'id="answer"' not in live
+    assert "No answer yet: the run is still running." in live
+    assert "so far: the run is still running" in live
+    quiet = client.get("/runs/silent-1").text
+    assert 'id="answer"' not in quiet and "The run recorded no answer." in quiet
+    assert "so far" not in quiet
+    assert 'id="answer"' in client.get("/runs/run-flagged-1").text
