@@ -14,9 +14,10 @@ is marked reviewed, so a crash never loses one. A delivery is POSTed with::
 Verify it as GitHub's ``X-Hub-Signature-256``: compute the HMAC of the raw body with the shared
 secret and compare with :func:`hmac.compare_digest` (:func:`verify_signature` does this).
 
-A 2xx answer delivers it. Anything else (another status, a refused connection, a timeout) is
-retried after ``webhook_backoff`` seconds, doubling after each failure (capped at 10 minutes),
-until ``webhook_attempts`` attempts were made; then the delivery is marked ``failed``: kept and
+A 2xx answer delivers it. Anything else (another status, a redirect, which is not followed, a
+refused connection, a timeout, an answer that is not HTTP) is retried after ``webhook_backoff``
+seconds, doubling after each failure (capped at 10 minutes), until ``webhook_attempts``
+attempts were made; then the delivery is marked ``failed``: kept and
 listed by ``agentlens review deliveries``, never silently dropped. Attempts are bounded by
 ``webhook_timeout`` seconds each.
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import json
 import logging
 import urllib.error
@@ -82,6 +84,18 @@ def new_delivery(run: FlaggedRun, url: str, *, now: datetime | None = None) -> D
     )
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow no redirect: urllib would follow a 301/302/303 to a POST as a GET without the
+    body (and with the signature header, to wherever it points), and that GET's 200 would count
+    as delivered. A redirect is an attempt that failed; the webhook URL is the one configured."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
 def _post(delivery: Delivery, settings: ReviewSettings) -> str | None:
     """One attempt; ``None`` when delivered, else why not (one line)."""
     body = delivery.body.encode()
@@ -97,11 +111,17 @@ def _post(delivery: Delivery, settings: ReviewSettings) -> str | None:
         headers[SIGNATURE_HEADER] = sign(body, settings.webhook_secret)
     request = urllib.request.Request(delivery.url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=settings.webhook_timeout) as response:
+        with _opener.open(request, timeout=settings.webhook_timeout) as response:
             status = int(response.status)
     except urllib.error.HTTPError as exc:
+        with exc:
+            location = exc.headers.get("Location") if exc.headers is not None else None
+        if 300 <= exc.code < 400 and location:
+            return f"HTTP {exc.code} (redirect to {location!r} not followed)"
         return f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        # http.client.HTTPException (a status line that is not HTTP, a truncated answer) is no
+        # OSError: uncaught, it aborted every delivery after it and left the attempt unrecorded
         reason: Any = getattr(exc, "reason", exc)
         return f"{type(exc).__name__}: {reason}"
     return None if 200 <= status < 300 else f"HTTP {status}"
