@@ -778,3 +778,23 @@ def test_a_built_in_file_search_is_a_retrieval_step_before_the_reply(
     assert "tool_calls" not in llm.output
     report = run_scorers(["no_fabricated_refs", "parametric_leakage"], trace=trace)
     assert all(r.passed for r in report.results.values()), report
+
+
+def test_the_beta_spelling_of_parse_is_recorded(captured_traces: Any) -> None:
+    # client.beta.chat.completions is a Completions object of its own: unwrapped, unrecorded.
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        text: str
+
+    server = Server(_completion('{"text": "hi"}'), _completion("plain"))
+    c = client(server)
+    with agentlens.run():
+        c.beta.chat.completions.parse(
+            model="gpt-4o", messages=[{"role": "user", "content": "x"}], response_format=Answer
+        )
+        c.beta.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "y"}])
+    assert [s.output["content"] for s in calls(captured_traces.one())] == [
+        '{"text": "hi"}',
+        "plain",
+    ]

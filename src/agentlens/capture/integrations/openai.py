@@ -83,7 +83,16 @@ def _install(client: Any, recorder: Recorder, is_async: bool) -> None:
     """Wrap the ``create`` methods of ``client`` (and of its copies) to record through
     ``recorder``."""
     wrapper = async_wrapper if is_async else sync_wrapper
-    for resource, api in ((client.chat.completions, _Chat), (client.responses, _Responses)):
+    resources: list[tuple[Any, Any]] = [
+        (client.chat.completions, _Chat),
+        (client.responses, _Responses),
+    ]
+    # client.beta.chat.completions (the spelling of structured outputs' first docs) is another
+    # Completions object of its own
+    beta = getattr(getattr(getattr(client, "beta", None), "chat", None), "completions", None)
+    if beta is not None and beta is not client.chat.completions:
+        resources.append((beta, _Chat))
+    for resource, api in resources:
         # parse() (structured outputs) posts the request itself, not through create()
         for method in ("create", "parse"):
             if callable(getattr(resource, method, None)):
