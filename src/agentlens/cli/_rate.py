@@ -327,11 +327,17 @@ def _print_breakdown(breakdown: Any) -> None:
 def write_atomic(path: Path, text: str, *, append: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename (readers never see half a
     file: :func:`agentlens.ingest._atomic.write_atomic`); with ``append``, the new file is the old
-    content, kept byte for byte, followed by ``text``. An :class:`OSError` names ``path``."""
+    content, kept byte for byte, followed by ``text``. A missing folder is created. An
+    :class:`OSError` names ``path``."""
     from agentlens.ingest._atomic import write_atomic as write_file
 
     path = Path(path)
     old = path.read_bytes() if append and path.is_file() else None
+    if not path.parent.exists():  # reports/gate.xml in a fresh CI checkout, as pytest does
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
 
     def write(fp: TextIO) -> None:
         if old is not None:

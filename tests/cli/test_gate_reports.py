@@ -1,0 +1,77 @@
+"""``agentlens gate``'s report files as a CI job writes them: folders that do not exist yet,
+text from traces that XML cannot carry."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from pathlib import Path
+
+from _rate_fixtures import trace
+from agentlens.config import Settings
+from agentlens.eval._runner import score_runs
+from agentlens.store import open_store
+
+NOW = datetime.now(UTC)
+
+
+def _seed(db_url: str, outputs: list[str]) -> list[str]:
+    runs = [trace(o, day=i % 6, hours=1, now=NOW) for i, o in enumerate(outputs)]
+    with open_store(db_url) as store:  # type: ignore[attr-defined]
+        store.put_traces(runs)
+        score_runs(store, ["t_refs"], settings=Settings())
+    return [r.id for r in runs]
+
+
+def test_reports_go_into_folders_that_do_not_exist_yet(
+    cli, db_url, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """docs/rates.md's GitHub Actions job writes --junit reports/agentlens.xml in a fresh
+    checkout: the gate failed with exit 2 (`reports/agentlens.xml: No such file or directory`)
+    and no verdict, where pytest's --junitxml creates the folder."""
+    _seed(db_url, ["fine"] * 3 + ["FAKE"])
+    monkeypatch.chdir(tmp_path)
+    result = cli(
+        "gate",
+        "--max-rate",
+        "10%",
+        "--junit",
+        "reports/agentlens.xml",
+        "--markdown",
+        str(tmp_path / "summaries" / "a" / "gate.md"),
+    )
+    assert result.exit_code == 1, result.output
+    assert "gate FAILED" in result.stdout
+    root = ET.parse(tmp_path / "reports" / "agentlens.xml").getroot()
+    assert root.get("failures") == "2"
+    text = (tmp_path / "summaries" / "a" / "gate.md").read_text(encoding="utf-8")
+    assert text.startswith("## agentlens gate: ❌ failed")
+
+
+def test_an_empty_window_still_writes_its_reports_into_a_new_folder(
+    cli, db_url, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    _seed(db_url, ["fine"])
+    junit = tmp_path / "new" / "gate.xml"
+    result = cli(
+        "gate",
+        "--max-rate",
+        "0.5",
+        "--from",
+        "2001-01-01",
+        "--to",
+        "2001-02-01",
+        "--junit",
+        str(junit),
+    )
+    assert result.exit_code == 2
+    assert "no scored runs" in result.stderr
+    assert ET.parse(junit).getroot().get("errors") == "1"
+
+
+def test_a_report_path_under_a_file_is_one_error_line(cli, db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    _seed(db_url, ["fine"])
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    result = cli("gate", "--max-rate", "0.5", "--junit", str(tmp_path / "afile" / "gate.xml"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "afile" in result.stderr
