@@ -334,6 +334,26 @@ def test_export_is_oldest_first_and_filters(cli: Invoke) -> None:
 
 
 @pytest.mark.usefixtures("many")
+def test_export_of_runs_named_by_id(cli: Invoke, tmp_path: Path) -> None:
+    # oldest first whatever the order given, each once, whatever their time or role
+    result = cli("export", "run-00007", "run-00002", "run-00007")
+    assert result.exit_code == 0, result.output
+    assert exported_ids(result.stdout) == ["run-00002", "run-00007"]
+    assert result.stderr == "exported 2 runs to stdout\n"
+    # an id that is not stored: an error naming it, and nothing written
+    out = tmp_path / "one.jsonl"
+    missing = cli("export", "run-00003", "nope", "-o", str(out))
+    assert missing.exit_code == 1
+    assert missing.stdout == ""
+    assert missing.stderr == "error: no run with id 'nope'; nothing exported\n"
+    assert not out.exists()
+    # ids and a filter together are refused, before the store is read
+    both = cli("export", "run-00003", "--agent", "support")
+    assert both.exit_code == 2 and both.stdout == ""
+    assert "give run ids or a filter" in both.stderr
+
+
+@pytest.mark.usefixtures("many")
 def test_export_since_a_duration_is_relative_to_now(cli: Invoke) -> None:
     # The runs are from March 2026; "the last hour" selects none of them unless now is then.
     result = cli("export", "--since", "1h")

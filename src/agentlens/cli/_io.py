@@ -354,6 +354,14 @@ def _plural(n: int, word: str) -> str:
 
 @command(app)
 def export(
+    run_ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Ids of the runs to export (default: every run the options select).",
+            metavar="[RUN_ID]...",
+            show_default=False,
+        ),
+    ] = None,
     out: Annotated[
         Path | None,
         typer.Option(
@@ -371,14 +379,28 @@ def export(
         ),
     ] = None,
 ) -> None:
-    """Export runs as JSON Lines in the trace format, oldest first."""
+    """Export runs as JSON Lines in the trace format, oldest first.
+
+    Runs named by id are exported whatever their time or role; an id that is not stored is an
+    error, and nothing is written.
+    """
     from agentlens.ingest.trace_file import write, write_file
     from agentlens.store import RunFilter
 
+    if run_ids and any(v is not None for v in (agent, since, start, end, limit)):
+        raise fail("give run ids or a filter (--agent, --since, --from, --to, --limit), not both")
     window = time_window(since, start, end)
     where = RunFilter(start=window.start, end=window.end, agent=agent)
     with command_store(read_only=True) as store:
-        if limit is not None:
+        if run_ids:
+            wanted = list(dict.fromkeys(run_ids))
+            found = {r.id for r in store.list_runs(RunFilter(run_ids=wanted))}
+            missing = [r for r in wanted if r not in found]
+            if missing:
+                named = ", ".join(repr(r) for r in missing)
+                raise fail(f"no run with id {named}; nothing exported", code=1)
+            where = RunFilter(run_ids=wanted)
+        elif limit is not None:
             # The N most recent runs, still written oldest first.
             ids = [r.id for r in store.list_runs(where, limit=limit, newest_first=True)]
             where = RunFilter(run_ids=ids)
