@@ -8,6 +8,7 @@ baseline's) and the limits, and says which checks pass. :func:`render_junit` and
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -236,9 +237,19 @@ def render_junit(
         node.set("failures", str(failures))
         node.set("errors", str(errors))
     ET.indent(suites)
-    return (
-        '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
-    )
+    xml = ET.tostring(suites, encoding="unicode")
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + _NOT_XML.sub(_escape_char, xml) + "\n"
+
+
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+"""Characters XML 1.0 cannot carry, even as character references (ElementTree writes them
+raw, and a reader then rejects the whole file)."""
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    """``\\x1b`` for the character ESC, as :func:`repr` writes it."""
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _cell(text: str) -> str:
