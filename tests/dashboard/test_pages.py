@@ -427,3 +427,28 @@ def test_a_run_without_an_answer_says_why(client: Any, store: Any) -> None:
     assert 'id="answer"' not in quiet and "The run recorded no answer." in quiet
     assert "so far" not in quiet
     assert 'id="answer"' in client.get("/runs/run-flagged-1").text
+
+
+def test_a_superseded_score_is_marked_and_listed_after_the_current_ones(
+    client: Any, store: Any
+) -> None:
+    # after a scorer's new version re-scored a run, its old and new scores were two alike rows
+    # in the scores table: nothing said which one the flags and findings come from
+    from datetime import UTC, datetime, timedelta
+
+    from agentlens.model import Verdict
+
+    [old] = [s for s in store.get_scores("run-flagged-1") if s.scorer == "no_fabricated_refs"]
+    store.put_scores([
+        old.model_copy(update={"version": "0-old", "verdict": Verdict.PASSED, "passed": True,
+                               "detail": "the old verdict",
+                               "scored_at": datetime.now(UTC) - timedelta(days=3)})
+    ])  # fmt: skip
+    text = client.get("/runs/run-flagged-1").text
+    table = text.split('<section class="scores">', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(
+        r"<tr( class=\"superseded\")?><td>([^<]+)</td><td><code>([^<]+)</code>", table
+    )
+    assert rows[-1] == (' class="superseded"', "no_fabricated_refs", "0-old")
+    assert all(not marked for marked, _, _ in rows[:-1])
+    assert f"superseded by {old.version}" in table.split("0-old", 1)[1]

@@ -41,6 +41,7 @@ from agentlens.dashboard._views import (
 from agentlens.errors import AgentlensError, RunNotFoundError, StoreError
 from agentlens.model import FailureMode
 from agentlens.store import RunFilter
+from agentlens.store._flags import current_scores
 
 __all__ = ["WINDOWS", "mount_dashboard", "window_start"]
 
@@ -266,9 +267,17 @@ class _Pages:
             (kind, item, self._content_state(viewer, kind, item)[1])
             for kind, item in sorted(trace.links.items())
         ]
+        # the current score of each scorer (what the flags and findings come from) first, then
+        # the ones a later score of their scorer superseded, each with the version that did
+        current = current_scores(scores)
+        latest = {s.scorer: s.version for s in current}
+        kept = {id(s) for s in current}
+        score_rows = [(s, None) for s in current] + [
+            (s, latest[s.scorer]) for s in reversed(scores) if id(s) not in kept
+        ]
         return page(
             request, "run.html", viewer, trace=trace, flags=flags, findings=findings,
-            answer=answer, steps=steps, inputs=input_segments(trace, findings), scores=scores, links=links, usage=usage(trace),
+            answer=answer, steps=steps, inputs=input_segments(trace, findings), scores=score_rows, links=links, usage=usage(trace),
             verdict_of=lambda n: verdicts.get(keys.get(n, "")), duration_s=duration_s,
         )  # fmt: skip
 
