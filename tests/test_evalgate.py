@@ -219,3 +219,34 @@ def test_saved_runs_of_two_tests_are_all_kept_and_dated_now(project: pytest.Pyte
     gate = CliRunner().invoke(app, ["--db", f"sqlite:///{db}", "gate", "--max-rate", "0.9"])
     assert gate.exit_code == 0, gate.output  # the default window (7 days) holds them
     assert "4 runs" in gate.output or "4 scored" in gate.output, gate.output
+
+
+def test_an_async_agent_from_an_async_test(project: pytest.Pytester) -> None:
+    """Called from an async test (anyio, pytest-asyncio), where a loop is running, the fixture's
+    asyncio.run raised 'cannot be called from a running event loop' and left the agent's
+    coroutine never awaited; it runs in a loop of its own, with the run's context."""
+    project.makepyfile(
+        """
+        import asyncio
+
+        import pytest
+
+        import evalscorers
+        from evalagent import agent
+
+        async def async_agent(question):
+            await asyncio.sleep(0)
+            return agent(question)
+
+        @pytest.mark.anyio
+        @pytest.mark.parametrize("anyio_backend", ["asyncio"])
+        async def test_agent(agentlens_eval, anyio_backend):
+            result = agentlens_eval.run(async_agent, ["ann a", "bob invent"], agent="support",
+                                        scorers=["eval_refs"])
+            assert [c.outcome for c in result.cases] == ["passed", "flagged"]
+            assert [[s.name for s in c.traces[0].steps] for c in result.cases] == [
+                ["lookup"], ["lookup"]]
+        """
+    )
+    outcome = project.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    outcome.assert_outcomes(passed=1)

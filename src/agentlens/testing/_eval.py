@@ -181,7 +181,9 @@ class AgentEval:
 
         Args:
             agent_fn: the agent: a sync or async callable taking one input and returning the
-                answer (recorded as the run's output unless the callable sets it itself).
+                answer (recorded as the run's output unless the callable sets it itself). An
+                async one runs in an event loop of its own, also when called from an async test
+                (then in a helper thread, which this call waits for).
             inputs: the fixed inputs.
             agent: the agent role of the runs (selects per-role scorer options and evidence).
             scorers: scorer names or objects; default: the configured ``default_scorers``.
@@ -227,11 +229,27 @@ class AgentEval:
 
 def _call(agent_fn: Callable[[Any], Any], item: Any) -> Any:
     if inspect.iscoroutinefunction(agent_fn):
-        return asyncio.run(agent_fn(item))
+        return _run_coroutine(agent_fn(item))
     result = agent_fn(item)
     if inspect.isawaitable(result):
-        return asyncio.run(_await(result))
+        return _run_coroutine(_await(result))
     return result
+
+
+def _run_coroutine(coro: Any) -> Any:
+    """Run ``coro`` to completion in a loop of its own; inside a running loop (an async test,
+    where ``asyncio.run`` refuses), in a helper thread with this thread's context (the open
+    ``agentlens.run``), waited for here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    import concurrent.futures
+    import contextvars
+
+    context = contextvars.copy_context()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agentlens-eval") as pool:
+        return pool.submit(context.run, asyncio.run, coro).result()
 
 
 async def _await(awaitable: Any) -> Any:
