@@ -278,3 +278,83 @@ def test_one_file_named_two_ways_is_the_same_store(
         assert result.exit_code == 2, (other, result.output)
         assert "--from and --to name the same store" in result.output
     assert not list(tmp_path.glob(".agentlens-migrate-*"))
+
+
+def _corrupt(db: Path, run_id: str) -> None:
+    store = open_store(f"sqlite:///{db}")
+    try:
+        store._write(  # type: ignore[attr-defined]
+            lambda c: c.execute("UPDATE runs SET doc = '{oops' WHERE id = ?", (run_id,))
+        )
+    finally:
+        store.close()
+
+
+def test_a_run_that_cannot_be_read_stops_the_copy_unless_skipped(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    source_url, target_url = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    source = open_store(source_url)
+    try:
+        fill(source)
+    finally:
+        source.close()
+    _corrupt(tmp_path / "a.db", "linked")  # a flagged run, with review rows of its own
+    stopped = cli("migrate", "--from", source_url, "--to", target_url, "-q")
+    assert stopped.exit_code == 2
+    assert "run 'linked' is stored in a form this agentlens cannot read" in stopped.stderr
+    skipped = cli("migrate", "--from", source_url, "--to", target_url, "-q", "--skip-unreadable")
+    assert skipped.exit_code == 1, skipped.output
+    # the batches copied before the stop stay, and the copy goes on after them
+    assert skipped.stdout.startswith("copied ") and "(resumed)" in skipped.stdout
+    assert "skipped unreadable run 'linked'" in skipped.stderr
+    assert "1 run could not be read and was not copied" in skipped.stderr
+    target = open_store(target_url)
+    source = open_store(source_url, read_only=True)
+    try:
+        assert target.count_runs() == source.count_runs() - 1
+        assert target.get_scores("linked") == [] and source.get_scores("linked") != []
+        # the run's review rows (its review state, its flag modes, its verdict) stay out with it
+        for spec in COPY_TABLES:
+            if "run_id" in spec.columns:
+                at = spec.columns.index("run_id")
+                rows = target.table_rows(spec.name, limit=10**6)
+                assert all(r[at] != "linked" for r in rows), spec.name
+                assert len(rows) == sum(
+                    r[at] != "linked" for r in source.table_rows(spec.name, limit=10**6)
+                ), spec.name
+    finally:
+        target.close()
+        source.close()
+
+
+def test_runs_left_out_stay_out_after_a_resume(tmp_path: Path) -> None:
+    source_url = f"sqlite:///{tmp_path / 'a.db'}"
+    source = open_store(source_url)
+    try:
+        fill(source)
+    finally:
+        source.close()
+    reader = open_store(source_url, read_only=True)
+    try:
+        first = next(iter(reader.list_runs(newest_first=False))).id
+    finally:
+        reader.close()
+    _corrupt(tmp_path / "a.db", first)
+    checkpoint = tmp_path / "checkpoint.json"
+    left: list[str] = []
+    source, target = (
+        open_store(source_url, read_only=True),
+        open_store(f"sqlite:///{tmp_path / 'b.db'}"),
+    )
+    try:
+        copy_store(source, target, checkpoint=checkpoint, batch_size=100, stop_after=100,
+                   on_unreadable=lambda e: left.append(e.run_id))  # fmt: skip
+        assert left == [first] and json.loads(checkpoint.read_text())["left_out"] == [first]
+        copy_store(source, target, checkpoint=checkpoint, on_unreadable=lambda e: None)
+        assert target.count_runs() == source.count_runs() - 1
+        assert all(r[0] != first for r in target.table_rows("run_review", limit=10**6))
+    finally:
+        target.close()
+        source.close()

@@ -29,7 +29,8 @@ from typing import Annotated, Any
 import typer
 
 from agentlens.cli._app import app, err_console, out_console, real_console
-from agentlens.cli._util import command
+from agentlens.cli._util import command, report_unreadable
+from agentlens.errors import UnreadableRunError
 
 __all__ = ["copy_store", "migrate"]
 
@@ -51,6 +52,7 @@ def copy_store(
     batch_size: int = _BATCH,
     stop_after: int | None = None,
     on_resume: Callable[[], None] | None = None,
+    on_unreadable: Callable[[Any], None] | None = None,
 ) -> tuple[int, int, int]:
     """Copy every run, score and other table of ``source`` into ``target``; return ``(runs,
     scores, rows)`` copied (``rows``: of the other tables).
@@ -63,7 +65,9 @@ def copy_store(
     about that many runs (to test resuming). ``on_resume``: called when the copy goes on from
     the checkpoint. It starts over, too, when the target no longer holds the last run copied
     (it was deleted or replaced since): skipping what the checkpoint says was copied would
-    leave those runs out.
+    leave those runs out. ``on_unreadable``: called with each stored run the source cannot read
+    back (an :class:`~agentlens.errors.UnreadableRunError`), which is then left out with its
+    scores; without it such a run stops the copy.
     """
     saved = _load(checkpoint)
     skip, last_id = int(saved.get("done", 0)), saved.get("last")
@@ -84,10 +88,15 @@ def copy_store(
 
     runs = scores = 0
     if saved.get("table") is None:
-        runs, scores = _copy_runs(source, target, skip, save, progress, batch_size, stop_after)
+        runs, scores = _copy_runs(
+            source, target, skip, save, progress, batch_size, stop_after, on_unreadable,
+            list(saved.get("left_out") or ()),
+        )  # fmt: skip
         if stop_after is not None and runs >= stop_after:
             return runs, scores, 0
-    rows = _copy_tables(source, target, saved, save, batch_size)
+    # the review rows of the runs left out stay out too (kept in the checkpoint for a resume)
+    left_out = frozenset(saved.get("left_out") or ())
+    rows = _copy_tables(source, target, saved, save, batch_size, left_out)
     if checkpoint is not None and checkpoint.exists():
         checkpoint.unlink()
     return runs, scores, rows
@@ -106,18 +115,34 @@ def _load(checkpoint: Path | None) -> dict[str, Any]:
 
 def _copy_runs(
     source: Any, target: Any, skip: int, save: Any, progress: Any, batch_size: int,
-    stop_after: int | None = None,
+    stop_after: int | None = None, on_unreadable: Callable[[Any], None] | None = None,
+    left_out: list[str] | None = None,
 ) -> tuple[int, int]:  # fmt: skip
-    """The runs after the first ``skip`` (oldest first), with their scores."""
+    """The runs after the first ``skip`` (oldest first), with their scores; each run the source
+    cannot read goes to ``on_unreadable`` (and its id to ``left_out``, saved in the checkpoint)
+    when that is given."""
     from agentlens.store import RunFilter
 
     total = source.count_runs()
     done, runs, scores = skip, 0, 0
     batch: list[str] = []
 
+    left_out = [] if left_out is None else left_out
+
+    def unreadable(exc: Any) -> None:
+        left_out.append(exc.run_id)
+        assert on_unreadable is not None
+        on_unreadable(exc)
+
     def flush() -> None:
         nonlocal runs, scores, done, batch
-        traces = list(source.query_traces(RunFilter(run_ids=batch), newest_first=False))
+        where = RunFilter(run_ids=batch)
+        if on_unreadable is None:
+            traces = list(source.query_traces(where, newest_first=False))
+        else:
+            traces = list(source.query_traces(where, newest_first=False, on_unreadable=unreadable))
+            if left_out:
+                save(left_out=left_out)
         found = [s for t in traces for s in source.get_scores(t.id)]
         target.put_traces(traces)
         if found:
@@ -148,9 +173,15 @@ def _copy_runs(
 
 
 def _copy_tables(
-    source: Any, target: Any, saved: dict[str, Any], save: Any, batch_size: int
+    source: Any,
+    target: Any,
+    saved: dict[str, Any],
+    save: Any,
+    batch_size: int,
+    left_out: frozenset[str] = frozenset(),
 ) -> int:
-    """Every table of :data:`COPY_TABLES`, from the one (and the key) ``saved`` names on."""
+    """Every table of :data:`COPY_TABLES`, from the one (and the key) ``saved`` names on;
+    without the rows of the runs ``left_out`` (runs that could not be read)."""
     from agentlens.store._copy import COPY_TABLES
 
     names = [t.name for t in COPY_TABLES]
@@ -163,8 +194,13 @@ def _copy_tables(
             rows = source.table_rows(spec.name, after=after, limit=batch_size)
             if not rows:
                 break
-            target.put_table_rows(spec.name, rows)
-            copied += len(rows)
+            kept = rows
+            if left_out and "run_id" in spec.columns:
+                at = spec.columns.index("run_id")
+                kept = [r for r in rows if r[at] not in left_out]
+            if kept:
+                target.put_table_rows(spec.name, kept)
+            copied += len(kept)
             after = [rows[-1][spec.columns.index(k)] for k in spec.key]
             save(table=spec.name, after=after)
         after = None
@@ -233,6 +269,14 @@ def migrate(
         ),
     ],
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    skip_unreadable: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unreadable",
+            help="Copy the rest when a stored run cannot be read back: each one is named and"
+            " left out with its scores, and the command exits 1 (default: it stops the copy).",
+        ),
+    ] = False,
 ) -> None:
     """Copy a store into another (SQLite to PostgreSQL and back): runs, scores, review state,
     verdicts, webhook deliveries, content flags, API keys, staged spans.
@@ -254,6 +298,7 @@ def migrate(
     checkpoint = checkpoint_path(src, dst)
     _check_writable(checkpoint)
     resumed = False
+    unreadable: list[UnreadableRunError] = []
 
     def on_resume() -> None:
         nonlocal resumed
@@ -265,7 +310,12 @@ def migrate(
         _bar(not quiet) as progress,
     ):
         runs, scores, rows = copy_store(
-            from_store, to_store, checkpoint=checkpoint, progress=progress, on_resume=on_resume
+            from_store,
+            to_store,
+            checkpoint=checkpoint,
+            progress=progress,
+            on_resume=on_resume,
+            on_unreadable=unreadable.append if skip_unreadable else None,
         )
     how = " (resumed)" if resumed else ""
     out_console.print(
@@ -273,6 +323,9 @@ def migrate(
         f" and {rows} rows of review state, verdicts, deliveries, keys and staged spans",
         markup=False,
     )
+    if unreadable:
+        report_unreadable(unreadable, "copied")
+        raise typer.Exit(1)
 
 
 def _sqlite_file(url: str) -> Path | None:
