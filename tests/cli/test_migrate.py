@@ -358,3 +358,13 @@ def test_runs_left_out_stay_out_after_a_resume(tmp_path: Path) -> None:
     finally:
         target.close()
         source.close()
+
+
+@pytest.mark.parametrize("memory", ["sqlite://", "sqlite:///:memory:"])
+def test_a_store_in_memory_is_refused_either_way(cli, tmp_path: Path, memory: str) -> None:  # type: ignore[no-untyped-def]
+    on_disk = f"sqlite:///{tmp_path / 'a.db'}"
+    open_store(on_disk).close()
+    for flag, source, target in (("--from", memory, on_disk), ("--to", on_disk, memory)):
+        result = cli("migrate", "--from", source, "--to", target, "-q")
+        assert result.exit_code == 2 and result.stdout == ""
+        assert f"{flag}: {memory} is a store in memory" in result.stderr

@@ -292,6 +292,12 @@ def migrate(
     path, to_path = _sqlite_file(src), _sqlite_file(dst)
     if src == dst or (path is not None and to_path is not None and path == to_path):
         raise ConfigError("--from and --to name the same store")
+    for flag, url in (("--from", src), ("--to", dst)):
+        if _in_memory(url):
+            raise ConfigError(
+                f"{flag}: {url} is a store in memory: it starts empty and is gone when the"
+                " command ends; name a file or a server"
+            )
     if path is not None and not path.is_file():
         what = "is a folder" if path.is_dir() else "does not exist"
         raise ConfigError(f"--from: no agentlens store at {path} (the path {what})")
@@ -337,6 +343,14 @@ def _sqlite_file(url: str) -> Path | None:
     if parsed.backend != "sqlite" or parsed.sqlite_path is None:
         return None
     return Path(os.path.realpath(parsed.sqlite_path))
+
+
+def _in_memory(url: str) -> bool:
+    """True for a SQLite store in memory (``sqlite://``, ``sqlite:///:memory:``)."""
+    from agentlens.store import parse_store_url
+
+    parsed = parse_store_url(url)
+    return parsed.backend == "sqlite" and parsed.sqlite_path is None
 
 
 def _check_writable(checkpoint: Path) -> None:
