@@ -452,3 +452,13 @@ def test_a_superseded_score_is_marked_and_listed_after_the_current_ones(
     assert rows[-1] == (' class="superseded"', "no_fabricated_refs", "0-old")
     assert all(not marked for marked, _, _ in rows[:-1])
     assert f"superseded by {old.version}" in table.split("0-old", 1)[1]
+
+
+def test_key_hints_are_shown_only_where_the_keys_work(client: Any) -> None:
+    # the run page's verdict forms said "Confirm (c)" and "note (n)", keys that only the
+    # review queue's script answers
+    run = client.get("/runs/run-flagged-1").text
+    assert "Confirm</button>" in run and "False positive</button>" in run
+    assert "(c)" not in run and "(f)" not in run and 'placeholder="note"' in run
+    queue = client.get("/review").text
+    assert "Confirm (c)</button>" in queue and 'placeholder="note (n)"' in queue
