@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from typing import Annotated, Any
@@ -22,8 +23,14 @@ import typer
 
 from agentlens.cli._app import app, err_console, state
 from agentlens.cli._util import command, command_store
+from agentlens.errors import SchemaVersionError, StoreError
 
 __all__ = ["run_worker", "worker"]
+
+_MAX_BACKOFF = 60.0
+"""Seconds between two tries at most while the store keeps failing."""
+_RETRIED = (StoreError, sqlite3.Error, OSError)
+"""What a failed round raises when the store is unavailable: tried again, not fatal."""
 
 
 def run_worker(
@@ -39,33 +46,56 @@ def run_worker(
     idle_exit_s: float | None = None,
     log: Any = None,
 ) -> dict[str, int]:
-    """The worker loop; returns the totals (``reviewed``, ``flagged``, ``scored``, ``rounds``).
+    """The worker loop; returns the totals (``reviewed``, ``flagged``, ``scored``, ``rounds``,
+    ``failed_rounds``).
 
     ``stop``: set it to stop after the current round. ``idle_exit_s``: return once nothing was
-    to be done for that long (for batch jobs and tests)."""
+    to be done for that long (for batch jobs and tests). A round the store fails (a
+    :class:`~agentlens.errors.StoreError`, a SQLite or OS error: a dropped connection, a
+    database restarting) is logged and tried again after a backoff (from ``interval_s``,
+    doubled each time, at most 60 s), not raised; a store migrated by a newer agentlens is, and
+    with ``idle_exit_s`` so is a failure that lasted that long."""
     from agentlens.eval._runner import score_runs
     from agentlens.review import review_pending_result, review_settings
 
     review = review_settings(settings)
     stop = stop or threading.Event()
-    totals = {"reviewed": 0, "flagged": 0, "scored": 0, "rounds": 0}
+    totals = {"reviewed": 0, "flagged": 0, "scored": 0, "rounds": 0, "failed_rounds": 0}
     idle_since = time.monotonic()
+    failures = 0
     while not stop.is_set():
-        result = review_pending_result(
-            store,
-            settings=settings,
-            review=review,
-            batch_size=batch,
-            worker=name,
-            lease_s=lease_s,
-            deadline_s=max(lease_s / 2, 1.0),
-        )
-        scored = 0
-        if score and not stop.is_set():
-            scored = score_runs(store, None, settings=settings).scored_runs
-        compact = getattr(store, "compact_rollups", None)
-        if callable(compact):
-            compact()
+        try:
+            result = review_pending_result(
+                store,
+                settings=settings,
+                review=review,
+                batch_size=batch,
+                worker=name,
+                lease_s=lease_s,
+                deadline_s=max(lease_s / 2, 1.0),
+            )
+            scored = 0
+            if score and not stop.is_set():
+                scored = score_runs(store, None, settings=settings).scored_runs
+            compact = getattr(store, "compact_rollups", None)
+            if callable(compact):
+                compact()
+        except _RETRIED as exc:
+            # the store went away for a while (PostgreSQL restarted or failed over, a dropped
+            # connection, a locked or unreachable file): a worker is a daemon, so it says so
+            # and tries again, backing off, instead of exiting; its claims expire meanwhile
+            if isinstance(exc, SchemaVersionError):
+                raise  # migrated by a newer agentlens: trying again cannot help
+            if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                raise  # a batch job does not wait for ever on a store that stays away
+            failures += 1
+            totals["failed_rounds"] += 1
+            wait = min(_MAX_BACKOFF, max(interval_s, 0.5) * 2 ** (failures - 1))
+            if log is not None:
+                log(f"{name}: round failed, trying again in {wait:g} s: {exc}")
+            stop.wait(wait)
+            continue
+        failures = 0
         totals["rounds"] += 1
         totals["reviewed"] += result.reviewed
         totals["flagged"] += result.flagged
