@@ -1,7 +1,12 @@
-"""``agentlens worker`` when its store fails for a while: a daemon tries again, it does not exit."""
+"""``agentlens worker`` as a daemon: a store that fails for a while is tried again; Ctrl-C stops it
+after the round, as SIGTERM does."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -75,3 +80,33 @@ def test_a_store_of_a_newer_schema_is_not_tried_again(store: TraceStore) -> None
     with pytest.raises(SchemaVersionError):
         run_worker(flaky, name="w", settings=Settings(), interval_s=0.0)
     assert flaky.claims == 1
+
+
+def test_ctrl_c_stops_after_the_round_with_the_summary(tmp_path: Any) -> None:
+    """Ctrl-C raised KeyboardInterrupt wherever the worker was (mid-batch) and the summary
+    docs/cli.md promises was never printed; like SIGTERM it now stops after the batch."""
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    with open_store(db) as s:  # type: ignore[attr-defined]
+        s.put_traces([support_run(f"w-{i}") for i in range(2)])
+    env = {k: v for k, v in os.environ.items() if k != "AGENTLENS_DB"}
+    command = [sys.executable, "-c", "from agentlens.cli import main; main()", "--db", db]
+    proc = subprocess.Popen(
+        [*command, "worker", "--name", "t3", "--interval", "0.2", "--no-score"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # the round that reviewed the runs: signals are set
+        assert "t3: reviewed 2 runs" in first
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+    assert "t3: stopped after reviewing 2 runs" in err
+    assert "Traceback" not in err

@@ -5,8 +5,9 @@ of workers and ``agentlens serve`` processes share the queue, and the runs of a 
 are reviewed by another once its lease runs out), then score what the default scorers at their
 current versions have not scored yet (``--no-score`` leaves that out), then merge the rate
 rollups' new rows (PostgreSQL). Between rounds with nothing to do it sleeps ``--interval``
-seconds. SIGTERM or Ctrl-C stops it after the batch in hand (what a batch stored is kept; runs
-claimed and not reviewed go back to the queue when their lease runs out).
+seconds. SIGTERM or Ctrl-C stops it after the batch in hand, with a summary (a second Ctrl-C
+stops it at once; what a batch stored is kept; runs claimed and not reviewed go back to the
+queue when their lease runs out).
 """
 
 from __future__ import annotations
@@ -155,11 +156,15 @@ def worker(
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now, not after the batch
         stop.set()
 
     who = name or f"{socket.gethostname()}:{os.getpid()}"
     with command_store() as store:
+        # Ctrl-C as SIGTERM: stop after the batch in hand, with the summary
         previous = signal.signal(signal.SIGTERM, on_signal)
+        previous_int = signal.signal(signal.SIGINT, on_signal)
         try:
             totals = run_worker(
                 store,
@@ -177,6 +182,7 @@ def worker(
             totals = None
         finally:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
     if totals is not None:
         err_console.print(
             f"{who}: stopped after reviewing {totals['reviewed']} runs"
