@@ -126,3 +126,54 @@ def test_an_answer_that_is_not_http_is_a_failed_attempt(
     for delivery in deliveries:
         assert delivery.status == "pending" and delivery.attempts == 1
         assert delivery.last_error is not None and "BadStatusLine" in delivery.last_error
+
+
+@pytest.fixture
+def silent() -> Iterator[tuple[str, list[socket.socket]]]:
+    """A receiver that accepts connections and never answers (a hung proxy, a blackhole)."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=64)
+    listener.settimeout(0.1)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook", held
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def test_a_receiver_that_times_out_costs_one_timeout_per_round(
+    silent: tuple[str, list[socket.socket]],
+    store: TraceStore,
+    settings_from: Callable[[str], Settings],
+) -> None:
+    """Every due delivery to a receiver that never answers waited its full webhook_timeout in
+    turn: 100 due deliveries held `agentlens import` (and the reviewer, so every new run) for
+    100 x 10 s. After a timeout the round leaves the URL's other deliveries due, unattempted,
+    for the next round."""
+    url, held = silent
+    settings = settings_from(_config(url) + "webhook_timeout = 0.2\n")
+    store.put_traces([fabricated(f"r{i}") for i in range(5)])
+    assert review_pending(store, settings=settings) == 5
+    deliveries = store.list_deliveries()
+    assert len(deliveries) == 5
+    assert sorted(d.attempts for d in deliveries) == [0, 0, 0, 0, 1]
+    (tried,) = [d for d in deliveries if d.attempts == 1]
+    assert tried.status == "pending" and "timed out" in (tried.last_error or "")
+    assert len(held) == 1
+    review_pending(store, settings=settings)  # the next round: the next delivery, once
+    assert sorted(d.attempts for d in store.list_deliveries()) == [0, 0, 0, 1, 1]

@@ -96,8 +96,14 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _opener = urllib.request.build_opener(_NoRedirects)
 
 
-def _post(delivery: Delivery, settings: ReviewSettings) -> str | None:
-    """One attempt; ``None`` when delivered, else why not (one line)."""
+def _timed_out(exc: BaseException) -> bool:
+    reason = getattr(exc, "reason", None)
+    return isinstance(exc, TimeoutError) or isinstance(reason, TimeoutError)
+
+
+def _post(delivery: Delivery, settings: ReviewSettings) -> tuple[str | None, bool]:
+    """One attempt: ``(None, False)`` when delivered, else why not (one line) and whether the
+    receiver did not answer within ``webhook_timeout``."""
     body = delivery.body.encode()
     headers = {
         "Content-Type": "application/json",
@@ -117,14 +123,14 @@ def _post(delivery: Delivery, settings: ReviewSettings) -> str | None:
         with exc:
             location = exc.headers.get("Location") if exc.headers is not None else None
         if 300 <= exc.code < 400 and location:
-            return f"HTTP {exc.code} (redirect to {location!r} not followed)"
-        return f"HTTP {exc.code}"
+            return f"HTTP {exc.code} (redirect to {location!r} not followed)", False
+        return f"HTTP {exc.code}", False
     except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         # http.client.HTTPException (a status line that is not HTTP, a truncated answer) is no
         # OSError: uncaught, it aborted every delivery after it and left the attempt unrecorded
         reason: Any = getattr(exc, "reason", exc)
-        return f"{type(exc).__name__}: {reason}"
-    return None if 200 <= status < 300 else f"HTTP {status}"
+        return f"{type(exc).__name__}: {reason}", _timed_out(exc)
+    return (None if 200 <= status < 300 else f"HTTP {status}"), False
 
 
 def _backoff(settings: ReviewSettings, attempts_made: int) -> float:
@@ -136,11 +142,20 @@ def deliver_due(
 ) -> int:
     """Attempt every delivery that is due (at most ``limit``); return how many were delivered.
 
-    Never raises for a failed attempt: it is recorded (and retried later, or given up).
+    Never raises for a failed attempt: it is recorded (and retried later, or given up). After
+    an attempt that timed out, the other deliveries due to the same URL are left for the next
+    call, unattempted: a receiver that does not answer costs one ``webhook_timeout`` a call,
+    not one per delivery (which held the reviewer, and every run waiting for review, for
+    minutes).
     """
     delivered = 0
+    silent: set[str] = set()
     for delivery in store.due_deliveries(now=now, limit=limit):
-        error = _post(delivery, settings)
+        if delivery.url in silent:
+            continue
+        error, timed_out = _post(delivery, settings)
+        if timed_out:
+            silent.add(delivery.url)
         attempts = delivery.attempts + 1
         at = datetime.now(UTC)
         if error is None:
