@@ -92,3 +92,28 @@ def test_the_trend_chart_has_a_place_for_every_day_of_the_window(store: Any) -> 
     old = build(store, load_settings(), start=start - timedelta(days=60),
                 compare=timedelta(days=7), mode="fabricated_grounding", agent=None)  # fmt: skip
     assert len(old.charts[0].points) == 91
+
+
+def test_a_run_dated_centuries_away_does_not_fill_the_chart_with_empty_days(store: Any) -> None:
+    # one run with a clock centuries off (imported as it was recorded) made every chart of
+    # /trends?since=all a point for each of the ~100,000 days between
+    from dashboard_data import fabricated
+
+    from agentlens.config import load_settings
+    from agentlens.dashboard._trends import build
+    from agentlens.review import review_pending
+
+    # within the limit every day has its place
+    near = build(store, load_settings(), start=datetime.now(UTC) - timedelta(days=400),
+                 compare=timedelta(days=7), mode=None, agent=None)  # fmt: skip
+    assert len(near.charts[0].points) == 401
+
+    far = fabricated("far-future")
+    far.started_at, far.ended_at = datetime(2300, 1, 1, tzinfo=UTC), None
+    store.put_traces([far])
+    review_pending(store)
+    report = build(store, load_settings(), start=None, compare=timedelta(days=7), mode=None,
+                   agent=None)  # fmt: skip
+    days = [p.key for p in report.charts[0].points]
+    assert len(days) <= 3660  # ten years of days at most
+    assert days[-1] == "2300-01-01" and days == sorted(days)

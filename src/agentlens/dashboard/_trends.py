@@ -29,6 +29,8 @@ COMPARE: dict[str, timedelta] = {
 """The lengths of the two windows compared: the last whole days (and today so far), and the
 as many days before them."""
 
+MAX_DAYS = 3660
+"""The most days a chart gives a place each (ten years)."""
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 180, 44, 12, 10, 24
 _SCALES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0)
 """The rates at the top of a chart: the smallest that holds every interval."""
@@ -154,13 +156,17 @@ def every_day(groups: Sequence[RateGroup], start: datetime | None, today: date) 
     """A day breakdown with a group for each day from the window's first day (without a start:
     the first day with a run) to today: the breakdown has only the days with runs, and a chart
     spaces its points evenly, so a day without a scored run is an empty group (a gap), not a
-    day left out. Runs without a start time (no day) are not drawn; no day with a run: none."""
+    day left out. Runs without a start time (no day) are not drawn; no day with a run: none.
+    Over more than ``MAX_DAYS`` (a run whose clock was centuries off), only the days with runs,
+    in order, as a chart of days placed by rank."""
     known = {g.key: g for g in groups if g.key is not None}
     if not known:
         return []
     seen = [date.fromisoformat(k) for k in known]
     first = min([*seen, _utc_date(start)] if start is not None else seen)
     last = max(*seen, today)
+    if (last - first).days >= MAX_DAYS:
+        return [known[k] for k in sorted(known)]
     out = []
     for i in range((last - first).days + 1):
         key = (first + timedelta(days=i)).isoformat()
