@@ -123,7 +123,8 @@ def test_tool_use_and_tool_result_inside_a_run(captured_traces: Any) -> None:
     assert attrs["model"] == "claude-sonnet-4-6-20260101"
     assert (attrs["input_tokens"], attrs["output_tokens"]) == (200, 30)
     assert (attrs["cache_read_tokens"], attrs["cache_write_tokens"]) == (150, 10)
-    assert attrs["cost_usd"] == pytest.approx((200 * 3 + 30 * 15) / 1e6)
+    # 150 cache reads at 0.1x the input price, 10 cache writes at 1.25x
+    assert attrs["cost_usd"] == pytest.approx((200 * 3 + 150 * 0.3 + 10 * 3.75 + 30 * 15) / 1e6)
     assert attrs["stop_reason"] == "tool_use" and attrs["response_id"] == "msg_1"
     assert (tool.name, tool.input, tool.output, tool.error) == (
         "get_invoice",
@@ -248,7 +249,9 @@ def test_async_client(captured_traces: Any) -> None:
     asyncio.run(main())
     (step,) = calls(captured_traces.one())
     assert step.output["content"] == "async ok"
-    assert step.attributes["cost_usd"] == pytest.approx((200 * 3 + 30 * 15) / 1e6)
+    assert step.attributes["cost_usd"] == pytest.approx(
+        (200 * 3 + 150 * 0.3 + 10 * 3.75 + 30 * 15) / 1e6
+    )
 
 
 def test_a_missing_anthropic_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -466,3 +469,33 @@ def test_documents_in_the_question_are_evidence(captured_traces: Any) -> None:
     assert user.output == [document, question]
     report = run_scorers(["no_fabricated_refs"], trace=trace)
     assert report.results["no_fabricated_refs"].passed, report
+
+
+def test_the_cost_prices_prompt_cache_reads_and_writes(captured_traces: Any) -> None:
+    # input_tokens counts only the uncached input: cache writes cost 1.25x the input price
+    # (2x with the 1-hour TTL) and cache reads 0.1x; they were left out of cost_usd.
+    split = _message("msg_c", [{"type": "text", "text": "ok"}])
+    split["usage"] = {
+        "input_tokens": 20,
+        "output_tokens": 10,
+        "cache_read_input_tokens": 4000,
+        "cache_creation_input_tokens": 1000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 600, "ephemeral_1h_input_tokens": 400},
+    }
+    c = client(Server(_message("msg_b", [{"type": "text", "text": "ok"}]), split))
+    with agentlens.run():
+        for _ in range(2):
+            c.messages.create(
+                model="claude-sonnet-4-6",
+                max_tokens=10,
+                messages=[{"role": "user", "content": "x"}],
+            )
+    first, second = calls(captured_traces.one())
+    # 200 input, 150 cache reads, 10 cache writes (TTL not said: 5 minutes), 30 output
+    assert first.attributes["cost_usd"] == pytest.approx(
+        (200 * 3 + 150 * 0.3 + 10 * 3.75 + 30 * 15) / 1e6
+    )
+    assert second.attributes["cache_write_1h_tokens"] == 400
+    assert second.attributes["cost_usd"] == pytest.approx(
+        (20 * 3 + 4000 * 0.3 + 600 * 3.75 + 400 * 6.0 + 10 * 15) / 1e6
+    )

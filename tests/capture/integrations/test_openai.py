@@ -145,7 +145,8 @@ def test_a_tool_loop_inside_a_run_joins_it(captured_traces: Any) -> None:
     assert first.attributes["output_tokens"] == 20
     assert first.attributes["total_tokens"] == 120
     assert first.attributes["cache_read_tokens"] == 64
-    assert first.attributes["cost_usd"] == pytest.approx((100 * 2.5 + 20 * 10.0) / 1e6)
+    # 64 of the 100 input tokens were cached: $1.25 per million instead of $2.50
+    assert first.attributes["cost_usd"] == pytest.approx((36 * 2.5 + 64 * 1.25 + 20 * 10.0) / 1e6)
     assert tool.input == {"id": "ORD-1"}
     assert tool.output == '{"id": "ORD-1", "shipped": "2026-11-20"}'  # raw content
     assert tool.error is None and tool.attributes["tool_call_id"] == "call_1"
@@ -798,3 +799,37 @@ def test_the_beta_spelling_of_parse_is_recorded(captured_traces: Any) -> None:
         '{"text": "hi"}',
         "plain",
     ]
+
+
+def test_cached_input_tokens_are_priced_at_the_cached_rate(captured_traces: Any) -> None:
+    # prompt_tokens / input_tokens include the cached tokens, which cost less (gpt-4o: $1.25
+    # per million instead of $2.50; gpt-4.1: $0.50 instead of $2.00): they were priced in full.
+    reply = {
+        "id": "resp_c",
+        "object": "response",
+        "created_at": 1764000000,
+        "model": "gpt-4.1-2025-04-14",
+        "status": "completed",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 5000,
+            "output_tokens": 10,
+            "total_tokens": 5010,
+            "input_tokens_details": {"cached_tokens": 4096},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+    c = client(Server(_completion("Hi."), reply))
+    with agentlens.run():
+        c.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        c.responses.create(model="gpt-4.1", input="hi")
+    chat, responses = calls(captured_traces.one())
+    assert chat.attributes["cache_read_tokens"] == 64
+    assert chat.attributes["cost_usd"] == pytest.approx((36 * 2.5 + 64 * 1.25 + 20 * 10.0) / 1e6)
+    assert responses.attributes["cache_read_tokens"] == 4096
+    assert responses.attributes["cost_usd"] == pytest.approx(
+        (904 * 2.0 + 4096 * 0.5 + 10 * 8.0) / 1e6
+    )

@@ -12,6 +12,11 @@ Each module imports its library only when it is used, and raises
 They are also importable as ``agentlens.integrations.openai`` and so on.
 """
 
-from agentlens.capture.integrations._common import PRICES, end_conversations, estimate_cost
+from agentlens.capture.integrations._common import (
+    CACHE_RATES,
+    PRICES,
+    end_conversations,
+    estimate_cost,
+)
 
-__all__ = ["PRICES", "end_conversations", "estimate_cost"]
+__all__ = ["CACHE_RATES", "PRICES", "end_conversations", "estimate_cost"]

@@ -54,6 +54,7 @@ from agentlens.capture._state import is_enabled
 from agentlens.errors import MissingExtraError
 
 __all__ = [
+    "CACHE_RATES",
     "PRICES",
     "Call",
     "Recorder",
@@ -98,6 +99,24 @@ PRICES: dict[str, tuple[float, float]] = {
 }
 """Prices per model name prefix (the longest matching prefix wins); ``cost_usd`` is left out
 for a model not in the table (or in ``prices=``)."""
+
+CACHE_RATES: dict[str, tuple[float, float, float]] = {
+    # (cache read, cache write with the 5-minute TTL, cache write with the 1-hour TTL), as
+    # multiples of the model's input price in PRICES (or prices=), by model name prefix.
+    # Anthropic's prompt-caching multipliers, the same for every Claude model:
+    "claude": (0.10, 1.25, 2.00),
+    # OpenAI's "cached input" column (OpenAI charges nothing extra to write its cache):
+    "gpt-4o": (0.50, 1.0, 1.0),  # $1.25 of $2.50; gpt-4o-mini $0.075 of $0.15
+    "gpt-4.1": (0.25, 1.0, 1.0),  # $0.50 of $2.00; -mini $0.10 of $0.40; -nano $0.025 of $0.10
+    "gpt-5": (0.10, 1.0, 1.0),  # $0.125 of $1.25; -mini $0.025 of $0.25; -nano $0.005 of $0.05
+    "o3": (0.25, 1.0, 1.0),  # $0.50 of $2.00
+    "o3-mini": (0.50, 1.0, 1.0),  # $0.55 of $1.10
+    "o4-mini": (0.25, 1.0, 1.0),  # $0.275 of $1.10
+}
+"""How prompt-cache tokens are priced, relative to the input price (longest prefix wins). A
+model in neither this table nor ``prices=`` has its cache tokens priced as ordinary input.
+A ``prices=`` entry may give them in USD per million after input and output:
+``(input, output, cache read, cache write, cache write 1-hour)``."""
 
 MAX_CONVERSATIONS = 64
 """Conversations (outside any run) kept open at once; the oldest is ended past this."""
@@ -144,15 +163,48 @@ def estimate_cost(
     input_tokens: int | None,
     output_tokens: int | None,
     prices: Mapping[str, Sequence[float]] | None = None,
+    *,
+    cache_read_tokens: int | None = None,
+    cache_write_tokens: int | None = None,
+    cache_write_1h_tokens: int | None = None,
 ) -> float | None:
-    """USD for a call, or ``None`` when the model's price or the token counts are unknown."""
+    """USD for a call, or ``None`` when the model's price or the token counts are unknown.
+
+    ``input_tokens`` are the tokens billed at the input price: without the cache reads and
+    writes, which are priced by :data:`CACHE_RATES` (or a ``prices=`` entry's third to fifth
+    values). ``cache_write_tokens`` counts every cache write; ``cache_write_1h_tokens`` how
+    many of them were written with the 1-hour TTL (the others are priced at the 5-minute rate).
+    """
     if not model or input_tokens is None or output_tokens is None:
         return None
     table: dict[str, Sequence[float]] = {**PRICES, **(prices or {})}
     best = max((p for p in table if model.startswith(p)), key=len, default="")
     if not best:
         return None
-    return round((input_tokens * table[best][0] + output_tokens * table[best][1]) / 1e6, 8)
+    price = table[best]
+    base = price[0]
+    prefix = max((p for p in CACHE_RATES if model.startswith(p)), key=len, default="")
+    rates = CACHE_RATES.get(prefix)
+    read, write, write_1h = (base * r for r in rates) if rates else (base, base, base)
+    read = price[2] if len(price) > 2 else read
+    write = price[3] if len(price) > 3 else write
+    write_1h = price[4] if len(price) > 4 else write_1h
+    cached = cache_read_tokens or 0
+    written = cache_write_tokens or 0
+    long_lived = min(cache_write_1h_tokens or 0, written)
+    total = (
+        input_tokens * base
+        + output_tokens * price[1]
+        + cached * read
+        + (written - long_lived) * write
+        + long_lived * write_1h
+    )
+    return round(total / 1e6, 8)
+
+
+def _count(value: Any) -> int:
+    """A token count as an ``int`` (0 when it is not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def fingerprint(*parts: Any) -> str:
@@ -232,8 +284,12 @@ class Recorder:
         agent: str | None,
         record_tool_results: bool,
         prices: Mapping[str, Sequence[float]] | None,
+        input_includes_cache: bool = False,
     ) -> None:
         self.integration = integration
+        self.input_includes_cache = input_includes_cache
+        """True when the API's input token count includes the cached tokens (OpenAI's does,
+        Anthropic's does not): they are taken out of it to price them apart."""
         self.agent = agent
         self.record_tool_results = record_tool_results
         self.prices = dict(prices or {})
@@ -319,9 +375,7 @@ class Recorder:
                     attrs[key] = value
             if "total_tokens" not in attrs and {"input_tokens", "output_tokens"} <= set(attrs):
                 attrs["total_tokens"] = attrs["input_tokens"] + attrs["output_tokens"]
-            cost = estimate_cost(
-                model, attrs.get("input_tokens"), attrs.get("output_tokens"), self.prices
-            )
+            cost = self._cost(model, attrs)
             if cost is not None:
                 attrs["cost_usd"] = cost
             if response_id:
@@ -365,6 +419,26 @@ class Recorder:
                     self._end_own(session)
         except Exception as exc:
             _internal(exc)
+
+    def _cost(self, model: str | None, attrs: Mapping[str, Any]) -> float | None:
+        """The estimated cost of a call from its step's token counts (``cache_read_tokens``,
+        ``cache_write_tokens`` and ``cache_write_1h_tokens`` priced apart)."""
+        billed = attrs.get("input_tokens")
+        if not isinstance(billed, int) or isinstance(billed, bool):
+            return None
+        read = _count(attrs.get("cache_read_tokens"))
+        if self.input_includes_cache:
+            read = min(read, billed)
+            billed -= read
+        return estimate_cost(
+            model,
+            billed,
+            attrs.get("output_tokens"),
+            self.prices,
+            cache_read_tokens=read,
+            cache_write_tokens=_count(attrs.get("cache_write_tokens")),
+            cache_write_1h_tokens=_count(attrs.get("cache_write_1h_tokens")),
+        )
 
     def fail(self, call: Call | None, exc: BaseException) -> None:
         """Close the call's step with the client's exception (which the caller re-raises)."""

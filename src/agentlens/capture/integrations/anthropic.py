@@ -16,8 +16,9 @@
 ``input`` = the messages (with ``system`` when given: ``{"system": ..., "messages": [...]}``),
 ``output`` = ``{"role": "assistant", "content": <the text blocks>, "tool_calls": [...],
 "thinking": ...}``, ``attributes``: ``model``, ``input_tokens``, ``output_tokens``,
-``cache_read_tokens``, ``cache_write_tokens``, ``cost_usd``, ``stop_reason``,
-``response_id``. Each ``tool_use`` block opens a ``tool`` step that the ``tool_result`` block
+``cache_read_tokens``, ``cache_write_tokens`` (``cache_write_1h_tokens``: those of them with the
+1-hour TTL), ``cost_usd`` (cache reads at 0.1x the input price, cache writes at 1.25x, 2x for
+the 1-hour TTL), ``stop_reason``, ``response_id``. Each ``tool_use`` block opens a ``tool`` step that the ``tool_result`` block
 fed back closes: its content raw as ``output``, or as ``error`` with ``is_error``. Grouping into
 runs is described in :mod:`agentlens.capture.integrations._common`. ``client.messages.stream``
 (the SDK's stream helper) is not recorded; use ``create(stream=True)``.
@@ -65,7 +66,9 @@ def wrap(
         agent: the agent role of the runs made for conversations outside ``agentlens.run()``.
         record_tool_results: record tool calls and the results fed back as ``tool`` steps
             (turn off when the tools are decorated with ``@agentlens.tool``).
-        prices: {model prefix: (USD per 1M input tokens, per 1M output tokens)}.
+        prices: {model prefix: (USD per 1M input tokens, per 1M output tokens)}, optionally
+            followed by the prices of cache reads, cache writes and 1-hour cache writes (else
+            :data:`CACHE_RATES` applies: 0.1x, 1.25x and 2x the input price).
 
     Raises:
         MissingExtraError: the ``anthropic`` package is not installed.
@@ -137,11 +140,14 @@ def _message_fp(message: Any) -> str:
 def _usage(usage: Any) -> dict[str, int | None]:
     if usage is None:
         return {}
+    # cache_creation splits the cache writes by TTL (1-hour writes cost more)
+    long_lived = member(member(usage, "cache_creation"), "ephemeral_1h_input_tokens")
     return {
         "input_tokens": member(usage, "input_tokens"),
         "output_tokens": member(usage, "output_tokens"),
         "cache_read_tokens": member(usage, "cache_read_input_tokens"),
         "cache_write_tokens": member(usage, "cache_creation_input_tokens"),
+        "cache_write_1h_tokens": long_lived or None,
     }
 
 

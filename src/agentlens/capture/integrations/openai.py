@@ -15,7 +15,8 @@
 or not) become ``llm`` steps: ``input`` = the messages (or Responses ``input``), ``output`` =
 the assistant message (``{"role": "assistant", "content": ..., "tool_calls": [...]}``),
 ``attributes``: ``model``, ``input_tokens``, ``output_tokens``, ``total_tokens``,
-``cache_read_tokens``, ``cost_usd`` (from a list-price table, or ``prices=``),
+``cache_read_tokens``, ``cost_usd`` (from a list-price table, or ``prices=``; the cached input
+tokens, which ``input_tokens`` includes, at the cached-input price),
 ``finish_reason``, ``response_id``. A tool call the model asks for is a ``tool`` step, closed by
 the ``tool`` message (or ``function_call_output`` item) fed back with its result. How calls
 are grouped into runs is described in :mod:`agentlens.capture.integrations._common`.
@@ -64,7 +65,8 @@ def wrap(
         agent: the agent role of the runs made for conversations outside ``agentlens.run()``.
         record_tool_results: record tool calls and the results fed back as ``tool`` steps
             (turn off when the tools are decorated with ``@agentlens.tool``).
-        prices: {model prefix: (USD per 1M input tokens, per 1M output tokens)}.
+        prices: {model prefix: (USD per 1M input tokens, per 1M output tokens)}, optionally
+            followed by the price of cached input tokens (else :data:`CACHE_RATES` applies).
 
     Raises:
         MissingExtraError: the ``openai`` package is not installed.
@@ -73,7 +75,11 @@ def wrap(
     if getattr(client, "_agentlens_wrapped", False):
         return client
     recorder = Recorder(
-        "openai", agent=agent, record_tool_results=record_tool_results, prices=prices
+        "openai",
+        agent=agent,
+        record_tool_results=record_tool_results,
+        prices=prices,
+        input_includes_cache=True,
     )
     _install(client, recorder, isinstance(client, openai.AsyncOpenAI))
     return client
