@@ -250,3 +250,21 @@ def test_an_async_agent_from_an_async_test(project: pytest.Pytester) -> None:
     )
     outcome = project.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
     outcome.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("limit", [5, 50.0, -0.01, float("nan")])
+def test_a_limit_that_is_no_fraction_is_refused_not_passed(limit: float) -> None:
+    """assert_rate_below(5), meant as 5 %, passed every evaluation, 100 % flagged included;
+    agentlens gate refuses such a --max-rate, and so does the assertion now."""
+    from agentlens.analytics import RateStats
+    from agentlens.store import RateCounts
+    from agentlens.testing import EvalResult
+
+    stats = RateStats.of(RateCounts(runs=4, flagged=4, passed=0))
+    result = EvalResult(cases=[], stats=stats)
+    with pytest.raises(ValueError, match="a fraction between 0 and 1"):
+        result.assert_rate_below(limit)
+    with pytest.raises(ValueError, match="a fraction between 0 and 1"):
+        result.assert_rate_below(limit, upper_bound=True)
+    with pytest.raises(pytest.fail.Exception, match=r"the rate \(100.0%\) is not below 5.0%"):
+        result.assert_rate_below(0.05)

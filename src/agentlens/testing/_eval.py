@@ -125,8 +125,16 @@ class EvalResult:
                 stricter test that a small sample cannot pass by luck.
 
         An evaluation in which no run had a definite verdict fails: nothing was shown.
+
+        Raises:
+            ValueError: ``max_rate`` is not a fraction between 0 and 1 (``5`` meant as 5%
+                would pass every evaluation).
         """
         __tracebackhide__ = True
+        if not 0.0 <= max_rate <= 1.0:  # NaN too
+            raise ValueError(
+                f"max_rate must be a fraction between 0 and 1 (0.05 for 5%), got {max_rate!r}"
+            )
         s = self.stats
         if s.rate is None or s.ci_high is None:
             pytest.fail(f"no run had a definite verdict, so there is no rate\n{self.explain()}")
