@@ -75,3 +75,36 @@ def test_a_report_path_under_a_file_is_one_error_line(cli, db_url, tmp_path: Pat
     result = cli("gate", "--max-rate", "0.5", "--junit", str(tmp_path / "afile" / "gate.xml"))
     assert result.exit_code == 2
     assert result.stderr.startswith("error: ") and "afile" in result.stderr
+
+
+def test_a_data_error_of_the_rate_query_is_in_the_reports_too(cli, db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A --scorer that counts nothing (or a pinned version without scores) exited 2 before the
+    reports were written, so the CI job had no JUnit file and no summary to show why; the
+    reports say it, as for an empty window."""
+    _seed(db_url, ["fine", "FAKE"])
+    junit, md = tmp_path / "gate.xml", tmp_path / "gate.md"
+    for scorer, message in (
+        ("bogus", "unknown scorer 'bogus'"),
+        ("t_refs@9", "no score of t_refs@9 is stored"),
+    ):
+        args = ["--max-rate", "5%", "--scorer", scorer, "--junit", str(junit)]
+        result = cli("gate", *args, "--markdown", str(md))
+        assert result.exit_code == 2
+        assert result.stderr.startswith(f"error: {message}")
+        root = ET.parse(junit).getroot()
+        assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("1", "0", "1")
+        error = root.find("testsuite/testcase/error")
+        assert error is not None and message in (error.get("message") or "")
+        text = md.read_text(encoding="utf-8")
+        assert text.startswith("## agentlens gate: ⚠️ error") and message in text
+
+
+def test_a_store_that_is_not_there_is_in_the_reports(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A CI job whose store was not restored (a missing cache or artifact)."""
+    junit = tmp_path / "gate.xml"
+    missing = f"sqlite:///{tmp_path / 'missing.db'}"
+    result = cli("gate", "--max-rate", "5%", "--junit", str(junit), db=missing)
+    assert result.exit_code == 2 and "no agentlens store here" in result.stderr
+    error = ET.parse(junit).getroot().find("testsuite/testcase/error")
+    assert error is not None and "no agentlens store here" in (error.get("message") or "")
+    assert not (tmp_path / "missing.db").exists()

@@ -23,7 +23,7 @@ from agentlens.cli._util import (
     parse_duration,
     time_window,
 )
-from agentlens.errors import ConfigError
+from agentlens.errors import AgentlensError, ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
     from agentlens.model._time import Window
@@ -435,36 +435,43 @@ def gate(
             raise ConfigError("--baseline-since needs a window with a start; not --since all")
         base_window = window.preceding(length, f"bad --baseline-since {baseline_since!r}")
     settings = state.settings()
-    with command_store(read_only=True) as store:
-        common: dict[str, Any] = {
-            "agent": agent,
-            "modes": mode or None,
-            "scorers": scorer or None,
-            "store": store,
-            "settings": settings,
-        }
-        current = hallucination_rate(start=window.start, end=window.end, **common)
-        baseline = None
-        base_label = ""
-        if base_window is not None:
-            baseline = hallucination_rate(start=base_window.start, end=base_window.end, **common)
-            base_label = base_window.label()
-        label = window.label()
-        error: str | None = None
-        result = None
-        try:
-            result = evaluate_gate(
-                current,
-                max_rate=limit,
-                baseline=baseline,
-                max_increase=increase,
-                significant_only=significant_only,
-            )
-        except ValueError as exc:
-            error = str(exc)
-        listed = current.flagged_run_ids[:max_listed] if result is not None else []
-        runs = _flagged_runs(store, current, listed) if listed else []
-    omitted = current.flagged - len(runs) if result is not None else 0
+    label = window.label()
+    base_label = "" if base_window is None else base_window.label()
+    error: str | None = None
+    result = None
+    runs: list[Any] = []
+    try:
+        with command_store(read_only=True) as store:
+            common: dict[str, Any] = {
+                "agent": agent,
+                "modes": mode or None,
+                "scorers": scorer or None,
+                "store": store,
+                "settings": settings,
+            }
+            current = hallucination_rate(start=window.start, end=window.end, **common)
+            baseline = None
+            if base_window is not None:
+                baseline = hallucination_rate(
+                    start=base_window.start, end=base_window.end, **common
+                )
+            try:
+                result = evaluate_gate(
+                    current,
+                    max_rate=limit,
+                    baseline=baseline,
+                    max_increase=increase,
+                    significant_only=significant_only,
+                )
+            except ValueError as exc:
+                error = str(exc)
+            listed = current.flagged_run_ids[:max_listed] if result is not None else []
+            runs = _flagged_runs(store, current, listed) if listed else []
+    except AgentlensError as exc:
+        # a store that is not there, a --scorer that counts nothing: a data error, which the
+        # reports say too (the CI job's artifact and summary), as for an empty window
+        error, result, runs = str(exc), None, []
+    omitted = result.current.flagged - len(runs) if result is not None else 0
     markdown_path: Path | None = None
     if markdown is not None and markdown.strip():
         markdown_path = Path(markdown)
