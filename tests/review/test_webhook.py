@@ -131,3 +131,17 @@ def test_the_secret_signs_only_deliveries_to_its_own_webhook(
     assert SIGNATURE_HEADER not in by_path["/hook-earlier"]
     (signed,) = [r for r in receiver.accepted if r["path"] == "/hook"]
     assert verify_signature(signed["body"], SECRET, signed["headers"][SIGNATURE_HEADER])
+
+
+def test_every_due_delivery_is_attempted_not_the_first_hundred(
+    store: TraceStore, receiver: Receiver, settings_from: Callable[[str], Settings]
+) -> None:
+    """Reviewing 150 flagged runs at once (`agentlens import`, `agentlens review run`) sent
+    100 webhooks: deliver_due took one page of 100, and the other 50 waited for whichever
+    process reviewed the store next (none, for a one-shot command)."""
+    settings = settings_from(_config(receiver.url))
+    store.put_traces([fabricated(f"r{i}") for i in range(150)])
+    assert review_pending(store, settings=settings) == 150
+    assert len(receiver.accepted) == 150
+    assert store.list_deliveries(status="pending", limit=None) == []
+    assert len(store.list_deliveries(status="delivered", limit=None)) == 150

@@ -37,6 +37,7 @@ from agentlens.review._verdicts import (
 from agentlens.review._webhook import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
+    deliver_all_due,
     deliver_due,
     sign,
     verify_signature,
@@ -56,6 +57,7 @@ __all__ = [
     "Tally",
     "clear_flagged_callbacks",
     "content_flags",
+    "deliver_all_due",
     "deliver_due",
     "on_flagged",
     "precision",

@@ -13,7 +13,8 @@ The store is the queue (:meth:`~agentlens.store.TraceStore.pending_review`): eve
 4. marked it reviewed (a run replaced meanwhile stays pending, and is reviewed again).
 
 Steps 3 and 4 happen in that order, so a crash between them repeats a callback (at least once)
-rather than losing it. Webhook deliveries due are then attempted (:func:`deliver_due`).
+rather than losing it. Webhook deliveries due are then attempted, every one of them
+(:func:`deliver_all_due`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from agentlens.model import Trace
 from agentlens.review._hooks import STATS, FlaggedRun, fire
 from agentlens.review._settings import ReviewSettings, review_settings
 from agentlens.review._tally import score_finished
-from agentlens.review._webhook import deliver_due, new_delivery
+from agentlens.review._webhook import deliver_all_due, new_delivery
 from agentlens.store import RunFilter, RunSummary, TraceStore
 from agentlens.store._protocol import PendingRun
 
@@ -224,5 +225,5 @@ def review_pending_result(
                 break
             _review_batch(store, batch, scorers, review, result)
     if deliver:
-        result.delivered += deliver_due(store, review)
+        result.delivered += deliver_all_due(store, review)
     return result

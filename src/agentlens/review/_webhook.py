@@ -44,6 +44,7 @@ __all__ = [
     "DELIVERY_HEADER",
     "EVENT_HEADER",
     "SIGNATURE_HEADER",
+    "deliver_all_due",
     "deliver_due",
     "new_delivery",
     "sign",
@@ -148,9 +149,29 @@ def deliver_due(
     not one per delivery (which held the reviewer, and every run waiting for review, for
     minutes).
     """
+    return _deliver_page(store, settings, limit=limit, now=now)[0]
+
+
+def deliver_all_due(store: TraceStore, settings: ReviewSettings, *, page: int = 100) -> int:
+    """:func:`deliver_due` page after page until no delivery is due, or one timed out (its
+    URL's others wait for the next call); return how many were delivered. What reviewing
+    calls: 150 flagged runs reviewed at once are 150 deliveries, not the first 100."""
+    delivered = 0
+    while True:
+        sent, due, stalled = _deliver_page(store, settings, limit=page, now=None)
+        delivered += sent
+        if due < page or stalled:
+            return delivered
+
+
+def _deliver_page(
+    store: TraceStore, settings: ReviewSettings, *, limit: int, now: datetime | None
+) -> tuple[int, int, bool]:
+    """One page of due deliveries: (delivered, how many were due, whether one timed out)."""
     delivered = 0
     silent: set[str] = set()
-    for delivery in store.due_deliveries(now=now, limit=limit):
+    due = store.due_deliveries(now=now, limit=limit)
+    for delivery in due:
         if delivery.url in silent:
             continue
         error, timed_out = _post(delivery, settings)
@@ -177,4 +198,4 @@ def deliver_due(
         else:
             retry = at + timedelta(seconds=_backoff(settings, attempts))
             store.record_delivery(delivery.id, ok=False, error=error, next_attempt_at=retry, at=at)
-    return delivered
+    return delivered, len(due), bool(silent)
