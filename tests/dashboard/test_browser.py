@@ -329,3 +329,27 @@ def test_long_text_and_a_phone_screen_never_widen_the_page(
     tab.goto(live.url + wide)
     shot(tab, f"run-{width}")
     _clean(watch)
+
+
+def test_back_from_the_evidence_returns_to_the_same_finding(live: Any, page: Any) -> None:
+    # the queue's selection lived only in the script: j j e, then Back, reloaded the page (it is
+    # no-store) with the first finding selected
+    tab, watch = page
+    tab.goto(live.url + "/review?agent=support")
+    assert tab.locator("li.queue-item").count() >= 3
+    tab.keyboard.press("j")
+    tab.keyboard.press("j")
+    chosen = tab.locator("li.queue-item.selected")
+    assert chosen.get_attribute("data-index") == "2"
+    run_id = chosen.get_attribute("data-run")
+    with tab.expect_navigation():
+        tab.keyboard.press("e")
+    assert f"/runs/{run_id}" in tab.url
+    tab.go_back()
+    tab.wait_for_load_state()
+    assert tab.locator("li.queue-item.selected").get_attribute("data-index") == "2"
+    assert "agent=support" in tab.url  # the filter is kept
+    tab.keyboard.press("k")
+    tab.reload()
+    assert tab.locator("li.queue-item.selected").get_attribute("data-index") == "1"
+    _clean(watch)

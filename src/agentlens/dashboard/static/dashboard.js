@@ -50,6 +50,16 @@ function initQueue() {
     items.forEach(function (el, j) { el.classList.toggle("selected", j === at); });
     items[at].scrollIntoView({ block: "nearest" });
     items[at].focus({ preventScroll: true });
+    remember(at);
+  }
+
+  // The selection in the URL (?at=), so that Back from the evidence, or a reload, comes back
+  // to the same finding: the page is no-store, so the browser reloads it.
+  function remember(i) {
+    var url = new URL(location.href);
+    if (url.searchParams.get("at") === String(i)) { return; }
+    url.searchParams.set("at", String(i));
+    history.replaceState(history.state, "", url.pathname + url.search + url.hash);
   }
 
   function submit(verdict) {
