@@ -833,3 +833,93 @@ def test_cached_input_tokens_are_priced_at_the_cached_rate(captured_traces: Any)
     assert responses.attributes["cost_usd"] == pytest.approx(
         (904 * 2.0 + 4096 * 0.5 + 10 * 8.0) / 1e6
     )
+
+
+def _function_call_reply(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A reply of the legacy function-calling API (``functions=``): ``function_call``, no id."""
+    body = _completion(None)
+    body["choices"][0]["message"]["function_call"] = {"name": name, "arguments": json.dumps(args)}
+    body["choices"][0]["finish_reason"] = "function_call"
+    return body
+
+
+FUNCTIONS = [TOOLS[0]["function"]]
+
+
+def test_a_legacy_function_message_is_the_tool_result(captured_traces: Any) -> None:
+    # A `function` message (the result of the old function-calling API) was not read: the
+    # function_call asked for was no tool step and its result, evidence, was lost; outside a
+    # run the conversation ended at the function_call, as if it were the answer.
+    server = Server(
+        _function_call_reply("get_order", {"id": "ORD-1"}),
+        _completion("ORD-1 shipped on 2026-11-20."),
+    )
+    c = client(server)
+    messages: list[Any] = [{"role": "user", "content": "Where is order ORD-1?"}]
+    reply = c.chat.completions.create(model="gpt-4o", messages=messages, functions=FUNCTIONS)
+    messages.append(reply.choices[0].message)
+    messages.append({"role": "function", "name": "get_order", "content": "shipped 2026-11-20"})
+    c.chat.completions.create(model="gpt-4o", messages=messages, functions=FUNCTIONS)
+    trace = captured_traces.one()  # one conversation
+    first, tool, second = calls(trace)
+    assert first.output["tool_calls"] == [
+        {"id": None, "name": "get_order", "arguments": {"id": "ORD-1"}}
+    ]
+    assert (tool.kind, tool.name, tool.input) == (StepKind.TOOL, "get_order", {"id": "ORD-1"})
+    assert tool.output == "shipped 2026-11-20" and tool.error is None
+    assert "unpaired" not in tool.attributes and tool.attributes["legacy_function"] is True
+    assert tool.started_at <= tool.ended_at <= second.started_at
+    assert trace.output == "ORD-1 shipped on 2026-11-20."
+
+
+def test_a_legacy_function_message_without_its_call_is_an_unpaired_tool_step(
+    captured_traces: Any,
+) -> None:
+    server = Server(_completion("It failed."), _completion("It failed."))
+    c = client(server)
+    messages = [
+        {"role": "user", "content": "Where is ORD-1?"},
+        {"role": "assistant", "content": None, "function_call": {"name": "get_order",
+                                                                 "arguments": "{}"}},
+        {"role": "function", "name": "get_order", "content": "Error: no such order"},
+    ]  # fmt: skip
+    with agentlens.run():
+        for _ in range(2):  # sent again: recorded once
+            c.chat.completions.create(model="gpt-4o", messages=messages)
+    steps = calls(captured_traces.one())
+    tools = [s for s in steps if s.kind is StepKind.TOOL]
+    assert len(tools) == 1
+    assert tools[0].name == "get_order" and tools[0].error == "Error: no such order"
+    assert tools[0].attributes["unpaired"] is True
+
+
+def test_a_streamed_legacy_function_call_is_a_tool_step(captured_traces: Any) -> None:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-f",
+            "object": "chat.completion.chunk",
+            "created": 1764000000,
+            "model": "gpt-4o",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    server = Server(
+        [
+            chunk({"role": "assistant", "function_call": {"name": "get_order", "arguments": ""}}),
+            chunk({"function_call": {"arguments": '{"id": "ORD-3"}'}}),
+            chunk({}, "function_call"),
+        ],
+        _completion("ORD-3 is late."),
+    )
+    c = client(server)
+    messages: list[Any] = [{"role": "user", "content": "ORD-3?"}]
+    with agentlens.run():
+        list(c.chat.completions.create(model="gpt-4o", messages=messages, stream=True))
+        messages += [
+            {"role": "assistant", "content": None,
+             "function_call": {"name": "get_order", "arguments": '{"id": "ORD-3"}'}},
+            {"role": "function", "name": "get_order", "content": "late"},
+        ]  # fmt: skip
+        c.chat.completions.create(model="gpt-4o", messages=messages)
+    _, tool, _ = calls(captured_traces.one())
+    assert (tool.name, tool.input, tool.output) == ("get_order", {"id": "ORD-3"}, "late")

@@ -227,6 +227,9 @@ class ToolCall:
     arguments: Any
     kind: str = "tool"
     """The kind of step it is: ``tool``, or ``retrieval`` for a provider's file search."""
+    legacy: bool = False
+    """A ``function_call`` of OpenAI's legacy function-calling API: the API gives it no id
+    (``id`` is made up, and not recorded); its result is paired with it by name."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +252,9 @@ class ToolResult:
     content: Any
     is_error: bool = False
     name: str | None = None
+    by_name: bool = False
+    """A result that names no call (a legacy ``function`` message): it closes the oldest open
+    call of its ``name``; ``call_id`` only tells it apart from the other results."""
 
 
 @dataclass
@@ -407,7 +413,9 @@ class Recorder:
                         "tool",
                         tool.name,
                         input=tool.arguments,
-                        attributes={"tool_call_id": tool.id},
+                        attributes={"legacy_function": True}
+                        if tool.legacy
+                        else {"tool_call_id": tool.id},
                     )
                     tctx.run(tstep.__enter__)
                     session.open_calls[tool.id] = (tstep, tctx)
@@ -521,6 +529,8 @@ class Recorder:
             session.seen.add(result.call_id)
             failed = result.is_error or looks_failed(result.content)
             opened = session.open_calls.pop(result.call_id, None)
+            if opened is None and result.by_name:
+                opened = _pop_by_name(session, result.name)
             if opened is not None:
                 step, ctx = opened
                 if failed:
@@ -536,7 +546,9 @@ class Recorder:
                     result.name,
                     output=None if failed else result.content,
                     error=(result.content or "error") if failed else None,
-                    attributes={"tool_call_id": result.call_id, "unpaired": True},
+                    attributes={"legacy_function": True, "unpaired": True}
+                    if result.by_name
+                    else {"tool_call_id": result.call_id, "unpaired": True},
                 )
 
     def _shown(self, session: _Session, shown: Sequence[Shown]) -> None:
@@ -581,6 +593,19 @@ class Recorder:
             _OPEN.discard(self)
         for session in sessions:
             self._close(session)
+
+
+def _pop_by_name(
+    session: _Session, name: str | None
+) -> tuple[ActiveStep, contextvars.Context] | None:
+    """The oldest open call named ``name``, taken out of the open calls: a legacy
+    ``function_call`` first, else any call of that name."""
+    if not name:
+        return None
+    named = [k for k, (step, _) in session.open_calls.items() if step.name == name]
+    legacy = [k for k in named if session.open_calls[k][0].attributes.get("legacy_function")]
+    keys = legacy or named
+    return session.open_calls.pop(keys[0]) if keys else None
 
 
 _RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()

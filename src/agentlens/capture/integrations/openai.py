@@ -27,6 +27,7 @@ and every other method keep working. Needs the ``openai`` extra.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -165,8 +166,11 @@ class _Chat:
                 content=_text(m.get("content")),
                 name=m.get("name"),
             )
-            for m in messages
-            if isinstance(m, dict) and m.get("role") == "tool" and m.get("tool_call_id")
+            if m.get("role") == "tool"
+            else _function_result(m, i)
+            for i, m in enumerate(messages)
+            if isinstance(m, dict)
+            and ((m.get("role") == "tool" and m.get("tool_call_id")) or m.get("role") == "function")
         ]
         first_user = next(
             (_text(m.get("content")) for m in messages if member(m, "role") == "user"), None
@@ -198,6 +202,11 @@ class _Chat:
             )
             for tc in (member(message, "tool_calls") or [])
         ]
+        function_call = member(message, "function_call")
+        if function_call is not None and not calls:
+            calls = [
+                _legacy_call(member(function_call, "name"), member(function_call, "arguments"))
+            ]
         _Chat.finish(
             recorder,
             call,
@@ -228,9 +237,12 @@ class _Chat:
             output["refusal"] = refusal
         if calls:
             output["tool_calls"] = [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls
+                {"id": None if c.legacy else c.id, "name": c.name, "arguments": c.arguments}
+                for c in calls
             ]
-        reply = fingerprint("assistant", content or "", [c.id for c in calls], None)
+        # as _message_fp reads the reply when it is sent back (a function_call has no id)
+        ids = [c.id for c in calls if not c.legacy]
+        reply = fingerprint("assistant", content or "", ids, None)
         recorder.end(
             call,
             output=output,
@@ -246,6 +258,33 @@ class _Chat:
     @staticmethod
     def accumulator() -> _ChatChunks:
         return _ChatChunks()
+
+
+_LEGACY_IDS = itertools.count(1)
+
+
+def _legacy_call(name: Any, arguments: Any) -> ToolCall:
+    """The ``function_call`` of a reply of the legacy function-calling API (``functions=``):
+    a tool call without an id, which the ``function`` message fed back answers by name."""
+    return ToolCall(
+        id=f"function_call-{next(_LEGACY_IDS)}",
+        name=str(name),
+        arguments=_arguments(arguments),
+        legacy=True,
+    )
+
+
+def _function_result(message: dict[str, Any], index: int) -> ToolResult:
+    """A ``function`` message (the result of a legacy ``function_call``): it names the function,
+    not a call, so it is paired by name. Its ``call_id`` (where it stands in the conversation,
+    and what it says) only keeps it from being recorded again when the messages are resent."""
+    name, content = message.get("name"), _text(message.get("content"))
+    return ToolResult(
+        call_id=f"function-{fingerprint('function', name, content, index)}",
+        content=content,
+        name=str(name) if name is not None else None,
+        by_name=True,
+    )
 
 
 def _message_fp(message: Any) -> str:
@@ -265,6 +304,8 @@ class _ChatChunks:
         self.content: list[str] = []
         self.refusal: list[str] = []
         self.calls: dict[int, dict[str, Any]] = {}
+        self.function: dict[str, str] | None = None
+        """A legacy ``function_call`` streamed in (``functions=``)."""
         self.model: str | None = None
         self.usage: Any = None
         self.finish: str | None = None
@@ -285,6 +326,12 @@ class _ChatChunks:
                 self.content.append(member(delta, "content"))
             if member(delta, "refusal"):
                 self.refusal.append(member(delta, "refusal"))
+            function_call = member(delta, "function_call")
+            if function_call is not None:
+                if self.function is None:
+                    self.function = {"name": "", "arguments": ""}
+                self.function["name"] += member(function_call, "name") or ""
+                self.function["arguments"] += member(function_call, "arguments") or ""
             for tc in member(delta, "tool_calls") or []:
                 slot = self.calls.setdefault(
                     member(tc, "index", 0), {"id": None, "name": "", "arguments": ""}
@@ -301,6 +348,8 @@ class _ChatChunks:
             ToolCall(id=str(c["id"]), name=c["name"], arguments=_arguments(c["arguments"]))
             for _, c in sorted(self.calls.items())
         ]
+        if self.function is not None and not calls:
+            calls = [_legacy_call(self.function["name"], self.function["arguments"])]
         _Chat.finish(
             recorder,
             call,
