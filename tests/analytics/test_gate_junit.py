@@ -1,10 +1,14 @@
-"""The gate's JUnit XML stays well-formed whatever text the runs and scorers carry."""
+"""The gate: its JUnit XML stays well-formed whatever text the runs carry; its checks are the
+ones asked for."""
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from typing import Any
 
-from agentlens.analytics import FlaggedRun, render_junit
+import pytest
+
+from agentlens.analytics import FlaggedRun, evaluate_gate, render_junit
 from agentlens.model import FailureMode, Finding, Score, Verdict
 
 
@@ -51,3 +55,24 @@ def test_text_xml_can_carry_is_kept_as_it_is() -> None:
     root = ET.fromstring(render_junit(None, [FlaggedRun(run_id="r1", scores=[score])]).encode())
     failure = root.find("testsuite/testcase[@name='r1']/failure")
     assert failure is not None and "'Zürich <&> ✓\\ttab'" in (failure.text or "")
+
+
+def _report(flagged: int, scored: int) -> Any:
+    from agentlens.analytics import RateReport
+    from agentlens.store import RateCounts
+
+    return RateReport.from_counts(RateCounts(runs=scored, flagged=flagged, passed=scored - flagged))
+
+
+def test_max_increase_without_a_baseline_is_refused_not_skipped() -> None:
+    """evaluate_gate(..., max_increase=0.01) without a baseline passed without the increase
+    check it was asked for (only the CLI refused --max-increase without --baseline-since)."""
+    with pytest.raises(ValueError, match="max_increase needs a baseline"):
+        evaluate_gate(_report(1, 100), max_rate=0.05, max_increase=0.01)
+    with pytest.raises(ValueError, match="must not be negative"):
+        evaluate_gate(_report(1, 100), max_rate=0.05, baseline=_report(0, 0), max_increase=-0.1)
+    checked = evaluate_gate(
+        _report(10, 100), max_rate=0.5, baseline=_report(1, 100), max_increase=0.01
+    )
+    assert [c.name for c in checked.checks] == ["max_rate", "max_increase"]
+    assert not checked.passed

@@ -112,10 +112,16 @@ def evaluate_gate(
     the two-proportion test also finds it larger than noise at ``alpha``.
 
     Raises:
-        ValueError: a window with no scored runs (never a silent pass), or a bound out of range.
+        ValueError: a window with no scored runs (never a silent pass), a bound out of range, or
+            ``max_increase`` without a ``baseline``.
     """
     if not 0.0 <= max_rate <= 1.0:
         raise ValueError(f"--max-rate must be between 0 and 1, got {max_rate}")
+    if max_increase is not None:
+        if not max_increase >= 0:  # NaN too
+            raise ValueError(f"--max-increase must not be negative, got {max_increase}")
+        if baseline is None:  # the check asked for cannot be made: never skipped silently
+            raise ValueError("max_increase needs a baseline (the window to compare with)")
     if current.scored == 0 or current.rate is None:
         raise ValueError(
             f"no scored runs in the window ({current.runs} runs, {current.unverifiable} "
@@ -143,8 +149,6 @@ def evaluate_gate(
             )
         change = trend(current, baseline, alpha=alpha)
         if max_increase is not None:
-            if max_increase < 0:
-                raise ValueError(f"--max-increase must not be negative, got {max_increase}")
             over = change.difference > max_increase
             failed = over and (change.significant or not significant_only)
             note = f"p = {change.p_value:.3g}, {'significant' if change.significant else 'not significant'}"
