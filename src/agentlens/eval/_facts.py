@@ -217,7 +217,7 @@ _ACRONYMS = frozenset(
     """.split()  # noqa: SIM905
 )
 """All-caps words that name nothing: common acronyms, and the file formats and programming
-terms of a coding agent's answers (`JSONL`, `SQL`, `RUN`'s siblings)."""
+terms of a coding agent's answers (`JSONL`, `SQL`, `REST`)."""
 _NON_NAME_SUFFIXES = (
     "ly",
     "ing",
