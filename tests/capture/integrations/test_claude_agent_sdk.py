@@ -261,3 +261,31 @@ def test_inside_a_run_the_prompt_is_a_user_step(captured_traces: Any) -> None:
         (StepKind.USER, "And ORD-7732?"),
         (StepKind.TEXT, "ORD-7731 is paid."),
     ]
+
+
+def test_a_session_left_by_break_says_it_is_incomplete(captured_traces: Any) -> None:
+    # The caller stopped reading before the ResultMessage: the run was stored as a plain `ok`,
+    # as if the session had finished.
+    async def main() -> None:
+        stream = query(prompt="Why?", options=ClaudeAgentOptions(), transport=FakeCLI(SCRIPT))
+        async for message in record(stream, prompt="Why?"):
+            if type(message).__name__ == "AssistantMessage":
+                break
+        async with agentlens.run(agent="outer"):
+            stream = query(prompt="Why?", options=ClaudeAgentOptions(), transport=FakeCLI(SCRIPT))
+            async for message in record(stream, prompt="Why?"):
+                if type(message).__name__ == "AssistantMessage":
+                    break
+
+    asyncio.run(main())
+    own, joined = captured_traces.traces
+    assert own.agent == "claude-agent-sdk" and own.status == "ok"
+    assert own.metadata["incomplete"] is True and own.output is None
+    bash = next(s for s in own.steps if s.name == "Bash")
+    assert bash.attributes["incomplete"] is True  # its result never came
+    assert joined.agent == "outer" and joined.metadata["incomplete"] is True
+
+
+def test_a_finished_session_is_not_incomplete(captured_traces: Any) -> None:
+    _session("Why was ORD-7731 refunded twice?", SCRIPT)
+    assert "incomplete" not in captured_traces.one().metadata

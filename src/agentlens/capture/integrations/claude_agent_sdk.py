@@ -32,12 +32,16 @@ the ``claude-code`` importer, :mod:`agentlens.ingest.claude_code`):
 Inside :func:`agentlens.run` the session joins that run (the prompt, when it is text, becomes a
 ``user`` step of it); otherwise it is a run of its own
 (``agent`` = ``claude-agent-sdk`` unless given, ``input`` = ``prompt``), exported when the
-``ResultMessage`` arrives or the stream ends. Recording never raises into the session. Needs the
-``claude-agent-sdk`` extra.
+``ResultMessage`` arrives or the stream ends. A session that ends without its ``ResultMessage``
+(the caller's ``break``, a stream that ran out) marks the run ``metadata.incomplete = true`` (its
+status stays ``ok``: stopping early is no failure; an exception makes it ``error``), and the
+tool calls it left unanswered ``attributes.incomplete``. Recording never raises into the
+session. Needs the ``claude-agent-sdk`` extra.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import re
 from collections.abc import AsyncIterable, AsyncIterator
@@ -61,7 +65,7 @@ _TRUNCATED = re.compile(
 _TASK_TOOLS = frozenset({"Task", "Agent"})
 
 
-async def record(
+def record(
     messages: AsyncIterable[Any], *, prompt: Any = None, agent: str | None = None
 ) -> AsyncIterator[Any]:
     """Pass the messages of a Claude Agent SDK session through, recording them as a run.
@@ -72,25 +76,71 @@ async def record(
         prompt: the prompt sent (the run's ``input`` when the session is a run of its own).
         agent: the agent role of that run (default ``claude-agent-sdk``).
 
+    Returns:
+        An async iterator of the same messages (with ``aclose()``).
+
     Importing this module raises :class:`~agentlens.errors.MissingExtraError` when the
     ``claude-agent-sdk`` package is not installed.
     """
-    session = _Session.start(_sdk, prompt, agent)
-    try:
-        async for message in messages:
-            if session is not None:
-                session.add(message)
-            yield message
-    except GeneratorExit:  # the caller stopped reading: what arrived is the run
-        if session is not None:
-            session.finish(None)
-        raise
-    except BaseException as exc:
+    return _Recording(messages, prompt, agent)
+
+
+class _Recording:
+    """What :func:`record` returns: the session's messages, passed through and recorded.
+
+    Not an async generator: one left by a ``break`` is closed only later, by a task the event
+    loop schedules, by when the run it joined has usually ended (and been exported without
+    saying the session was cut short). This object is dropped at once, and ends the session
+    then: a session that ends before its ``ResultMessage`` (the caller stopped reading, or the
+    stream ran out) marks its run ``metadata.incomplete = true``.
+    """
+
+    __slots__ = ("_agent", "_items", "_messages", "_prompt", "_session", "_started")
+
+    def __init__(self, messages: AsyncIterable[Any], prompt: Any, agent: str | None) -> None:
+        self._messages = messages
+        self._prompt = prompt
+        self._agent = agent
+        self._items: AsyncIterator[Any] | None = None
+        self._session: _Session | None = None
+        self._started = False
+
+    def __aiter__(self) -> _Recording:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._items is None:
+            if not self._started:  # the session starts when the messages are first read
+                self._started = True
+                self._session = _Session.start(_sdk, self._prompt, self._agent)
+            self._items = self._messages.__aiter__()
+        try:
+            message = await self._items.__anext__()
+        except StopAsyncIteration:
+            self._end(None)
+            raise
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        if self._session is not None:
+            self._session.add(message)
+        return message
+
+    async def aclose(self) -> None:
+        """Stop reading: end the session with what arrived, and close the SDK's stream."""
+        self._end(None)
+        close = getattr(self._items, "aclose", None)
+        if close is not None:
+            await close()
+
+    def _end(self, exc: BaseException | None) -> None:
+        session, self._session = self._session, None
         if session is not None:
             session.finish(exc)
-        raise
-    if session is not None:
-        session.finish(None)
+
+    def __del__(self) -> None:  # the caller stopped reading: what arrived is the run
+        with contextlib.suppress(Exception):
+            self._end(None)
 
 
 @dataclass
@@ -103,6 +153,8 @@ class _Session:
     agents: dict[str, tuple[ActiveStep, contextvars.Context]] = field(default_factory=dict)
     responses: dict[str, ActiveStep] = field(default_factory=dict)
     done: bool = False
+    resulted: bool = False
+    """The session's ``ResultMessage`` arrived (without it, the session is incomplete)."""
 
     @classmethod
     def start(cls, sdk: Any, prompt: Any, agent: str | None) -> _Session | None:
@@ -273,6 +325,7 @@ class _Session:
             sub[1].run(sub[0].__exit__, None, None, None)
 
     def result(self, message: Any) -> None:
+        self.resulted = True
         if not self.own:
             return
         run = self.run
@@ -287,10 +340,14 @@ class _Session:
         self.finish(None)
 
     def finish(self, exc: BaseException | None) -> None:
-        if self.done or not self.own:
+        if self.done:
             return
         self.done = True
         try:
+            if not self.resulted and isinstance(self.run.metadata, dict):
+                self.run.metadata["incomplete"] = True
+            if not self.own:
+                return
             for step, ctx in list(self.agents.values()):
                 ctx.run(step.__exit__, None, None, None)
             if exc is None:
