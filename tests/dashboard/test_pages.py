@@ -60,6 +60,18 @@ def test_static_assets_are_served_locally(client: Any) -> None:
     assert re.findall(r'(?:src|href)="(https?:)?//', page) == []
 
 
+def test_static_assets_are_revalidated_so_an_upgrade_is_seen_at_once(client: Any) -> None:
+    # they carried no Cache-Control: a browser could keep running last version's script and
+    # stylesheet against the new pages for days (heuristic freshness, 10% of the file's age)
+    for name, kind in (("dashboard.css", "text/css"), ("dashboard.js", "text/javascript")):
+        response = client.get(f"/static/{name}")
+        assert response.headers["cache-control"] == "no-cache"
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["content-type"].startswith(kind)
+        again = client.get(f"/static/{name}", headers={"If-None-Match": response.headers["etag"]})
+        assert again.status_code == 304 and again.headers["cache-control"] == "no-cache"
+
+
 def test_home_redirects_to_the_runs(client: Any) -> None:
     response = client.get("/")
     assert response.status_code == 303 and response.headers["location"] == "/runs"

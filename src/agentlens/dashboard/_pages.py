@@ -117,7 +117,21 @@ def mount_dashboard(app: FastAPI, access: Access) -> None:
         return await run_in_threadpool(pages.verdict, request, form)
 
     app.include_router(router)
-    app.mount("/static", StaticFiles(directory=HERE / "static"), name="dashboard-static")
+    app.mount("/static", _Assets(directory=HERE / "static"), name="dashboard-static")
+
+
+class _Assets(StaticFiles):
+    """The script, stylesheet and icon, revalidated on every load (``no-cache``: a 304 while
+    they are unchanged), so that after an upgrade no browser runs the old script against the
+    new pages."""
+
+    def file_response(
+        self, full_path: Any, stat_result: Any, scope: Any, status_code: int = 200
+    ) -> Response:
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        return response
 
 
 async def _form(request: Request) -> dict[str, str]:
