@@ -177,3 +177,51 @@ def test_a_receiver_that_times_out_costs_one_timeout_per_round(
     assert len(held) == 1
     review_pending(store, settings=settings)  # the next round: the next delivery, once
     assert sorted(d.attempts for d in store.list_deliveries()) == [0, 0, 0, 1, 1]
+
+
+@pytest.fixture
+def trickling() -> Iterator[str]:
+    """A receiver that answers 200 a byte every 50 ms (about 3 s in all): each read gets a
+    byte well within a socket timeout, the whole answer does not come within 0.3 s."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+    answer = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 60 + b"\r\nContent-Length: 0\r\n\r\n"
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                try:
+                    conn.recv(65536)
+                    for byte in answer:
+                        if stop.wait(0.05):
+                            break
+                        conn.sendall(bytes([byte]))
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
+    finally:
+        stop.set()
+        thread.join(10)
+        listener.close()
+
+
+def test_webhook_timeout_bounds_the_whole_attempt_not_each_read(
+    trickling: str, store: TraceStore, settings_from: Callable[[str], Settings]
+) -> None:
+    """The socket timeout bounded each read only: a receiver trickling its answer held the
+    attempt (and the reviewer) as long as it kept sending, and its 200 counted as delivered."""
+    settings = settings_from(_config(trickling) + "webhook_timeout = 0.3\n")
+    store.put_traces([fabricated("r1")])
+    assert review_pending(store, settings=settings) == 1
+    (delivery,) = store.list_deliveries()
+    assert delivery.status == "pending" and delivery.attempts == 1
+    assert delivery.last_error == "TimeoutError: timed out: no whole answer within 0.3 s"

@@ -17,18 +17,21 @@ secret and compare with :func:`hmac.compare_digest` (:func:`verify_signature` do
 A 2xx answer delivers it. Anything else (another status, a redirect, which is not followed, a
 refused connection, a timeout, an answer that is not HTTP) is retried after ``webhook_backoff``
 seconds, doubling after each failure (capped at 10 minutes), until ``webhook_attempts``
-attempts were made; then the delivery is marked ``failed``: kept and
-listed by ``agentlens review deliveries``, never silently dropped. Attempts are bounded by
-``webhook_timeout`` seconds each.
+attempts were made; then the delivery is marked ``failed``: kept and listed by ``agentlens
+review deliveries``, never silently dropped. Attempts are bounded by ``webhook_timeout`` seconds
+each: the whole attempt (connecting, sending, the answer's head), not each read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import http.client
 import json
 import logging
+import socket
+import threading
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime, timedelta
@@ -94,7 +97,61 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_opener = urllib.request.build_opener(_NoRedirects)
+class _Deadline:
+    """The whole of one attempt is bounded: a socket timeout bounds each read only, so a
+    receiver that trickles its answer a byte at a time held the reviewer as long as it liked.
+    At the deadline the attempt's connections are shut down, and the attempt has timed out."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._connections: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def connection(self, http_class: Any) -> Any:
+        """``http_class``, with each connection it makes watched."""
+
+        def make(*args: Any, **kwargs: Any) -> Any:
+            conn = http_class(*args, **kwargs)
+            with self._lock:
+                self._connections.append(conn)
+                expired = self.expired
+            if expired:
+                conn.close()
+            return conn
+
+        return make
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            connections = list(self._connections)
+        for conn in connections:
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def opener(self) -> urllib.request.OpenerDirector:
+        deadline = self
+
+        class Http(urllib.request.HTTPHandler):
+            def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+                return super().do_open(deadline.connection(http_class), req, **kwargs)
+
+        class Https(urllib.request.HTTPSHandler):
+            def do_open(self, http_class: Any, req: Any, **kwargs: Any) -> Any:
+                return super().do_open(deadline.connection(http_class), req, **kwargs)
+
+        return urllib.request.build_opener(_NoRedirects, Http, Https)
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -117,9 +174,15 @@ def _post(delivery: Delivery, settings: ReviewSettings) -> tuple[str | None, boo
         # stored for another URL (an earlier configuration) goes unsigned
         headers[SIGNATURE_HEADER] = sign(body, settings.webhook_secret)
     request = urllib.request.Request(delivery.url, data=body, headers=headers, method="POST")
+    timeout = settings.webhook_timeout
     try:
-        with _opener.open(request, timeout=settings.webhook_timeout) as response:
-            status = int(response.status)
+        with _Deadline(timeout) as deadline:
+            try:
+                with deadline.opener().open(request, timeout=timeout) as response:
+                    status = int(response.status)
+            finally:
+                if deadline.expired:  # whatever the cut-off answer looked like
+                    raise TimeoutError(f"timed out: no whole answer within {timeout:g} s")
     except urllib.error.HTTPError as exc:
         with exc:
             location = exc.headers.get("Location") if exc.headers is not None else None
