@@ -289,3 +289,60 @@ def test_a_session_left_by_break_says_it_is_incomplete(captured_traces: Any) -> 
 def test_a_finished_session_is_not_incomplete(captured_traces: Any) -> None:
     _session("Why was ORD-7731 refunded twice?", SCRIPT)
     assert "incomplete" not in captured_traces.one().metadata
+
+
+def test_inside_a_run_the_result_message_is_kept(captured_traces: Any) -> None:
+    # Joined to a run, the session's ResultMessage (its answer, cost, turns, whether it failed)
+    # was dropped.
+    failed = {**SCRIPT[-1], "subtype": "error_max_turns", "is_error": True, "result": None,
+              "total_cost_usd": 0.5, "num_turns": 9}  # fmt: skip
+
+    async def session(script: list[dict[str, Any]]) -> None:
+        stream = query(prompt="Why?", options=ClaudeAgentOptions(), transport=FakeCLI(script))
+        async for _ in record(stream, prompt="Why?"):
+            pass
+
+    async def main() -> None:
+        async with agentlens.run(agent="outer"):  # no output of its own: the answer is it
+            await session(SCRIPT)
+        async with agentlens.run(agent="outer") as run:
+            run.output = "set by the caller"  # kept
+            run.metadata["total_cost_usd"] = "the caller's"  # kept
+            await session(SCRIPT)
+            await session([SCRIPT[0], failed])
+
+    asyncio.run(main())
+    answered, failing = captured_traces.traces
+    assert answered.output == "Refunded twice: REF-1 and REF-2." and answered.status == "ok"
+    assert answered.metadata["claude_agent_sdk"] == [
+        {
+            "session_id": SESSION,
+            "subtype": "success",
+            "is_error": False,
+            "total_cost_usd": 0.0123,
+            "num_turns": 3,
+            "duration_ms": 4200,
+            "usage": {"input_tokens": 60, "output_tokens": 35},
+        }
+    ]
+    assert failing.output == "set by the caller" and failing.status == "error"
+    assert failing.metadata["total_cost_usd"] == "the caller's"
+    sessions = failing.metadata["claude_agent_sdk"]
+    assert [(s["subtype"], s["is_error"], s["num_turns"]) for s in sessions] == [
+        ("success", False, 3),
+        ("error_max_turns", True, 9),
+    ]
+
+
+def test_inside_a_run_the_latest_answer_is_the_output(captured_traces: Any) -> None:
+    second = {**SCRIPT[-1], "result": "Second answer."}
+
+    async def main() -> None:
+        async with agentlens.run(agent="outer"):
+            for script in (SCRIPT, [SCRIPT[0], second]):
+                stream = query(prompt="Q", options=ClaudeAgentOptions(), transport=FakeCLI(script))
+                async for _ in record(stream, prompt="Q"):
+                    pass
+
+    asyncio.run(main())
+    assert captured_traces.one().output == "Second answer."

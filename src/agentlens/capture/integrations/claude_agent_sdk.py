@@ -30,7 +30,12 @@ the ``claude-code`` importer, :mod:`agentlens.ingest.claude_code`):
   ``is_error``), ``metadata``: ``total_cost_usd``, ``num_turns``, ``duration_ms``, ``usage``.
 
 Inside :func:`agentlens.run` the session joins that run (the prompt, when it is text, becomes a
-``user`` step of it); otherwise it is a run of its own
+``user`` step of it), and its ``ResultMessage`` is kept without overriding what the run's code
+set: ``session_id``, ``subtype``, ``is_error``, ``total_cost_usd``, ``num_turns``,
+``duration_ms`` and ``usage`` are appended to ``metadata.claude_agent_sdk`` (a list, one entry
+per session), ``result`` is the run's output when the run has none (or the answer of an
+earlier session), and ``is_error`` makes the status ``error`` unless the run's code set one;
+otherwise it is a run of its own
 (``agent`` = ``claude-agent-sdk`` unless given, ``input`` = ``prompt``), exported when the
 ``ResultMessage`` arrives or the stream ends. A session that ends without its ``ResultMessage``
 (the caller's ``break``, a stream that ran out) marks the run ``metadata.incomplete = true`` (its
@@ -44,6 +49,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,6 +70,22 @@ _TRUNCATED = re.compile(
     re.IGNORECASE,
 )
 _TASK_TOOLS = frozenset({"Task", "Agent"})
+_RESULT_FIGURES = (
+    "session_id",
+    "subtype",
+    "is_error",
+    "total_cost_usd",
+    "num_turns",
+    "duration_ms",
+    "usage",
+)
+"""What a joined run keeps of each session's ``ResultMessage``, in ``metadata.claude_agent_sdk``."""
+_SESSIONS_KEY = "claude_agent_sdk"
+_answers: OrderedDict[str, Any] = OrderedDict()
+"""Run id -> the answer a session of it set as the run's output (so that a later session's
+answer replaces it, and an output the run's code set is never replaced)."""
+_MAX_ANSWERS = 256
+_answers_lock = threading.Lock()
 
 
 def record(
@@ -327,6 +350,7 @@ class _Session:
     def result(self, message: Any) -> None:
         self.resulted = True
         if not self.own:
+            self.joined_result(message)
             return
         run = self.run
         run.output = message.result
@@ -338,6 +362,34 @@ class _Session:
             run.status = "error"
             run.metadata["result_subtype"] = message.subtype
         self.finish(None)
+
+    def joined_result(self, message: Any) -> None:
+        """The ``ResultMessage`` of a session that joined a run: kept without overriding what
+        the run's own code set. Its figures are appended to ``metadata.claude_agent_sdk`` (a
+        list: a run may hold several sessions); its ``result`` becomes the run's output when
+        the run has none (or has the answer of an earlier session of it); ``is_error`` makes
+        the run's status ``error`` unless it was set already."""
+        run = self.run
+        entry: dict[str, Any] = {}
+        for key in _RESULT_FIGURES:
+            value = getattr(message, key, None)
+            if value is not None:
+                entry[key] = value
+        metadata = run.metadata
+        if isinstance(metadata, dict):
+            sessions = metadata.setdefault(_SESSIONS_KEY, [])
+            if isinstance(sessions, list):  # else the run's code put something else there
+                sessions.append(entry)
+        answer = message.result
+        with _answers_lock:
+            if answer is not None and (run.output is None or _answers.get(run.id) == run.output):
+                run.output = answer
+                _answers[run.id] = run.output
+                _answers.move_to_end(run.id)
+                while len(_answers) > _MAX_ANSWERS:
+                    _answers.popitem(last=False)
+        if message.is_error and run.status == "running":
+            run.status = "error"
 
     def finish(self, exc: BaseException | None) -> None:
         if self.done:
