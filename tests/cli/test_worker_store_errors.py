@@ -110,3 +110,51 @@ def test_ctrl_c_stops_after_the_round_with_the_summary(tmp_path: Any) -> None:
     assert proc.returncode == 0, err
     assert "t3: stopped after reviewing 2 runs" in err
     assert "Traceback" not in err
+
+
+class _Deleting:
+    """A SQLite store whose file is removed (or replaced) during the first claim."""
+
+    def __init__(self, store: TraceStore, path: Any, replace: bool) -> None:
+        self._store = store
+        self._path = path
+        self._replace = replace
+        self.claims = 0
+
+    def claim_review(self, *args: Any, **kwargs: Any) -> Any:
+        self.claims += 1
+        found = self._store.claim_review(*args, **kwargs)
+        if self.claims == 1:
+            for suffix in ("", "-wal", "-shm"):
+                self._path.with_name(self._path.name + suffix).unlink(missing_ok=True)
+            if self._replace:
+                open_store(f"sqlite:///{self._path}").close()
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_sqlite_file_removed_under_the_worker_ends_it(tmp_path: Any, replace: bool) -> None:
+    """SQLite goes on with a file deleted under its path (and a new connection makes an empty
+    one there): the worker kept reviewing a store nobody saw, or failed round after round on a
+    file without tables, while new runs went to a file it never looked at."""
+    path = tmp_path / "w.db"
+    store = open_store(f"sqlite:///{path}")
+    try:
+        store.put_traces([support_run(f"w-{i}") for i in range(2)])
+        deleting = _Deleting(store, path, replace)
+        lines: list[str] = []
+        with pytest.raises(StoreError, match=r"the store's file was (removed|replaced by another)"):
+            run_worker(
+                deleting,
+                name="w",
+                settings=Settings(),
+                interval_s=0.0,
+                idle_exit_s=1.0,
+                log=lines.append,
+            )
+        assert not any("round failed" in line for line in lines)
+    finally:
+        store.close()

@@ -18,13 +18,14 @@ import socket
 import sqlite3
 import threading
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from agentlens.cli._app import app, err_console, state
 from agentlens.cli._util import command, command_store
-from agentlens.errors import SchemaVersionError, StoreError
+from agentlens.errors import AgentlensError, SchemaVersionError, StoreError
 
 __all__ = ["run_worker", "worker"]
 
@@ -55,7 +56,8 @@ def run_worker(
     :class:`~agentlens.errors.StoreError`, a SQLite or OS error: a dropped connection, a
     database restarting) is logged and tried again after a backoff (from ``interval_s``,
     doubled each time, at most 60 s), not raised; a store migrated by a newer agentlens is, and
-    with ``idle_exit_s`` so is a failure that lasted that long."""
+    with ``idle_exit_s`` so is a failure that lasted that long. So is a SQLite store whose file
+    was removed or replaced while the worker ran (it would review a file nobody sees)."""
     from agentlens.eval._runner import score_runs
     from agentlens.review import review_pending_result, review_settings
 
@@ -64,54 +66,112 @@ def run_worker(
     totals = {"reviewed": 0, "flagged": 0, "scored": 0, "rounds": 0, "failed_rounds": 0}
     idle_since = time.monotonic()
     failures = 0
-    while not stop.is_set():
-        try:
-            result = review_pending_result(
-                store,
-                settings=settings,
-                review=review,
-                batch_size=batch,
-                worker=name,
-                lease_s=lease_s,
-                deadline_s=max(lease_s / 2, 1.0),
-            )
-            scored = 0
-            if score and not stop.is_set():
-                scored = score_runs(store, None, settings=settings).scored_runs
-            compact = getattr(store, "compact_rollups", None)
-            if callable(compact):
-                compact()
-        except _RETRIED as exc:
-            # the store went away for a while (PostgreSQL restarted or failed over, a dropped
-            # connection, a locked or unreachable file): a worker is a daemon, so it says so
-            # and tries again, backing off, instead of exiting; its claims expire meanwhile
-            if isinstance(exc, SchemaVersionError):
-                raise  # migrated by a newer agentlens: trying again cannot help
-            if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-                raise  # a batch job does not wait for ever on a store that stays away
-            failures += 1
-            totals["failed_rounds"] += 1
-            wait = min(_MAX_BACKOFF, max(interval_s, 0.5) * 2 ** (failures - 1))
-            if log is not None:
-                log(f"{name}: round failed, trying again in {wait:g} s: {exc}")
-            stop.wait(wait)
-            continue
-        failures = 0
-        totals["rounds"] += 1
-        totals["reviewed"] += result.reviewed
-        totals["flagged"] += result.flagged
-        totals["scored"] += scored
-        if result.reviewed or scored:
-            idle_since = time.monotonic()
-            if log is not None:
-                log(
-                    f"{name}: reviewed {result.reviewed} runs ({result.flagged} flagged), scored {scored}"
+    watched = _StoreFile.of(store)
+    try:
+        while not stop.is_set():
+            if watched is not None:
+                watched.check()
+            try:
+                result = review_pending_result(
+                    store,
+                    settings=settings,
+                    review=review,
+                    batch_size=batch,
+                    worker=name,
+                    lease_s=lease_s,
+                    deadline_s=max(lease_s / 2, 1.0),
                 )
-            continue
-        if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
-            break
-        stop.wait(interval_s)
+                scored = 0
+                if score and not stop.is_set():
+                    scored = score_runs(store, None, settings=settings).scored_runs
+                compact = getattr(store, "compact_rollups", None)
+                if callable(compact):
+                    compact()
+            except _RETRIED as exc:
+                if watched is not None:
+                    watched.check()  # a file removed under it: that is the error to report
+                # the store went away for a while (PostgreSQL restarted or failed over, a dropped
+                # connection, a locked or unreachable file): a worker is a daemon, so it says so
+                # and tries again, backing off, instead of exiting; its claims expire meanwhile
+                if isinstance(exc, SchemaVersionError):
+                    raise  # migrated by a newer agentlens: trying again cannot help
+                if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                    raise  # a batch job does not wait for ever on a store that stays away
+                failures += 1
+                totals["failed_rounds"] += 1
+                wait = min(_MAX_BACKOFF, max(interval_s, 0.5) * 2 ** (failures - 1))
+                if log is not None:
+                    log(f"{name}: round failed, trying again in {wait:g} s: {exc}")
+                stop.wait(wait)
+                continue
+            failures = 0
+            totals["rounds"] += 1
+            totals["reviewed"] += result.reviewed
+            totals["flagged"] += result.flagged
+            totals["scored"] += scored
+            if result.reviewed or scored:
+                idle_since = time.monotonic()
+                if log is not None:
+                    log(
+                        f"{name}: reviewed {result.reviewed} runs ({result.flagged} flagged), scored {scored}"
+                    )
+                continue
+            if idle_exit_s is not None and time.monotonic() - idle_since >= idle_exit_s:
+                break
+            stop.wait(interval_s)
+    finally:
+        if watched is not None:
+            watched.close()
     return totals
+
+
+class _StoreFile:
+    """The file of a SQLite store, as it was when the worker started.
+
+    A SQLite connection keeps reading and writing a file that was deleted (or replaced by
+    another) under its path, and a new connection creates an empty one there: the worker would
+    go on reviewing a store nobody else sees, or fail on a file without tables, round after
+    round. So each round first checks that the path is still the file it opened, which is held
+    open meanwhile (so that its inode number cannot be given to a new file)."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+        found = os.fstat(fd)
+        self.identity = (found.st_dev, found.st_ino)
+
+    @classmethod
+    def of(cls, store: Any) -> _StoreFile | None:
+        url = getattr(store, "url", None)
+        if not isinstance(url, str) or not url.startswith("sqlite:"):
+            return None
+        from agentlens.config import parse_store_url
+
+        try:
+            path = parse_store_url(url).sqlite_path
+            if path is None:
+                return None
+            path = path.absolute()
+            return cls(path, os.open(path, os.O_RDONLY))
+        except (AgentlensError, OSError):
+            return None
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def check(self) -> None:
+        """Raises: StoreError: the file was removed, or another file is at its path."""
+        try:
+            found = self.path.stat()
+        except FileNotFoundError:
+            what = "was removed"
+        else:
+            if (found.st_dev, found.st_ino) == self.identity:
+                return
+            what = "was replaced by another file"
+        raise StoreError(
+            f"{self.path}: the store's file {what} while the worker ran; start it again"
+        )
 
 
 @command(app)
