@@ -72,6 +72,33 @@ def test_cursor_pagination_visits_every_run_once(api: Api) -> None:
     assert seen == [f"run-{i:03d}" for i in reversed(range(23))]
 
 
+def test_a_cursor_past_64_bits_is_a_clear_error(api: Api) -> None:
+    import base64
+
+    api.post("/api/runs", json=[run(i) for i in range(3)])
+    for time in (2**63, -(2**63) - 1, 10**30):
+        raw = json.dumps([time, "run-001"]).encode()
+        cursor = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        r = api.get("/api/runs", params={"cursor": cursor})
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["message"] == "cursor: not a cursor this server returned"
+
+
+def test_a_run_whose_id_holds_a_slash_is_reached_by_its_escaped_id(api: Api) -> None:
+    api.post("/api/runs", json=[run(1, id="team/run 1?#%")])
+    flag(api, "team/run 1?#%")
+    escaped = "team%2Frun%201%3F%23%25"
+    detail = api.get(f"/api/runs/{escaped}")
+    assert detail.status_code == 200, detail.text
+    assert detail.json()["run"]["id"] == "team/run 1?#%"
+    verdict = api.post(f"/api/runs/{escaped}/verdict", json={"verdict": "confirmed"})
+    assert verdict.status_code == 200, verdict.text
+    assert api.get("/api/runs/team%2Fnope").status_code == 404
+    # a content item is often a URL: its id holds slashes too
+    url = "https%3A%2F%2Fblog.example%2Fposts%2F7"
+    assert api.get(f"/api/content/url/{url}").json()["item_id"] == "https://blog.example/posts/7"
+
+
 def test_flagged_and_failure_mode_filters_and_run_detail(api: Api) -> None:
     api.post("/api/runs", json=[run(i) for i in range(3)])
     flag(api, "run-001")

@@ -234,6 +234,7 @@ def _decode_cursor(text: str | None) -> tuple[int, str] | None:
             isinstance(value, list)
             and len(value) == 2
             and isinstance(value[0], int)
+            and -(2**63) <= value[0] < 2**63  # a time the store can compare with
             and isinstance(value[1], str)
         ):
             return value[0], value[1]
@@ -663,7 +664,7 @@ def create_app(
         )
         return RunsPage(runs=[_summary(s) for s in page], next=_encode_cursor(nxt))
 
-    @app.get("/api/runs/{run_id}", response_model=RunDetail, summary="One run, in full")
+    @app.get("/api/runs/{run_id:path}", response_model=RunDetail, summary="One run, in full")
     def get_run(run_id: str, who: _Principal = Depends(principal)) -> RunDetail:
         trace = _owned_run(state.store, run_id, who)
         scores = state.store.get_scores(run_id)
@@ -687,7 +688,7 @@ def create_app(
         return _rate(state.store, who, since, from_, to, agent, mode, scorer, by)
 
     @app.get(
-        "/api/content/{kind}/{item_id}",
+        "/api/content/{kind}/{item_id:path}",
         response_model=ContentOut,
         summary="A content item's quality flags (hallucination_suspected)",
     )
@@ -723,7 +724,7 @@ def create_app(
         return QueueOut(runs=[_summary(r) for r in runs])
 
     @app.post(
-        "/api/runs/{run_id}/verdict",
+        "/api/runs/{run_id:path}/verdict",
         response_model=VerdictsOut,
         summary="Record a human verdict on a flagged run or one of its findings",
     )
