@@ -139,6 +139,13 @@ def test_ids_holding_a_slash_have_their_pages(client: Any, store: Any) -> None:
     assert client.get("/runs/").headers["location"] == "/runs"
 
 
+def test_a_failure_mode_filter_shows_flagged_only_checked(client: Any) -> None:
+    # a failure mode lists flagged runs only: the form says so rather than an unchecked box
+    box = re.compile(r'<input type="checkbox" name="flagged"[^>]*>')
+    assert "checked" in box.search(client.get("/runs?mode=repeated_tool_call").text).group(0)
+    assert "checked" not in box.search(client.get("/runs").text).group(0)
+
+
 def test_bad_filters_are_a_clear_error(client: Any) -> None:
     response = client.get("/runs?since=forever")
     assert response.status_code == 400
