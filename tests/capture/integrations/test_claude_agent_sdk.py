@@ -7,7 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from claude_agent_sdk import ClaudeAgentOptions, Transport, query
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, Transport, query
 
 import agentlens
 from agentlens.integrations.claude_agent_sdk import record
@@ -346,3 +346,71 @@ def test_inside_a_run_the_latest_answer_is_the_output(captured_traces: Any) -> N
 
     asyncio.run(main())
     assert captured_traces.one().output == "Second answer."
+
+
+POLICY = "You are the refunds desk. Refunds are allowed within 30 days."
+
+
+def test_the_system_prompt_is_a_system_step(captured_traces: Any, tmp_path: Any) -> None:
+    # ClaudeAgentOptions.system_prompt goes to the CLI, never into the message stream: the
+    # instructions the model had, evidence, were not recorded.
+    script = [SCRIPT[0], _assistant("msg_x", [{"type": "text", "text": "30 days."}]), SCRIPT[-1]]
+    (tmp_path / "prompt.md").write_text("Answer in French.", encoding="utf-8")
+
+    async def passed_on(stream: Any) -> AsyncIterator[Any]:  # a stream record() cannot see into
+        async for message in stream:
+            yield message
+
+    async def main() -> None:
+        options = ClaudeAgentOptions(system_prompt=POLICY)
+        async for _ in record(query(prompt="How long?", options=options, transport=FakeCLI(script)),
+                              prompt="How long?"):  # fmt: skip
+            pass
+        preset = ClaudeAgentOptions(
+            system_prompt={"type": "preset", "preset": "claude_code", "append": POLICY}
+        )
+        async with agentlens.run(agent="outer"):
+            for _ in range(2):  # the same options again: one system step
+                stream = query(prompt="How long?", options=preset, transport=FakeCLI(script))
+                async for _ in record(stream, prompt="How long?"):
+                    pass
+        custom = ClaudeAgentOptions(system_prompt={"type": "file", "path": "prompt.md"},
+                                    cwd=tmp_path)  # fmt: skip
+        stream = passed_on(query(prompt="How long?", options=custom, transport=FakeCLI(script)))
+        async for _ in record(stream, prompt="How long?", options=custom):
+            pass
+
+    asyncio.run(main())
+    own, joined, from_file = captured_traces.traces
+    assert (own.steps[0].kind, own.steps[0].output) == (StepKind.SYSTEM, POLICY)
+    assert [s.kind for s in joined.steps] == [StepKind.SYSTEM] + [StepKind.USER, StepKind.TEXT] * 2
+    assert joined.steps[0].output == POLICY
+    assert joined.steps[0].attributes["preset"] == "claude_code"
+    assert (from_file.steps[0].kind, from_file.steps[0].output) == (
+        StepKind.SYSTEM,
+        "Answer in French.",
+    )
+    assert from_file.steps[0].attributes["path"] == "prompt.md"
+
+
+def test_the_system_prompt_of_a_client_session_is_a_system_step(captured_traces: Any) -> None:
+    script = [SCRIPT[0], _assistant("msg_x", [{"type": "text", "text": "30 days."}]), SCRIPT[-1]]
+
+    async def main() -> None:
+        options = ClaudeAgentOptions(system_prompt={"type": "custom", "prompt": POLICY})
+        async with ClaudeSDKClient(options=options, transport=FakeCLI(script)) as client:
+            await client.query("How long?")
+            async for _ in record(client.receive_response(), prompt="How long?"):
+                pass
+
+    asyncio.run(main())
+    steps = captured_traces.one().steps
+    assert [(s.kind, s.output) for s in steps] == [
+        (StepKind.SYSTEM, POLICY),
+        (StepKind.TEXT, "30 days."),
+    ]
+
+
+def test_no_system_prompt_no_system_step(captured_traces: Any) -> None:
+    _session("Why was ORD-7731 refunded twice?", SCRIPT)
+    assert all(s.kind is not StepKind.SYSTEM for s in captured_traces.one().steps)

@@ -25,6 +25,11 @@ the ``claude-code`` importer, :mod:`agentlens.ingest.claude_code`):
   step;
 - messages with ``parent_tool_use_id`` belong to a sub-agent: they are children of an ``agent``
   step under the ``Task`` / ``Agent`` tool call that started it;
+- ``ClaudeAgentOptions.system_prompt``, which goes to the CLI and never into the stream ->
+  a ``system`` step at the start of the session (evidence: what the model was told), once per
+  run; the options are read from the stream ``query()`` or ``ClaudeSDKClient`` returned, or
+  from ``options=``. Of a ``preset`` only the ``append`` text is known (``attributes.preset``);
+  a ``file`` prompt is read (``attributes.path``);
 - ``SystemMessage`` ``init`` -> ``metadata`` (``session_id``, ``model``, ``tools``...);
 - ``ResultMessage`` -> the run's ``output`` (``result``), ``status`` (``error`` when
   ``is_error``), ``metadata``: ``total_cost_usd``, ``num_turns``, ``duration_ms``, ``usage``.
@@ -53,12 +58,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentlens.capture._run import ActiveStep, Run, current_run
 from agentlens.capture._run import run as new_run
 from agentlens.capture._state import is_enabled
-from agentlens.capture.integrations._common import _internal, require
+from agentlens.capture.integrations._common import _internal, require, safe
+from agentlens.model import StepKind
 
 __all__ = ["record"]
 
@@ -89,7 +96,11 @@ _answers_lock = threading.Lock()
 
 
 def record(
-    messages: AsyncIterable[Any], *, prompt: Any = None, agent: str | None = None
+    messages: AsyncIterable[Any],
+    *,
+    prompt: Any = None,
+    agent: str | None = None,
+    options: Any = None,
 ) -> AsyncIterator[Any]:
     """Pass the messages of a Claude Agent SDK session through, recording them as a run.
 
@@ -98,6 +109,11 @@ def record(
             yields.
         prompt: the prompt sent (the run's ``input`` when the session is a run of its own).
         agent: the agent role of that run (default ``claude-agent-sdk``).
+        options: the session's ``ClaudeAgentOptions``, whose ``system_prompt`` (which the
+            message stream never shows) is recorded as a ``system`` step. Found without it on
+            the stream ``query()`` or ``ClaudeSDKClient.receive_response()`` /
+            ``receive_messages()`` returned; pass it when ``messages`` is another stream (your
+            own generator around ``query()``).
 
     Returns:
         An async iterator of the same messages (with ``aclose()``).
@@ -105,7 +121,7 @@ def record(
     Importing this module raises :class:`~agentlens.errors.MissingExtraError` when the
     ``claude-agent-sdk`` package is not installed.
     """
-    return _Recording(messages, prompt, agent)
+    return _Recording(messages, prompt, agent, options)
 
 
 class _Recording:
@@ -118,12 +134,15 @@ class _Recording:
     stream ran out) marks its run ``metadata.incomplete = true``.
     """
 
-    __slots__ = ("_agent", "_items", "_messages", "_prompt", "_session", "_started")
+    __slots__ = ("_agent", "_items", "_messages", "_options", "_prompt", "_session", "_started")
 
-    def __init__(self, messages: AsyncIterable[Any], prompt: Any, agent: str | None) -> None:
+    def __init__(
+        self, messages: AsyncIterable[Any], prompt: Any, agent: str | None, options: Any
+    ) -> None:
         self._messages = messages
         self._prompt = prompt
         self._agent = agent
+        self._options = options
         self._items: AsyncIterator[Any] | None = None
         self._session: _Session | None = None
         self._started = False
@@ -135,7 +154,10 @@ class _Recording:
         if self._items is None:
             if not self._started:  # the session starts when the messages are first read
                 self._started = True
-                self._session = _Session.start(_sdk, self._prompt, self._agent)
+                options = self._options
+                if options is None:
+                    options = safe(_options_of, self._messages)
+                self._session = _Session.start(_sdk, self._prompt, self._agent, options)
             self._items = self._messages.__aiter__()
         try:
             message = await self._items.__anext__()
@@ -180,14 +202,19 @@ class _Session:
     """The session's ``ResultMessage`` arrived (without it, the session is incomplete)."""
 
     @classmethod
-    def start(cls, sdk: Any, prompt: Any, agent: str | None) -> _Session | None:
+    def start(cls, sdk: Any, prompt: Any, agent: str | None, options: Any) -> _Session | None:
         try:
             if not is_enabled():
                 return None
+            system = safe(_system_prompt, options) if options is not None else None
             joined = current_run()
             if joined is not None:
                 if not joined.recording:
                     return None
+                if system is not None and not any(
+                    s.kind is StepKind.SYSTEM and s.output == system[0] for s in joined.steps
+                ):
+                    joined.step("system", output=system[0], attributes=system[1])
                 # The run holds its own input (or none): the prompt is evidence, keep it.
                 if isinstance(prompt, str) and prompt:
                     joined.step("user", output=prompt)
@@ -199,6 +226,8 @@ class _Session:
             )
             ctx = contextvars.Context()
             ctx.run(run.__enter__)
+            if system is not None:
+                ctx.run(run.step, "system", output=system[0], attributes=system[1])
             return cls(sdk, run, ctx, own=True)
         except Exception as exc:
             _internal(exc)
@@ -408,3 +437,45 @@ class _Session:
                 self.ctx.run(self.run.__exit__, type(exc), exc, None)
         except Exception as err:
             _internal(err)
+
+
+def _options_of(messages: Any) -> Any:
+    """The ``ClaudeAgentOptions`` of a stream ``query()`` or ``ClaudeSDKClient.receive_response()``
+    / ``receive_messages()`` returned, from the arguments of the (not yet started) generator;
+    ``None`` for another stream."""
+    frame = getattr(messages, "ag_frame", None)
+    if frame is None or not str(frame.f_globals.get("__name__", "")).startswith("claude_agent_sdk"):
+        return None
+    local = frame.f_locals
+    options = local.get("options")
+    if options is None:
+        options = getattr(local.get("self"), "options", None)
+    return options if isinstance(options, _sdk.ClaudeAgentOptions) else None
+
+
+def _system_prompt(options: Any) -> tuple[str, dict[str, Any]] | None:
+    """The text of a session's system prompt and the attributes of its step, or ``None``.
+
+    ``system_prompt`` is a string, ``{"type": "custom", "prompt": ...}``, ``{"type": "file",
+    "path": ...}`` (the file is read, relative to ``cwd``), or ``{"type": "preset", "preset":
+    "claude_code", "append": ...}``: only the appended text is known here (the CLI builds the
+    preset), recorded with ``attributes.preset``; a preset without ``append`` adds nothing.
+    """
+    prompt = getattr(options, "system_prompt", None)
+    if isinstance(prompt, str):
+        return (prompt, {}) if prompt else None
+    if not isinstance(prompt, dict):
+        return None
+    kind = prompt.get("type")
+    if kind == "custom" and isinstance(prompt.get("prompt"), str) and prompt["prompt"]:
+        return prompt["prompt"], {}
+    if kind == "preset" and isinstance(prompt.get("append"), str) and prompt["append"]:
+        return prompt["append"], {"preset": prompt.get("preset")}
+    if kind == "file" and prompt.get("path"):
+        path = Path(prompt["path"])
+        cwd = getattr(options, "cwd", None)
+        if not path.is_absolute() and cwd:
+            path = Path(cwd) / path
+        text = path.read_text(encoding="utf-8", errors="replace")
+        return (text, {"path": str(prompt["path"])}) if text else None
+    return None
