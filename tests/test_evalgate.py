@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -268,3 +270,33 @@ def test_a_limit_that_is_no_fraction_is_refused_not_passed(limit: float) -> None
         result.assert_rate_below(limit, upper_bound=True)
     with pytest.raises(pytest.fail.Exception, match=r"the rate \(100.0%\) is not below 5.0%"):
         result.assert_rate_below(0.05)
+
+
+def test_metadata_is_added_to_the_agents_own_runs_too(agentlens_eval: Any) -> None:
+    """`metadata` ("added to every run's metadata") reached only the harness's run: an
+    instrumented agent's own runs, the ones scored and saved, had no release, so
+    `agentlens rate --by release` over saved evaluations put them under null."""
+    import agentlens
+
+    def instrumented(question: str) -> None:
+        with agentlens.run(agent="inner", input=question, metadata={"tenant": "acme"}) as run:
+            run.output = "ok"
+
+    def plain(question: str) -> str:
+        return "ok"
+
+    own = agentlens_eval.run(
+        instrumented, ["a"], scorers=["no_fabricated_refs"], metadata={"release": "v42"}
+    )
+    (trace,) = own.cases[0].traces
+    assert trace.agent == "inner"
+    assert trace.metadata["release"] == "v42" and trace.metadata["tenant"] == "acme"
+    assert isinstance(trace.metadata["parent_run_id"], str)
+    mine = agentlens_eval.run(
+        plain, ["b"], scorers=["no_fabricated_refs"], metadata={"release": "v42"}
+    )
+    assert mine.cases[0].traces[0].metadata["release"] == "v42"
+    kept = agentlens_eval.run(
+        instrumented, ["c"], scorers=["no_fabricated_refs"], metadata={"tenant": "other"}
+    )
+    assert kept.cases[0].traces[0].metadata["tenant"] == "acme"  # the run's own value wins

@@ -196,7 +196,8 @@ class AgentEval:
             agent: the agent role of the runs (selects per-role scorer options and evidence).
             scorers: scorer names or objects; default: the configured ``default_scorers``.
             modes: count only flags in these failure modes.
-            metadata: added to every run's metadata (e.g. ``{"release": "v42"}``).
+            metadata: added to every run's metadata (e.g. ``{"release": "v42"}``), the agent's
+                own nested runs included (where a key of their own wins).
             save_to: a store (or URL) to also write the runs and their scores to, e.g. for
                 ``agentlens gate`` or ``agentlens show`` afterwards. They are stored as runs of
                 their own, with new ids and their times moved to now (the test's deterministic
@@ -218,7 +219,11 @@ class AgentEval:
                     run.output = output
             new = self._captured.traces[before:]
             outer = [t for t in new if t.id == run.id]
-            inner = [t for t in new if t.metadata.get("parent_run_id") == run.id]
+            inner = [
+                _with_metadata(t, metadata)
+                for t in new
+                if t.metadata.get("parent_run_id") == run.id
+            ]
             cases.append(EvalCase(index=index, input=item, output=output, traces=inner or outer))
         result = score_finished(
             [t for case in cases for t in case.traces],
@@ -233,6 +238,14 @@ class AgentEval:
         if save_to is not None:
             _save(save_to, cases)
         return EvalResult(cases=cases, stats=result.stats)
+
+
+def _with_metadata(trace: Trace, metadata: dict[str, Any] | None) -> Trace:
+    """The agent's own run with the evaluation's ``metadata`` added (the run's own keys win):
+    it is the run scored and saved, so it is the one that must carry the release."""
+    if not metadata:
+        return trace
+    return trace.model_copy(update={"metadata": {**metadata, **trace.metadata}})
 
 
 def _call(agent_fn: Callable[[Any], Any], item: Any) -> Any:
