@@ -923,3 +923,26 @@ def test_a_streamed_legacy_function_call_is_a_tool_step(captured_traces: Any) ->
         c.chat.completions.create(model="gpt-4o", messages=messages)
     _, tool, _ = calls(captured_traces.one())
     assert (tool.name, tool.input, tool.output) == ("get_order", {"id": "ORD-3"}, "late")
+
+
+def test_legacy_function_results_of_two_conversations_in_a_run_close_their_own_calls(
+    captured_traces: Any,
+) -> None:
+    server = Server(
+        _function_call_reply("get_order", {"id": "ORD-1"}),
+        _completion("Shipped."),
+        _function_call_reply("get_order", {"id": "ORD-1"}),
+        _completion("Shipped."),
+    )
+    c = client(server)
+    with agentlens.run():
+        for question in ("Where is ORD-1?", "Is ORD-1 out yet?"):
+            messages: list[Any] = [{"role": "user", "content": question}]
+            reply = c.chat.completions.create(model="gpt-4o", messages=messages)
+            messages += [
+                reply.choices[0].message,
+                {"role": "function", "name": "get_order", "content": "shipped"},
+            ]
+            c.chat.completions.create(model="gpt-4o", messages=messages)
+    tools = [s for s in captured_traces.one().steps if s.kind is StepKind.TOOL]
+    assert [(t.output, t.attributes.get("incomplete")) for t in tools] == [("shipped", None)] * 2

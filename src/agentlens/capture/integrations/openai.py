@@ -167,7 +167,7 @@ class _Chat:
                 name=m.get("name"),
             )
             if m.get("role") == "tool"
-            else _function_result(m, i)
+            else _function_result(m, messages[: i + 1])
             for i, m in enumerate(messages)
             if isinstance(m, dict)
             and ((m.get("role") == "tool" and m.get("tool_call_id")) or m.get("role") == "function")
@@ -274,13 +274,14 @@ def _legacy_call(name: Any, arguments: Any) -> ToolCall:
     )
 
 
-def _function_result(message: dict[str, Any], index: int) -> ToolResult:
+def _function_result(message: dict[str, Any], upto: list[Any]) -> ToolResult:
     """A ``function`` message (the result of a legacy ``function_call``): it names the function,
-    not a call, so it is paired by name. Its ``call_id`` (where it stands in the conversation,
-    and what it says) only keeps it from being recorded again when the messages are resent."""
+    not a call, so it is paired by name. Its ``call_id`` (a digest of the conversation up to and
+    with it, ``upto``) only keeps it from being recorded again when the messages are resent."""
     name, content = message.get("name"), _text(message.get("content"))
+    key = fingerprint("function", name, [_message_fp(m) for m in upto])
     return ToolResult(
-        call_id=f"function-{fingerprint('function', name, content, index)}",
+        call_id=f"function-{key}",
         content=content,
         name=str(name) if name is not None else None,
         by_name=True,
