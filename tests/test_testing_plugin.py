@@ -77,3 +77,23 @@ def test_the_plugin_is_registered_and_imports_nothing_heavy() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['agentlens.testing'] []"
+
+
+def test_naming_the_plugin_in_a_conftest_as_well_is_harmless(pytester: pytest.Pytester) -> None:
+    """`pytest_plugins = ["agentlens.testing"]` in a conftest (needed where plugins are not
+    autoloaded) crashed every run where the entry point had loaded it already: pytest stopped
+    with `ValueError: Plugin already registered under a different name`."""
+    pytester.makeconftest('pytest_plugins = ["agentlens.testing"]\n')
+    pytester.makepyfile(test_user=USER_TESTS)
+    both = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-W", "error")
+    both.assert_outcomes(passed=4)
+    conftest_only = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:agentlens")
+    conftest_only.assert_outcomes(passed=4)
+
+
+def test_naming_the_plugin_with_p_as_well_is_harmless(pytester: pytest.Pytester) -> None:
+    """`pytest -p agentlens.testing` loads it before the entry points, which then stopped
+    pytest the same way."""
+    pytester.makepyfile(test_user=USER_TESTS)
+    named = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "agentlens.testing")
+    named.assert_outcomes(passed=4)

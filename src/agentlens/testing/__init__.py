@@ -1,8 +1,10 @@
 """pytest plugin: fixtures for testing code that is captured with agentlens.
 
 Installed with agentlens and loaded by pytest through the ``pytest11`` entry point, so the
-fixtures are available in any test without an import. It defines fixtures only (no hooks) and
-imports nothing of agentlens until a fixture is used; ``pytest -p no:agentlens`` turns it off.
+fixtures are available in any test without an import. It defines fixtures, and one hook that
+lets a conftest name it as well (``pytest_plugins = ["agentlens.testing"]``, needed where
+plugins are not autoloaded), and imports nothing of agentlens until a fixture is used;
+``pytest -p no:agentlens`` turns it off.
 
 ``captured_traces``
     Capture is configured for the test to record into memory, with deterministic run ids
@@ -33,6 +35,8 @@ The modules: ``_capture`` (the capture fixtures and the deterministic clock and 
 :func:`agentlens.review.score_finished`, shared with ``agentlens demo``.
 """
 
+from typing import Any
+
 from agentlens.testing._capture import (
     CLOCK_START,
     CapturedTraces,
@@ -55,3 +59,25 @@ __all__ = [
     "deterministic_clock",
     "deterministic_run_ids",
 ]
+
+
+def pytest_plugin_registered(plugin: Any, manager: Any) -> None:
+    """Registered under one of its names (``agentlens`` by the entry point, ``agentlens.testing``
+    by ``-p agentlens.testing`` or a conftest's ``pytest_plugins``), hold the other too: pytest
+    would load the same module again under it, and stop with ``Plugin already registered under a
+    different name``."""
+    import sys
+
+    if plugin is not sys.modules[__name__]:
+        return
+    for name in _NAMES:
+        if manager.get_plugin(name) is None and not manager.is_blocked(name):
+            manager.register(_AlreadyLoaded(), name)
+
+
+_NAMES = ("agentlens", __name__)
+"""The entry point's name and the module's."""
+
+
+class _AlreadyLoaded:
+    """Holds a name of this plugin, loaded under its other name."""
