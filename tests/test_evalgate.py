@@ -300,3 +300,16 @@ def test_metadata_is_added_to_the_agents_own_runs_too(agentlens_eval: Any) -> No
         instrumented, ["c"], scorers=["no_fabricated_refs"], metadata={"tenant": "other"}
     )
     assert kept.cases[0].traces[0].metadata["tenant"] == "acme"  # the run's own value wins
+
+
+def test_one_scorer_name_as_a_string_is_that_scorer(agentlens_eval: Any) -> None:
+    """scorers="no_fabricated_refs" (a str is a sequence of str) was read letter by letter:
+    `unknown scorer 'n'`."""
+
+    def agent(question: str) -> str:
+        return "your id is CUST-999"
+
+    result = agentlens_eval.run(agent, ["a"], scorers="no_fabricated_refs")
+    (case,) = result.cases
+    assert [s.scorer for s in case.scores[case.traces[0].id]] == ["no_fabricated_refs"]
+    assert case.outcome == "flagged"

@@ -79,8 +79,9 @@ def score_finished(
 
     Args:
         traces: the finished runs.
-        scorers: scorer names or objects, or a function giving them per agent role (the review
-            pipeline's per-role review scorers); default: the settings' ``default_scorers``.
+        scorers: scorer names or objects (one name alone is that scorer), or a function giving
+            them per agent role (the review pipeline's per-role review scorers); default: the
+            settings' ``default_scorers``.
             Each is bound once per role, with that role's options.
         settings: scorer options per agent role (default: :func:`~agentlens.config.load_settings`).
         store: where to write the scores (one ``put_scores`` for all of them; the runs must
@@ -96,6 +97,8 @@ def score_finished(
 
     cfg = settings if settings is not None else load_settings()
     given = scorers if scorers is not None else cfg.default_scorers
+    if isinstance(given, str):  # one name, not its letters ("unknown scorer 'n'")
+        given = [given]
     mode_list = None if modes is None else [str(m) for m in modes]
     runs = list(traces)
     scored: dict[int, list[Score]] = {}
