@@ -45,6 +45,17 @@ def test_sign_and_verify() -> None:
     assert not verify_signature(body + b" ", "k", sign(body, "k"))
     assert not verify_signature(body, "other", sign(body, "k"))
     assert not verify_signature(body, "k", None)
+    assert verify_signature(body, "k", sign(body, "k").encode())  # a framework's raw header
+
+
+def test_a_header_that_is_not_ascii_is_not_the_signature() -> None:
+    """hmac.compare_digest refuses str with a character that is not ASCII: a sender's
+    `X-Agentlens-Signature-256: sha256=é` raised TypeError in the receiver (a 500) instead of
+    failing verification."""
+    body = b'{"a":1}'
+    assert not verify_signature(body, "k", "sha256=\u00e9")
+    assert not verify_signature(body, "k", "sha256=\udce9")  # as latin-1 decoding leaves it
+    assert not verify_signature(body, "k", b"sha256=\xe9")
 
 
 def test_one_signed_delivery_per_flagged_run(

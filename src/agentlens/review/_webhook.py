@@ -67,9 +67,15 @@ def sign(body: bytes, secret: str) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def verify_signature(body: bytes, secret: str, header: str | None) -> bool:
-    """True when ``header`` is the signature of ``body`` with ``secret`` (constant time)."""
-    return header is not None and hmac.compare_digest(sign(body, secret), header)
+def verify_signature(body: bytes, secret: str, header: str | bytes | None) -> bool:
+    """True when ``header`` is the signature of ``body`` with ``secret`` (constant time).
+
+    Any header a sender may put there is an answer, never an exception: compared as bytes, a
+    value with a character that is not ASCII is simply not the signature."""
+    if header is None:
+        return False
+    given = header if isinstance(header, bytes) else header.encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(sign(body, secret).encode("ascii"), given)
 
 
 def new_delivery(run: FlaggedRun, url: str, *, now: datetime | None = None) -> Delivery:
