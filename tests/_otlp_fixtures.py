@@ -84,6 +84,23 @@ def request(spans: list[dict[str, Any]], service: str = "support-svc") -> dict[s
     }
 
 
+def request_pb(spans: list[dict[str, Any]], service: str = "support-svc") -> bytes:
+    """The spans as a protobuf ``ExportTraceServiceRequest`` (ids in bytes, as exporters send)."""
+    import base64
+
+    from google.protobuf.json_format import ParseDict
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    doc = request(json.loads(json.dumps(spans)), service)
+    for s in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+        for key in ("traceId", "spanId", "parentSpanId"):
+            if key in s:
+                s[key] = base64.b64encode(bytes.fromhex(s[key])).decode()
+    return bytes(ParseDict(doc, ExportTraceServiceRequest()).SerializeToString())
+
+
 GENAI_TRACE = "0af7651916cd43dd8448eb211c80319c"
 OI_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 LEGACY_TRACE = "5b8efff798038103d269b633813fc60c"

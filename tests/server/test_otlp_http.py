@@ -7,7 +7,14 @@ import json
 
 from _server_api import Api, wait_until
 
-from _otlp_fixtures import GENAI_TRACE, OI_TRACE, genai_spans, openinference_spans, request
+from _otlp_fixtures import (
+    GENAI_TRACE,
+    OI_TRACE,
+    genai_spans,
+    openinference_spans,
+    request,
+    request_pb,
+)
 from agentlens.errors import RunNotFoundError
 
 
@@ -163,3 +170,24 @@ def test_overloaded_writer_answers_429_with_retry_after(make_api) -> None:  # ty
     assert r.json()["error"]["code"] == "overloaded"
     assert ingestor.metrics.requests_refused == 1
     ingestor._pending = 0
+
+
+def test_a_gzip_body_of_several_members_is_read_whole(api: Api) -> None:
+    """A gzip stream may hold several members (RFC 1952; what concatenating gzip files or a
+    writer that restarts its stream gives): the spans in the second were dropped under a 200."""
+    body = gzip.compress(request_pb(genai_spans())) + gzip.compress(
+        request_pb(openinference_spans())
+    )
+    r = api.post("/v1/traces", content=body,
+                 headers={"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"})  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert stored(api, GENAI_TRACE).agent == "support"
+    assert stored(api, OI_TRACE).agent == "rag"
+
+
+def test_the_size_limit_counts_every_gzip_member(make_api) -> None:  # type: ignore[no-untyped-def]
+    api = make_api(max_body_bytes=100_000)
+    body = gzip.compress(b" " * 60_000) + gzip.compress(b" " * 60_000)
+    r = api.post("/v1/traces", content=body,
+                 headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})  # fmt: skip
+    assert r.status_code == 413 and "decompressed" in r.json()["error"]["message"]

@@ -144,8 +144,9 @@ class ServerConfig:
 
 
 async def _body(request: Request, limit: int) -> bytes:
-    """The request body, decompressed when gzip; 413 when it (or its decompressed form) is
-    larger than ``limit``."""
+    """The request body, decompressed when gzip (every member of it: RFC 1952 lets a gzip
+    stream hold several, one after the other) or deflate; 413 when it (or its decompressed
+    form) is larger than ``limit``."""
     length = request.headers.get("content-length")
     encoding = (request.headers.get("content-encoding") or "identity").strip().lower()
     if length is not None and length.isdigit() and int(length) > limit:
@@ -154,11 +155,8 @@ async def _body(request: Request, limit: int) -> bytes:
         raise ApiError(
             415, "unsupported_media_type", f"unsupported Content-Encoding {encoding!r}; use gzip"
         )
-    inflater = (
-        None
-        if encoding == "identity"
-        else zlib.decompressobj(wbits=31 if encoding == "gzip" else 15)
-    )
+    wbits = 31 if encoding == "gzip" else 15
+    inflater = None if encoding == "identity" else zlib.decompressobj(wbits=wbits)
     out = bytearray()
     received = 0
     try:
@@ -169,12 +167,22 @@ async def _body(request: Request, limit: int) -> bytes:
             if inflater is None:
                 out += chunk
                 continue
-            data = inflater.decompress(chunk, limit + 1 - len(out))
-            out += data
-            if len(out) > limit or inflater.unconsumed_tail:
-                raise ApiError(
-                    413, "too_large", f"the decompressed request body is larger than {limit} bytes"
-                )
+            data = chunk
+            while data:
+                if inflater.eof:  # the member ended: the next begins (deflate has one)
+                    if encoding != "gzip":
+                        raise ApiError(
+                            400, "invalid_request", f"the {encoding} body has data past its end"
+                        )
+                    inflater = zlib.decompressobj(wbits=wbits)
+                out += inflater.decompress(data, limit + 1 - len(out))
+                if len(out) > limit or inflater.unconsumed_tail:
+                    raise ApiError(
+                        413,
+                        "too_large",
+                        f"the decompressed request body is larger than {limit} bytes",
+                    )
+                data = inflater.unused_data if inflater.eof else b""
         if inflater is not None:
             out += inflater.flush()
             if len(out) > limit:
