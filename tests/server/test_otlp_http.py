@@ -122,13 +122,14 @@ def test_partial_success_reports_rejected_spans(api: Api) -> None:
 
 
 def test_malformed_bodies_get_400_with_the_error_shape(api: Api) -> None:
+    """A JSON request gets the API's error shape, a protobuf one a google.rpc.Status."""
     r = api.post("/v1/traces", content=b"{nope", headers={"Content-Type": "application/json"})
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "invalid_request"
     r = api.post(
         "/v1/traces", content=b"\xff\xff\xff", headers={"Content-Type": "application/x-protobuf"}
     )
-    assert r.status_code == 400 and "protobuf" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "protobuf" in status_of(r).message
     r = post_json(api, {"resourceSpans": 3})
     assert r.status_code == 400 and "resourceSpans" in r.json()["error"]["message"]
     r = api.post("/v1/traces", content=b"x", headers={"Content-Type": "text/plain"})
@@ -169,6 +170,57 @@ def test_overloaded_writer_answers_429_with_retry_after(make_api) -> None:  # ty
     assert r.headers["Retry-After"] == "1"
     assert r.json()["error"]["code"] == "overloaded"
     assert ingestor.metrics.requests_refused == 1
+    ingestor._pending = 0
+
+
+def status_of(r: object) -> object:
+    """The google.rpc.Status an OTLP error response carries in protobuf."""
+    from google.rpc.status_pb2 import Status
+
+    return Status.FromString(r.content)  # type: ignore[attr-defined]
+
+
+def test_a_protobuf_request_gets_its_errors_as_a_protobuf_status(make_api) -> None:  # type: ignore[no-untyped-def]
+    """OTLP/HTTP: every 4xx/5xx body is a google.rpc.Status in the request's encoding, with
+    the request's Content-Type (exporters decode it to log why); JSON keeps the error shape."""
+    api = make_api(max_body_bytes=10_000)
+    pb = {"Content-Type": "application/x-protobuf"}
+    r = api.post("/v1/traces", content=b"\xff\xff\xff", headers=pb)
+    assert r.status_code == 400
+    assert r.headers["content-type"] == "application/x-protobuf"
+    status = status_of(r)
+    assert status.code == 3 and "protobuf" in status.message  # INVALID_ARGUMENT
+    r = api.post("/v1/traces", content=b"\xff", headers={"Content-Type": "application/protobuf"})
+    assert r.status_code == 400 and r.headers["content-type"] == "application/protobuf"
+    assert "protobuf" in status_of(r).message
+    r = api.post("/v1/traces", content=b"\x00" * 20_000, headers=pb)
+    assert r.status_code == 413 and "larger than" in status_of(r).message
+    r = api.post("/v1/traces", content=request_pb(genai_spans()), headers={**pb,
+                 "Content-Encoding": "br"})  # fmt: skip
+    assert r.status_code == 415 and "Content-Encoding" in status_of(r).message
+    r = api.as_(client="10.1.2.3").post("/v1/traces", content=request_pb(genai_spans()), headers=pb)
+    assert r.status_code == 401 and r.headers["content-type"] == "application/x-protobuf"
+    assert status_of(r).code == 16 and r.headers["WWW-Authenticate"] == "Bearer"  # UNAUTHENTICATED
+    # success: the response's Content-Type is the request's
+    r = api.post("/v1/traces", content=request_pb(genai_spans()),
+                 headers={"Content-Type": "application/protobuf"})  # fmt: skip
+    assert r.status_code == 200 and r.headers["content-type"] == "application/protobuf"
+    # a JSON request keeps the API's one error shape
+    r = api.post("/v1/traces", content=b"{nope", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+
+
+def test_an_overloaded_writer_answers_a_protobuf_request_with_a_status(make_api) -> None:  # type: ignore[no-untyped-def]
+    api = make_api(max_pending_spans=1)
+    ingestor = api.app.state.agentlens.ingestor
+    ingestor.shutdown()
+    ingestor._stop = False
+    ingestor._pending = 1
+    r = api.post("/v1/traces", content=request_pb(genai_spans()),
+                 headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+    assert r.status_code == 429 and r.headers["Retry-After"] == "1"
+    assert r.headers["content-type"] == "application/x-protobuf"
+    assert status_of(r).code == 8  # RESOURCE_EXHAUSTED
     ingestor._pending = 0
 
 

@@ -522,8 +522,8 @@ def create_app(
     )
     async def otlp_traces(request: Request, who: _Principal = Depends(principal)) -> Response:
         started()
-        ctype = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
-        if ctype not in ("application/x-protobuf", "application/protobuf", "application/json"):
+        ctype = _otlp_ctype(request)
+        if ctype not in (*_OTLP_PROTOBUF, "application/json"):
             raise ApiError(
                 415,
                 "unsupported_media_type",
@@ -832,6 +832,51 @@ async def _write(awaitable: Any) -> Any:
         ) from None  # fmt: skip
 
 
+_OTLP_PROTOBUF = ("application/x-protobuf", "application/protobuf")
+
+# The google.rpc.Code of an OTLP error (OTLP/HTTP leaves Status.code to the server; clients act
+# on the HTTP status alone and may log the code).
+_GRPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 12, 429: 8, 503: 14}
+
+
+def _otlp_ctype(request: Request) -> str:
+    """The media type of a request (no parameters, lower case)."""
+    return (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+
+
+def _otlp_error(
+    request: Request, status: int, message: str, headers: dict[str, str] | None = None
+) -> Response | None:
+    """An error of ``POST /v1/traces`` to a protobuf request, as OTLP/HTTP wants it: a
+    protobuf ``google.rpc.Status`` with the request's Content-Type (None for any other request:
+    it gets the API's error shape, which a JSON request's exporter logs as it is)."""
+    ctype = _otlp_ctype(request)
+    if request.scope.get("path") != "/v1/traces" or ctype not in _OTLP_PROTOBUF:
+        return None
+    return Response(
+        _status_pb(_GRPC_CODES.get(status, 13 if status >= 500 else 2), message),
+        status_code=status,
+        headers=headers,
+        media_type=ctype,
+    )
+
+
+def _status_pb(code: int, message: str) -> bytes:
+    """A ``google.rpc.Status {code, message}`` in the protobuf wire format (written here: the
+    message is two fields, and its generated class is not a dependency of the server)."""
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while True:
+            low, n = n & 0x7F, n >> 7
+            out.append(low | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+
+    text = message.encode("utf-8", "backslashreplace")
+    return b"\x08" + varint(code) + b"\x12" + varint(len(text)) + text
+
+
 def _otlp_response(ctype: str, rejected: list[FormatError]) -> Response:
     message = "; ".join(str(e) for e in rejected[:5])
     if ctype == "application/json":
@@ -847,7 +892,7 @@ def _otlp_response(ctype: str, rejected: list[FormatError]) -> Response:
     if rejected:
         response.partial_success.rejected_spans = len(rejected)
         response.partial_success.error_message = message
-    return Response(response.SerializeToString(), media_type="application/x-protobuf")
+    return Response(response.SerializeToString(), media_type=ctype)
 
 
 def _verdict_json(v: Any) -> dict[str, Any]:
@@ -1002,14 +1047,17 @@ def _version() -> str:
 
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return _error_response(exc.status, exc.code, exc.message, exc.headers)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        otlp = _otlp_error(request, exc.status, exc.message, exc.headers)
+        return otlp or _error_response(exc.status, exc.code, exc.message, exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = _STATUS_CODES.get(exc.status_code, "error")
         message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
-        return _error_response(exc.status_code, code, message, dict(exc.headers or {}))
+        headers = dict(exc.headers or {})
+        otlp = _otlp_error(request, exc.status_code, message, headers)
+        return otlp or _error_response(exc.status_code, code, message, headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -1020,6 +1068,7 @@ def _install_errors(app: FastAPI) -> None:
         )
 
     @app.exception_handler(Exception)
-    async def internal_error(_: Request, exc: Exception) -> JSONResponse:
+    async def internal_error(request: Request, exc: Exception) -> Response:
         logger.exception("internal error")
-        return _error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+        message = f"internal error: {type(exc).__name__}"
+        return _otlp_error(request, 500, message) or _error_response(500, "internal_error", message)
