@@ -3,6 +3,7 @@ text from traces that XML cannot carry."""
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
@@ -108,3 +109,39 @@ def test_a_store_that_is_not_there_is_in_the_reports(cli, tmp_path: Path) -> Non
     error = ET.parse(junit).getroot().find("testsuite/testcase/error")
     assert error is not None and "no agentlens store here" in (error.get("message") or "")
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_the_baseline_counts_the_version_the_current_window_counts(cli, db_url) -> None:  # type: ignore[no-untyped-def]
+    """A scorer this process does not register counts at the newest version stored in the
+    window: the baseline window counted version 1 where the current window counted version 2,
+    and the gate failed on the rise of one version's rate over another's."""
+    from _rate_fixtures import score
+
+    current = [trace("x", day=i % 6, hours=1, now=NOW) for i in range(10)]
+    older = [trace("x", day=8 + i % 6, now=NOW) for i in range(10)]
+    with open_store(db_url) as store:  # type: ignore[attr-defined]
+        store.put_traces(current + older)
+        store.put_scores(
+            [
+                score(t.id, "flagged" if i < 5 else "passed", scorer="ext", version="2")
+                for i, t in enumerate(current)
+            ]
+            + [score(t.id, "passed", scorer="ext", version="1") for t in older]
+        )
+    args = ["--max-rate", "60%", "--baseline-since", "14d", "--max-increase", "1%"]
+    result = cli("gate", *args)
+    assert result.exit_code == 2, result.output
+    assert "no scored runs in the baseline window (10 runs)" in result.stderr
+    with open_store(db_url) as store:  # type: ignore[attr-defined]  # the baseline at version 2
+        store.put_scores(
+            [
+                score(t.id, "flagged" if i < 5 else "passed", scorer="ext", version="2")
+                for i, t in enumerate(older)
+            ]
+        )
+        store.put_scores([score(t.id, "passed", scorer="ext", version="1") for t in older])
+    passed = cli("gate", *args, "--json")
+    assert passed.exit_code == 0, passed.output
+    data = json.loads(passed.stdout)
+    assert data["baseline"]["scorers"] == {"ext": ["2"]} and data["baseline"]["rate"] == 0.5
+    assert data["current"]["scorers"] == {"ext": ["2"]}

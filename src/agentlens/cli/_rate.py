@@ -452,6 +452,9 @@ def gate(
             current = hallucination_rate(start=window.start, end=window.end, **common)
             baseline = None
             if base_window is not None:
+                same = _same_versions(current, scorer)
+                if same is not None:  # the baseline counts what the current window counts
+                    common["scorers"] = same
                 baseline = hallucination_rate(
                     start=base_window.start, end=base_window.end, **common
                 )
@@ -507,6 +510,32 @@ def gate(
         )
     if not result.passed:
         raise typer.Exit(1)
+
+
+def _same_versions(current: Any, given: list[str] | None) -> list[str] | None:
+    """The scorers for the baseline window, pinned where the current window's choice of version
+    depends on the window: a scorer not registered here counts at the newest version stored
+    in *its* window, so the baseline could count another version than the current window (an
+    increase of one version's rate over another's). ``None``: the same selection will do."""
+    from agentlens.errors import ScorerError
+    from agentlens.eval import get_scorer
+
+    items = list(given) if given else list(current.scorers)
+    out: list[str] = []
+    changed = False
+    for item in items:
+        name = item.partition("@")[0].strip()
+        if "@" in item:
+            out.append(item)
+            continue
+        try:
+            get_scorer(name)
+        except ScorerError:
+            changed = True
+            out.extend(f"{name}@{v}" for v in current.scorers.get(name, []))
+            continue
+        out.append(item)
+    return out if changed else None
 
 
 def _flagged_runs(store: Any, report: Any, run_ids: list[str]) -> list[Any]:
