@@ -145,3 +145,15 @@ def test_the_baseline_counts_the_version_the_current_window_counts(cli, db_url) 
     data = json.loads(passed.stdout)
     assert data["baseline"]["scorers"] == {"ext": ["2"]} and data["baseline"]["rate"] == 0.5
     assert data["current"]["scorers"] == {"ext": ["2"]}
+
+
+def test_an_empty_baseline_names_its_window_in_the_summary(cli, db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The summary of 'no scored runs in the baseline window' named the current window only."""
+    _seed(db_url, ["fine", "FAKE"])
+    md = tmp_path / "gate.md"
+    result = cli("gate", "--max-rate", "60%", "--baseline-since", "14d", "--markdown", str(md))
+    assert result.exit_code == 2
+    text = md.read_text(encoding="utf-8")
+    assert "no scored runs in the baseline window" in text
+    (line,) = [x for x in text.splitlines() if x.startswith("Baseline: ")]
+    assert "→" in line and "now" not in line  # the 14 days before the current window

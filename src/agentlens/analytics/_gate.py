@@ -276,6 +276,8 @@ def render_markdown(
         out += ["## agentlens gate: ⚠️ error", "", _cell(error or "no result"), ""]
         if window:
             out += [f"Window: {window}", ""]
+        if baseline_window:  # the error may be the baseline's: say which window that was
+            out += [f"Baseline: {baseline_window}", ""]
         return "\n".join(out)
     cur = result.current
     verdict = "✅ passed" if result.passed else "❌ failed"
