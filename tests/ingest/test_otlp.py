@@ -383,3 +383,44 @@ def test_cli_import_otlp_json(tmp_path: Path) -> None:
         assert store.count_runs() == 2
     finally:
         store.close()
+
+
+def test_a_server_tool_call_and_its_response_in_the_reply_are_a_tool_step() -> None:
+    """Built-in tools the provider runs (web search, code interpreter, file search) come back in
+    the model's reply as ``server_tool_call`` / ``server_tool_call_response`` parts: what the
+    search returned is evidence the answer may cite; it was dropped, so a citation of it was
+    reported as fabricated."""
+    tid = "5" * 32
+    reply = [{"role": "assistant", "finish_reason": "stop", "parts": [
+        {"type": "server_tool_call", "id": "srvtoolu_1", "name": "web_search",
+         "server_tool_call": {"type": "web_search", "query": "return policy"}},
+        {"type": "server_tool_call_response", "id": "srvtoolu_1",
+         "server_tool_call_response": {"type": "web_search", "results": [
+             {"url": "https://shop.example/policy", "title": "Policy DOC-7c7c7c7c"}]}},
+        {"type": "text", "content": "Returns take 30 days (DOC-7c7c7c7c)."},
+    ]}]  # fmt: skip
+    spans = [
+        span(tid, "5" * 16, None, "chat claude", 0, 100, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "claude",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+                {"type": "text", "content": "What is the return policy?"}]}]),
+            "gen_ai.output.messages": json.dumps(reply),
+        }),
+    ]  # fmt: skip
+    trace = one(spans)
+    [tool] = [s for s in trace.steps if s.kind is StepKind.TOOL]
+    assert tool.id == "5" * 16 + ".call.srvtoolu_1"
+    assert tool.name == "web_search"
+    assert tool.input == {"type": "web_search", "query": "return policy"}
+    assert tool.output["results"][0]["title"] == "Policy DOC-7c7c7c7c"
+    assert tool.attributes["server_tool"] is True and tool.parent_id == "5" * 16
+    # evidence of the reply it ends: before the model step
+    assert trace.steps.index(tool) < trace.steps.index(trace.step("5" * 16))
+    assert trace.output == "Returns take 30 days (DOC-7c7c7c7c)."
+    llm = trace.step("5" * 16)
+    assert llm.output["tool_calls"] == [{"id": "srvtoolu_1", "name": "web_search",
+        "arguments": {"type": "web_search", "query": "return policy"}}]  # fmt: skip
+    score = run_scorers(["no_fabricated_refs"], trace=trace, save=False).results[
+        "no_fabricated_refs"
+    ]
+    assert score.passed, score.findings

@@ -673,6 +673,18 @@ def _norm_message(raw: Any) -> dict[str, Any] | None:
                 message.setdefault("responses", []).append(
                     (part.get("id"), _maybe_json(part.get("response")))
                 )
+            elif kind == "server_tool_call":  # a built-in tool the provider ran (web search)
+                payload = _maybe_json(part.get("server_tool_call"))
+                name = part.get("name")
+                if name is None and isinstance(payload, Mapping):
+                    name = payload.get("type")
+                message["tool_calls"].append({"id": part.get("id"), "name": name,
+                                              "arguments": payload})  # fmt: skip
+                message.setdefault("server_calls", []).append(str(part.get("id")))
+            elif kind == "server_tool_call_response":  # its result, shown to the model
+                message.setdefault("responses", []).append(
+                    (part.get("id"), _maybe_json(part.get("server_tool_call_response")))
+                )
             elif kind == "reasoning":
                 if isinstance(part.get("content"), str):
                     reasoning.append(part["content"])
@@ -1084,7 +1096,7 @@ def _public(message: Mapping[str, Any]) -> dict[str, Any]:
     return {
         k: v
         for k, v in message.items()
-        if k not in ("responses",)
+        if k not in ("responses", "server_calls")
         and not (k == "tool_calls" and not v)
         and not (k == "response" and message.get("content") == v)
     }
@@ -1165,10 +1177,44 @@ def build_trace(
         str(reads[s.span_id].call_id) for s in ordered if reads[s.span_id].call_id is not None
     }
 
+    seen_calls: set[str] = set()
+
+    def message_calls(span: OtlpSpan, r: _Read, *, server: bool) -> list[Step]:
+        """Tool steps of the calls in a model's reply that no execute_tool span recorded and
+        whose result is in a message: the provider's own (``server``) or the client's."""
+        parent = span.parent_span_id if span.parent_span_id in unique else None
+        if server:  # run inside the model call
+            parent = span.span_id
+        out: list[Step] = []
+        for message in r.out_messages:
+            server_calls = message.get("server_calls") or ()
+            for call in message.get("tool_calls") or []:
+                call_id = str(call.get("id")) if call.get("id") is not None else None
+                if call_id is None or call_id in tool_span_calls or call_id in seen_calls:
+                    continue
+                if call_id not in call_results or (call_id in server_calls) != server:
+                    continue
+                seen_calls.add(call_id)
+                attributes: dict[str, Any] = {"tool_call_id": call_id, "result_from": "message"}
+                if server:
+                    attributes["server_tool"] = True
+                out.append(
+                    Step(
+                        id=f"{span.span_id}.call.{call_id}",
+                        parent_id=parent,
+                        kind=StepKind.TOOL,
+                        name=call.get("name"),
+                        input=call.get("arguments"),
+                        output=call_results[call_id],
+                        started_at=_time(span.start_ns if server else span.end_ns),
+                        attributes=attributes,
+                    )
+                )
+        return out
+
     steps: list[Step] = []
     seen_system: set[str] = set()
     seen_user: set[str] = set()
-    seen_calls: set[str] = set()
     run_input: Any = None
     root_read = reads[top.span_id]
     for span in ordered:
@@ -1213,6 +1259,8 @@ def build_trace(
                 r.output = call_results[str(r.call_id)]
                 r.attrs["result_from"] = "message"
             r.attrs["tool_call_id"] = r.call_id
+        if r.kind is StepKind.LLM:
+            steps.extend(message_calls(span, r, server=True))
         attributes = dict(r.attrs)
         if span.kind:
             attributes.setdefault("otel_span_kind", span.kind)
@@ -1233,28 +1281,11 @@ def build_trace(
                 attributes=attributes,
             )
         )
-        # Tool calls this model asked for that no execute_tool span recorded.
+        # Tool calls this model asked for that no execute_tool span recorded: after the
+        # call (their results are in a later request); a built-in tool the provider ran in this
+        # call (server_tool_call) before it, as the reply it ends with was written after it.
         if r.kind is StepKind.LLM:
-            for message in r.out_messages:
-                for call in message.get("tool_calls") or []:
-                    call_id = str(call.get("id")) if call.get("id") is not None else None
-                    if call_id is None or call_id in tool_span_calls or call_id in seen_calls:
-                        continue
-                    if call_id not in call_results:
-                        continue
-                    seen_calls.add(call_id)
-                    steps.append(
-                        Step(
-                            id=f"{span.span_id}.call.{call_id}",
-                            parent_id=parent,
-                            kind=StepKind.TOOL,
-                            name=call.get("name"),
-                            input=call.get("arguments"),
-                            output=call_results[call_id],
-                            started_at=end,
-                            attributes={"tool_call_id": call_id, "result_from": "message"},
-                        )
-                    )
+            steps.extend(message_calls(span, r, server=False))
 
     # Run fields.
     agent = root_read.agent
