@@ -424,3 +424,58 @@ def test_a_server_tool_call_and_its_response_in_the_reply_are_a_tool_step() -> N
         "no_fabricated_refs"
     ]
     assert score.passed, score.findings
+
+
+def test_attributes_the_exporter_dropped_mark_the_step_truncated() -> None:
+    """An SDK keeps 128 attributes a span by default and drops the oldest past that (OTLP says
+    how many: dropped_attributes_count): documents of a retrieval span sent as flat
+    ``retrieval.documents.N.*`` attributes were lost without a word, and the answer's citation
+    of one reported as fabricated."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests")
+    with tracer.start_as_current_span("rag") as root:
+        root.set_attribute("openinference.span.kind", "AGENT")
+        root.set_attribute("output.value", "See DOC-00000003.")
+        with tracer.start_as_current_span("retrieve") as retrieve:
+            retrieve.set_attribute("openinference.span.kind", "RETRIEVER")
+            for i in range(70):  # 140 attributes: the 13 oldest are dropped
+                retrieve.set_attribute(f"retrieval.documents.{i}.document.id", f"DOC-{i:08x}")
+                retrieve.set_attribute(f"retrieval.documents.{i}.document.content", f"text {i}")
+    provider.shutdown()
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    [trace] = traces_from_spans(spans_from_protobuf(body))
+    [step] = [s for s in trace.steps if s.name == "retrieve"]
+    assert step.attributes["truncated"] is True
+    assert "dropped 13 attributes" in step.attributes["truncated_reason"]
+    score = run_scorers(["no_fabricated_refs"], trace=trace, save=False).results[
+        "no_fabricated_refs"
+    ]
+    assert score.findings and all(f.unverifiable for f in score.findings)
+    # the JSON encoding says it alike (span attributes, events, an event's attributes)
+    tid = "6" * 32
+    doc = request([span(tid, "6" * 16, None, "invoke_agent a", 0, 10, {"gen_ai.agent.name": "a"},
+                        events=[{"name": "gen_ai.user.message", "attributes": {"content": "hi"}}])])  # fmt: skip
+    raw = doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    raw["droppedAttributesCount"] = 2
+    raw["droppedEventsCount"] = 1
+    raw["events"][0]["droppedAttributesCount"] = 3
+    [json_trace] = traces_from_spans(spans_from_json(doc))
+    reason = json_trace.steps[0].attributes["truncated_reason"]
+    assert "dropped 5 attributes and 1 event" in reason, reason
+    # a step made from the span's messages (here a user message of a model call) says so too
+    chat = span(tid, "7" * 16, "6" * 16, "chat m", 1, 9, {"gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+            {"type": "text", "content": "Where is ORD-1?"}]}])})  # fmt: skip
+    chat["droppedAttributesCount"] = 1
+    [chat_trace] = traces_from_spans(spans_from_json(request([chat])))
+    [user] = [s for s in chat_trace.steps if s.kind is StepKind.USER]
+    assert user.attributes["truncated"] is True
+    assert spans_from_json(doc)[0].to_dict()["dropped_attributes"] == 5
+    assert OtlpSpan.from_dict(spans_from_json(doc)[0].to_dict()).dropped_events == 1

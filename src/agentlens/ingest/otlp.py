@@ -110,6 +110,11 @@ class OtlpSpan:
     """The attributes of the resource that sent the span (``service.name``...)."""
     scope: str | None = None
     """The instrumentation scope's name."""
+    dropped_attributes: int = 0
+    """Attributes the sender dropped (its SDK's attribute count limit): the span's
+    ``dropped_attributes_count`` and its events'."""
+    dropped_events: int = 0
+    """Events the sender dropped (``dropped_events_count``)."""
 
     @property
     def is_root(self) -> bool:
@@ -132,6 +137,8 @@ class OtlpSpan:
             "events": self.events,
             "resource": self.resource,
             "scope": self.scope,
+            **({"dropped_attributes": self.dropped_attributes} if self.dropped_attributes else {}),
+            **({"dropped_events": self.dropped_events} if self.dropped_events else {}),
         }
 
     def record(self) -> SpanRecord:
@@ -164,6 +171,8 @@ class OtlpSpan:
             events=list(data.get("events") or []),
             resource=dict(data.get("resource") or {}),
             scope=data.get("scope"),
+            dropped_attributes=data.get("dropped_attributes") or 0,
+            dropped_events=data.get("dropped_events") or 0,
         )
 
 
@@ -298,6 +307,17 @@ def _double(number: float) -> float | str:
     return "Infinity" if number > 0 else "-Infinity"
 
 
+def _count(value: Any, where: str) -> int:
+    """A ``dropped_*_count`` (uint32: a number, or its decimal string)."""
+    if value is None:
+        return 0
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _bad("expected a count (a whole number, 0 or more)", where)
+    return value
+
+
 def _key_values(items: Any, where: str) -> dict[str, Any]:
     if not isinstance(items, list):
         raise _bad("attributes must be a list of {key, value}", where)
@@ -371,6 +391,10 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
     if not isinstance(status, Mapping):
         raise _bad("status must be an object", f"{where}.status")
     events = []
+    dropped = _count(
+        _get(span, "droppedAttributesCount", "dropped_attributes_count"),
+        f"{where}.droppedAttributesCount",
+    )
     raw_events = span.get("events") or []
     if not isinstance(raw_events, list):
         raise _bad("events must be a list", f"{where}.events")
@@ -378,6 +402,10 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
         where_e = f"{where}.events[{e}]"
         if not isinstance(event, Mapping):
             raise _bad("an event must be an object", where_e)
+        dropped += _count(
+            _get(event, "droppedAttributesCount", "dropped_attributes_count"),
+            f"{where_e}.droppedAttributesCount",
+        )
         events.append(
             {
                 "name": str(event.get("name") or ""),
@@ -402,6 +430,11 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
         events=events,
         resource=resource,
         scope=scope if isinstance(scope, str) else None,
+        dropped_attributes=dropped,
+        dropped_events=_count(
+            _get(span, "droppedEventsCount", "dropped_events_count"),
+            f"{where}.droppedEventsCount",
+        ),
     )
 
 
@@ -554,6 +587,9 @@ def _pb_span(span: Any, where: str, resource: dict[str, Any], scope: str | None)
         ],
         resource=resource,
         scope=scope,
+        dropped_attributes=span.dropped_attributes_count
+        + sum(event.dropped_attributes_count for event in span.events),
+        dropped_events=span.dropped_events_count,
     )
 
 
@@ -926,6 +962,12 @@ def _kind_of(span: OtlpSpan, attrs: Mapping[str, Any]) -> StepKind:
         return StepKind.LLM
     if "gen_ai.tool.name" in attrs:
         return StepKind.TOOL
+    if (
+        "gen_ai.retrieval.documents" in attrs
+        or "gen_ai.retrieval.query.text" in attrs
+        or any(k.startswith("retrieval.documents.") for k in attrs)
+    ):  # documents without the kind (an SDK at its attribute limit drops the oldest first)
+        return StepKind.RETRIEVAL
     if any(k.startswith(("gen_ai.prompt.", "gen_ai.input.messages")) for k in attrs) or (
         "gen_ai.request.model" in attrs
     ):
@@ -1088,7 +1130,34 @@ def _read_span(span: OtlpSpan) -> _Read:
     for key in ("input.mime_type", "output.mime_type"):
         attrs.pop(key, None)
     read.attrs.update(attrs)
+    lost = _dropped(span)
+    if lost:
+        earlier = read.attrs.get("truncated_reason")
+        read.attrs["truncated"] = True
+        read.attrs["truncated_reason"] = f"{earlier}; {lost}" if earlier else lost
     return read
+
+
+def _lost(span: OtlpSpan) -> dict[str, Any]:
+    """The truncation attributes of a step made from a span's messages (a system or user step)
+    when the span's sender dropped some of what it held."""
+    lost = _dropped(span)
+    return {"truncated": True, "truncated_reason": lost} if lost else {}
+
+
+def _dropped(span: OtlpSpan) -> str | None:
+    """Why a span's step is incomplete when its sender dropped attributes or events."""
+    lost = [
+        f"{n} {what}{'' if n == 1 else 's'}"
+        for n, what in ((span.dropped_attributes, "attribute"), (span.dropped_events, "event"))
+        if n
+    ]
+    if not lost:
+        return None
+    return (
+        f"the sender dropped {' and '.join(lost)} of this span (its SDK's limits, e.g. 128 "
+        "attributes a span): claims from what they held cannot be verified"
+    )
 
 
 def _public(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -1198,6 +1267,7 @@ def build_trace(
                 attributes: dict[str, Any] = {"tool_call_id": call_id, "result_from": "message"}
                 if server:
                     attributes["server_tool"] = True
+                attributes.update(_lost(span))
                 out.append(
                     Step(
                         id=f"{span.span_id}.call.{call_id}",
@@ -1231,6 +1301,7 @@ def build_trace(
                         kind=StepKind.SYSTEM,
                         output=text,
                         started_at=start,
+                        attributes=_lost(span),
                     )
                 )
         if r.kind is StepKind.LLM:
@@ -1248,6 +1319,7 @@ def build_trace(
                             name=message.get("name"),
                             output=user_text,
                             started_at=start,
+                            attributes=_lost(span),
                         )
                     )
         if r.kind is StepKind.TOOL and r.call_id is not None:
