@@ -479,3 +479,41 @@ def test_attributes_the_exporter_dropped_mark_the_step_truncated() -> None:
     assert user.attributes["truncated"] is True
     assert spans_from_json(doc)[0].to_dict()["dropped_attributes"] == 5
     assert OtlpSpan.from_dict(spans_from_json(doc)[0].to_dict()).dropped_events == 1
+
+
+def test_a_tool_result_in_the_conversation_history_is_evidence() -> None:
+    """A later turn of a conversation (its own trace) sends the earlier turns as history: a tool
+    result among them was shown to the model, so an answer citing it is grounded; no span of
+    the trace made the call, and the result was not evidence."""
+    tid = "9" * 32
+    history = [
+        {"role": "user", "parts": [{"type": "text", "content": "Where is my order?"}]},
+        {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_0", "name": "get_order",
+                                         "arguments": {"customer": "C-7"}}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_0",
+                                    "response": {"order_id": "ORD-55555", "status": "shipped"}}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "It has shipped."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "What is its number?"}]},
+    ]  # fmt: skip
+    spans = [
+        span(tid, "9" * 16, None, "chat gpt-4o", 0, 100, {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o",
+            "gen_ai.input.messages": json.dumps(history),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": "Your order is ORD-55555."}]}]),
+        }),
+    ]  # fmt: skip
+    trace = one(spans)
+    [tool] = [s for s in trace.steps if s.kind is StepKind.TOOL]
+    assert (tool.id, tool.name) == ("9" * 16 + ".call.call_0", "get_order")
+    assert tool.input == {"customer": "C-7"}
+    assert tool.output == {"order_id": "ORD-55555", "status": "shipped"}
+    assert tool.attributes["from_history"] is True
+    assert trace.steps.index(tool) < trace.steps.index(trace.step("9" * 16))
+    score = run_scorers(["no_fabricated_refs"], trace=trace, save=False).results[
+        "no_fabricated_refs"
+    ]
+    assert score.passed, score.findings
+    # within one trace, a call a span's reply made is its own step once, after that span
+    in_trace = [s for s in one(genai_spans()).steps if s.kind is StepKind.TOOL]
+    assert len(in_trace) == 1

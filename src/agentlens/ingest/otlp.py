@@ -1282,6 +1282,63 @@ def build_trace(
                 )
         return out
 
+    reply_calls = {
+        str(call["id"])
+        for s in ordered
+        for message in reads[s.span_id].out_messages
+        for call in message.get("tool_calls") or []
+        if call.get("id") is not None
+    }
+    unnamed_tools = [  # execute_tool spans without a call id: (name, result)
+        (reads[s.span_id].name, reads[s.span_id].output)
+        for s in ordered
+        if reads[s.span_id].kind is StepKind.TOOL and reads[s.span_id].call_id is None
+    ]
+
+    def history_calls(span: OtlpSpan, r: _Read) -> list[Step]:
+        """Tool steps of the results a model was shown in its input whose call no span of the
+        trace made (an earlier turn of the conversation, sent again as its history)."""
+        calls: dict[str, Mapping[str, Any]] = {}
+        for message in r.in_messages:
+            for call in message.get("tool_calls") or []:
+                if call.get("id") is not None:
+                    calls.setdefault(str(call["id"]), call)
+        out: list[Step] = []
+        for message in r.in_messages:
+            pairs = list(message.get("responses") or [])
+            if not pairs and message.get("role") == "tool":
+                pairs = [(message.get("tool_call_id"), message.get("response"))]
+            for raw_id, response in pairs:
+                call_id = None if raw_id is None else str(raw_id)
+                if call_id is None or call_id in tool_span_calls or call_id in seen_calls:
+                    continue
+                if call_id in reply_calls:  # a span's reply made it: a step after that span
+                    continue
+                call = calls.get(call_id) or {}
+                name = call.get("name") or message.get("name")
+                if (name, response) in unnamed_tools:  # recorded by a span, without its id
+                    continue
+                seen_calls.add(call_id)
+                attributes: dict[str, Any] = {
+                    "tool_call_id": call_id,
+                    "result_from": "message",
+                    "from_history": True,
+                    **_lost(span),
+                }
+                out.append(
+                    Step(
+                        id=f"{span.span_id}.call.{call_id}",
+                        parent_id=span.span_id,
+                        kind=StepKind.TOOL,
+                        name=name,
+                        input=call.get("arguments"),
+                        output=response,
+                        started_at=_time(span.start_ns),
+                        attributes=attributes,
+                    )
+                )
+        return out
+
     steps: list[Step] = []
     seen_system: set[str] = set()
     seen_user: set[str] = set()
@@ -1332,6 +1389,7 @@ def build_trace(
                 r.attrs["result_from"] = "message"
             r.attrs["tool_call_id"] = r.call_id
         if r.kind is StepKind.LLM:
+            steps.extend(history_calls(span, r))
             steps.extend(message_calls(span, r, server=True))
         attributes = dict(r.attrs)
         if span.kind:
