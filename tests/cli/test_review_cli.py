@@ -187,3 +187,20 @@ def test_a_bad_review_config_fails_the_import_before_it_writes(
     assert str(config) in result.stderr and "review.scorers" in result.stderr
     monkeypatch.delenv("AGENTLENS_CONFIG")
     assert cli("runs", "--json").stdout == ""
+
+
+def test_review_run_says_when_webhook_attempts_failed(
+    cli: Invoke, runs_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a webhook that refuses, `review run` said "0 webhook delivery(ies) sent" and nothing
+    of the two attempts that failed."""
+    config = tmp_path / "agentlens.toml"
+    config.write_text(
+        '[review]\nwebhook = "http://127.0.0.1:9/hook"\nwebhook_timeout = 0.5\n', encoding="utf-8"
+    )
+    monkeypatch.setenv("AGENTLENS_CONFIG", str(config))
+    cli("import", "--no-review", str(runs_file))
+    out = cli("review", "run").stdout
+    assert "reviewed 3 run(s): 2 flagged; 0 webhook delivery(ies) sent" in out
+    assert "(2 attempt(s) failed: agentlens review deliveries)" in out
+    assert "0 still pending" in out

@@ -285,9 +285,14 @@ def run_review(
     with command_store() as store:
         result = review_pending_result(store, limit=limit or None, settings=settings)
         lag = store.review_lag()
+    failed = (
+        f" ({result.delivery_failures} attempt(s) failed: agentlens review deliveries)"
+        if result.delivery_failures
+        else ""
+    )
     out_console.print(
         f"reviewed {result.reviewed} run(s): {result.flagged} flagged;"
-        f" {result.delivered} webhook delivery(ies) sent; {lag.pending} still pending",
+        f" {result.delivered} webhook delivery(ies) sent{failed}; {lag.pending} still pending",
         markup=False,
     )
 

@@ -31,7 +31,7 @@ from agentlens.model import Trace
 from agentlens.review._hooks import STATS, FlaggedRun, fire
 from agentlens.review._settings import ReviewSettings, review_settings
 from agentlens.review._tally import score_finished
-from agentlens.review._webhook import deliver_all_due, new_delivery
+from agentlens.review._webhook import deliver_all, new_delivery
 from agentlens.store import RunFilter, RunSummary, TraceStore
 from agentlens.store._protocol import PendingRun
 
@@ -54,6 +54,8 @@ class ReviewResult:
     flagged: int = 0
     scores_written: int = 0
     delivered: int = 0
+    delivery_failures: int = 0
+    """Webhook attempts that failed (each retried later, or its delivery kept as failed)."""
 
 
 class _Scorers:
@@ -225,5 +227,7 @@ def review_pending_result(
                 break
             _review_batch(store, batch, scorers, review, result)
     if deliver:
-        result.delivered += deliver_all_due(store, review)
+        delivered, failed = deliver_all(store, review)
+        result.delivered += delivered
+        result.delivery_failures += failed
     return result

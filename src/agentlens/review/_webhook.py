@@ -225,19 +225,26 @@ def deliver_all_due(store: TraceStore, settings: ReviewSettings, *, page: int = 
     """:func:`deliver_due` page after page until no delivery is due, or one timed out (its
     URL's others wait for the next call); return how many were delivered. What reviewing
     calls: 150 flagged runs reviewed at once are 150 deliveries, not the first 100."""
-    delivered = 0
+    return deliver_all(store, settings, page=page)[0]
+
+
+def deliver_all(store: TraceStore, settings: ReviewSettings, *, page: int = 100) -> tuple[int, int]:
+    """:func:`deliver_all_due`, returning ``(delivered, attempts that failed)``."""
+    delivered = failed = 0
     while True:
-        sent, due, stalled = _deliver_page(store, settings, limit=page, now=None)
+        sent, lost, due, stalled = _deliver_page(store, settings, limit=page, now=None)
         delivered += sent
+        failed += lost
         if due < page or stalled:
-            return delivered
+            return delivered, failed
 
 
 def _deliver_page(
     store: TraceStore, settings: ReviewSettings, *, limit: int, now: datetime | None
-) -> tuple[int, int, bool]:
-    """One page of due deliveries: (delivered, how many were due, whether one timed out)."""
-    delivered = 0
+) -> tuple[int, int, int, bool]:
+    """One page of due deliveries: (delivered, attempts that failed, how many were due,
+    whether one timed out)."""
+    delivered = failed = 0
     silent: set[str] = set()
     due = store.due_deliveries(now=now, limit=limit)
     for delivery in due:
@@ -254,6 +261,7 @@ def _deliver_page(
             delivered += 1
             continue
         STATS.add(delivery_attempts_failed=1)
+        failed += 1
         if attempts >= settings.webhook_attempts:
             store.record_delivery(delivery.id, ok=False, error=error, at=at)
             STATS.add(deliveries_given_up=1)
@@ -267,4 +275,4 @@ def _deliver_page(
         else:
             retry = at + timedelta(seconds=_backoff(settings, attempts))
             store.record_delivery(delivery.id, ok=False, error=error, next_attempt_at=retry, at=at)
-    return delivered, len(due), bool(silent)
+    return delivered, failed, len(due), bool(silent)
