@@ -156,3 +156,22 @@ def test_every_due_delivery_is_attempted_not_the_first_hundred(
     assert len(receiver.accepted) == 150
     assert store.list_deliveries(status="pending", limit=None) == []
     assert len(store.list_deliveries(status="delivered", limit=None)) == 150
+
+
+def test_a_callback_that_changes_what_it_was_given_does_not_change_the_webhook(
+    store: TraceStore, receiver: Receiver, settings_from: Callable[[str], Settings]
+) -> None:
+    """The webhook body was made from the FlaggedRun after the callbacks had it: a callback
+    that popped a link or edited a finding (its own bookkeeping) changed what was sent."""
+    from agentlens.review import on_flagged
+
+    def meddle(run: object) -> None:
+        run.links.clear()  # type: ignore[attr-defined]
+        run.findings[0]["text"] = "edited"  # type: ignore[attr-defined]
+
+    on_flagged(meddle)
+    store.put_traces([fabricated("r1")])
+    review_pending(store, settings=settings_from(_config(receiver.url)))
+    (body,) = receiver.bodies()
+    assert body["links"] == {"blog_post": "123"}
+    assert body["findings"][0]["text"] == "ORD-9999"

@@ -133,9 +133,9 @@ def _review_batch(
         if trace is None:
             continue
         run = _flagged_run(summary, trace, store, review)
-        fire(run)
-        if review.webhook:
+        if review.webhook:  # its body first: a callback may change what it is given
             deliveries.append(new_delivery(run, review.webhook))
+        fire(run)
     if deliveries:
         store.add_deliveries(deliveries)
     store.mark_reviewed(batch)
