@@ -243,3 +243,10 @@ def test_the_size_limit_counts_every_gzip_member(make_api) -> None:  # type: ign
     r = api.post("/v1/traces", content=body,
                  headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})  # fmt: skip
     assert r.status_code == 413 and "decompressed" in r.json()["error"]["message"]
+
+
+def test_a_body_nested_too_deeply_is_a_400_not_a_500(api: Api) -> None:
+    """A permanent fault of the request is a 400 (not retried); it was an internal error."""
+    body = b"[" * 100_000 + b"]" * 100_000
+    r = api.post("/v1/traces", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "nested too deeply" in r.json()["error"]["message"]

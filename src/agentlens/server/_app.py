@@ -201,6 +201,8 @@ def _json(body: bytes, what: str) -> Any:
         return json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "invalid_request", f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # a permanent fault of the body (a 500 would read as the server's)
+        raise ApiError(400, "invalid_request", f"{what} is nested too deeply") from None
 
 
 def _is_loopback(host: str | None) -> bool:
