@@ -157,3 +157,47 @@ def test_an_empty_baseline_names_its_window_in_the_summary(cli, db_url, tmp_path
     assert "no scored runs in the baseline window" in text
     (line,) = [x for x in text.splitlines() if x.startswith("Baseline: ")]
     assert "→" in line and "now" not in line  # the 14 days before the current window
+
+
+def test_the_github_step_summary_stays_within_its_1_mib(
+    cli, db_url, tmp_path: Path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """GitHub drops a step's whole job summary past 1 MiB; 200 flagged runs with long findings
+    made more than that, so the job page showed no summary at all. Runs are left out from the
+    end, counted as not listed, until it fits (with what the step wrote before)."""
+    from agentlens.model import FailureMode, Finding, Score, Verdict
+
+    runs = [trace("x", day=i % 6, hours=1, now=NOW) for i in range(200)]
+    long = [
+        Finding(failure_mode=FailureMode.PARAMETRIC_LEAKAGE, text=f"name {k}", detail="é" * 900)
+        for k in range(4)
+    ]
+    with open_store(db_url) as store:  # type: ignore[attr-defined]
+        store.put_traces(runs)
+        store.put_scores(
+            [
+                Score(
+                    run_id=t.id,
+                    scorer="ext",
+                    version="1",
+                    passed=False,
+                    verdict=Verdict.FLAGGED,
+                    findings=long,
+                )
+                for t in runs
+            ]
+        )
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("# earlier step output\n" + "x" * 100_000 + "\n", encoding="utf-8")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert cli("gate", "--max-rate", "5%", "--markdown", str(summary)).exit_code == 1
+    data = summary.read_bytes()
+    assert len(data) <= 1024 * 1024
+    text = data.decode("utf-8")
+    assert text.startswith("# earlier step output\n") and "## agentlens gate: ❌ failed" in text
+    listed = text.count("\n- `")
+    assert 0 < listed < 200
+    assert f"… and {200 - listed} more flagged runs" in text
+    other = tmp_path / "report.md"  # not the job summary: no limit
+    cli("gate", "--max-rate", "5%", "--markdown", str(other))
+    assert other.read_text(encoding="utf-8").count("\n- `") == 200

@@ -268,9 +268,39 @@ def render_markdown(
     omitted: int = 0,
     window: str = "",
     baseline_window: str = "",
+    max_bytes: int | None = None,
 ) -> str:
     """A Markdown summary for CI job summaries: the verdict, the rate and its interval, the
-    baseline, a by-mode table, and the flagged runs with their findings."""
+    baseline, a by-mode table, and the flagged runs with their findings.
+
+    ``max_bytes``: the most the summary may take in UTF-8 (a GitHub job summary drops the whole
+    step's summary past 1 MiB); flagged runs are left out from the end, and counted as not
+    listed, until it fits.
+    """
+    text = _markdown(result, runs, error, omitted, window, baseline_window)
+    if max_bytes is None or len(text.encode()) <= max_bytes:
+        return text
+    low, high = 0, len(runs)  # the most runs that fit: fewer runs, a shorter text
+    while low < high:
+        mid = (low + high + 1) // 2
+        shorter = _markdown(
+            result, runs[:mid], error, omitted + len(runs) - mid, window, baseline_window
+        )
+        if len(shorter.encode()) <= max_bytes:
+            low = mid
+        else:
+            high = mid - 1
+    return _markdown(result, runs[:low], error, omitted + len(runs) - low, window, baseline_window)
+
+
+def _markdown(
+    result: GateResult | None,
+    runs: Sequence[FlaggedRun],
+    error: str | None,
+    omitted: int,
+    window: str,
+    baseline_window: str,
+) -> str:
     out: list[str] = []
     if error is not None or result is None:
         out += ["## agentlens gate: ⚠️ error", "", _cell(error or "no result"), ""]

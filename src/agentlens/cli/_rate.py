@@ -590,7 +590,22 @@ def _write_reports(
     if junit is not None:
         write_atomic(junit, render_junit(result, runs, error=error, omitted=omitted))
     if markdown is not None:
+        append = _is_step_summary(markdown)
+        budget = None
+        if append:  # GitHub drops a step's whole summary past 1 MiB: what is there counts
+            before = markdown.stat().st_size if markdown.is_file() else 0
+            budget = max(0, _STEP_SUMMARY_LIMIT - before - 1)
         text = render_markdown(
-            result, runs, error=error, omitted=omitted, window=label, baseline_window=base_label
+            result,
+            runs,
+            error=error,
+            omitted=omitted,
+            window=label,
+            baseline_window=base_label,
+            max_bytes=budget,
         )
-        write_atomic(markdown, text, append=_is_step_summary(markdown))
+        write_atomic(markdown, text, append=append)
+
+
+_STEP_SUMMARY_LIMIT = 1024 * 1024
+"""The most a GitHub Actions step's job summary may hold, in bytes."""
