@@ -14,6 +14,7 @@ from _otlp_fixtures import (
     openinference_spans,
     request,
     request_pb,
+    span,
 )
 from agentlens.errors import RunNotFoundError
 
@@ -250,3 +251,35 @@ def test_a_body_nested_too_deeply_is_a_400_not_a_500(api: Api) -> None:
     body = b"[" * 100_000 + b"]" * 100_000
     r = api.post("/v1/traces", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 400 and "nested too deeply" in r.json()["error"]["message"]
+
+
+def deep_value(depth: int) -> object:
+    value: object = "x"
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+def test_an_attribute_nested_too_deeply_is_rejected_and_the_other_traces_built(api: Api) -> None:
+    """A span with an attribute value nested past 64 levels is rejected (partial success); it
+    was acknowledged, then could not be read back from staging, and the assembler retried it
+    for ever: no run of any trace was built after it."""
+    deep = span("c" * 32, "d" * 16, None, "root", 0, 10, {"deep": deep_value(200)})
+    r = post_json(api, request([deep]))
+    assert r.status_code == 200
+    body = r.json()["partialSuccess"]
+    assert body["rejectedSpans"] == "1" and "nested deeper than 64" in body["errorMessage"]
+    kept = span("e" * 32, "f" * 16, None, "root", 0, 10, {"ok": deep_value(60)})
+    assert post_json(api, request([kept])).json() == {}
+    assert post_json(api, request(genai_spans())).status_code == 200
+    assert stored(api, GENAI_TRACE).agent == "support"
+    assert stored(api, "e" * 32)
+
+
+def test_a_staged_trace_that_cannot_be_read_does_not_stop_the_others(api: Api) -> None:
+    from agentlens.store._server import StagedSpan
+
+    bad = StagedSpan("default", "c" * 32, "d" * 16, True, '{"trace_id": ' + "[" * 300)
+    api.store.stage_spans([bad], 1)
+    assert post_json(api, request(genai_spans())).status_code == 200
+    assert stored(api, GENAI_TRACE).agent == "support"

@@ -252,8 +252,16 @@ def _enum(value: Any, names: Mapping[str, int], where: str) -> int:
     raise _bad(f"expected an enum, got {value!r}", where)
 
 
-def _any_value(value: Any, where: str) -> Any:
+_MAX_DEPTH = 64
+"""How deep arrays and kvlists may nest in one OTLP/JSON attribute value. Deeper would not be
+read back from the staging row (its JSON parser stops at 200 levels) and would stall the build
+of every run; protobuf (at most 100 message levels, 3 a kvlist level) cannot carry it either."""
+
+
+def _any_value(value: Any, where: str, depth: int = 0) -> Any:
     """An OTLP/JSON ``AnyValue`` as a Python value."""
+    if depth > _MAX_DEPTH:
+        raise _bad(f"an attribute value nested deeper than {_MAX_DEPTH} levels", where)
     if not isinstance(value, Mapping):
         raise _bad("an attribute value must be an object (AnyValue)", where)
     if not value:
@@ -287,10 +295,10 @@ def _any_value(value: Any, where: str) -> Any:
             items = (value[key] or {}).get("values") or []
             if not isinstance(items, list):
                 raise _bad("arrayValue.values must be a list", where)
-            return [_any_value(v, f"{where}[{i}]") for i, v in enumerate(items)]
+            return [_any_value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(items)]
     for key in ("kvlistValue", "kvlist_value"):
         if key in value:
-            return _key_values((value[key] or {}).get("values") or [], where)
+            return _key_values((value[key] or {}).get("values") or [], where, depth + 1)
     for key in ("bytesValue", "bytes_value"):
         if key in value:
             return value[key]  # kept as its base64 text
@@ -318,14 +326,14 @@ def _count(value: Any, where: str) -> int:
     return value
 
 
-def _key_values(items: Any, where: str) -> dict[str, Any]:
+def _key_values(items: Any, where: str, depth: int = 0) -> dict[str, Any]:
     if not isinstance(items, list):
         raise _bad("attributes must be a list of {key, value}", where)
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
         if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
             raise _bad("an attribute must be an object with a string key", f"{where}[{i}]")
-        out[item["key"]] = _any_value(item.get("value") or {}, f"{where}.{item['key']}")
+        out[item["key"]] = _any_value(item.get("value") or {}, f"{where}.{item['key']}", depth)
     return out
 
 

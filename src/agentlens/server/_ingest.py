@@ -314,8 +314,8 @@ class Ingestor:
             docs, upto = self.store.staged_spans(item.project, item.trace_id)
             run: Trace | None = None
             if docs:
-                spans = [OtlpSpan.from_dict(from_json(doc)) for doc in docs]
-                try:
+                try:  # a trace that cannot be read or built is logged, and the others built
+                    spans = [OtlpSpan.from_dict(from_json(doc)) for doc in docs]
                     run = build_trace(spans, project=item.project, complete=item.complete)
                     if item.purged:
                         run = self._merge(run)
