@@ -283,3 +283,24 @@ def test_a_staged_trace_that_cannot_be_read_does_not_stop_the_others(api: Api) -
     api.store.stage_spans([bad], 1)
     assert post_json(api, request(genai_spans())).status_code == 200
     assert stored(api, GENAI_TRACE).agent == "support"
+
+
+def test_a_span_with_a_lone_surrogate_is_rejected_not_the_request(api: Api) -> None:
+    """JSON can spell a lone surrogate (``"\\ud800"``), which UTF-8 cannot hold: the span is
+    rejected (partial success, naming the field) and the others stored; the whole request was a
+    500, which an exporter does not retry, so every span of the batch was lost."""
+    bad = span("c" * 32, "d" * 16, None, "root", 0, 10, {"note": "x\ud800y"})
+    body = json.dumps(request([bad, *genai_spans()]))
+    r = api.post("/v1/traces", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    partial = r.json()["partialSuccess"]
+    assert partial["rejectedSpans"] == "1"
+    assert "spans[0].attributes.note" in partial["errorMessage"]
+    assert "surrogate" in partial["errorMessage"]
+    assert stored(api, GENAI_TRACE).agent == "support"
+    event = span("c" * 32, "d" * 16, None, "root", 0, 10, {},
+                 events=[{"name": "e", "attributes": {"\udfffkey": "v"}}])  # fmt: skip
+    r = post_json(api, request([event]))
+    assert r.json()["partialSuccess"]["rejectedSpans"] == "1"
+    r = post_json(api, request(genai_spans(), service="svc\ud800"))
+    assert r.status_code == 400 and "resource.attributes.service.name" in r.text

@@ -47,10 +47,12 @@ from pydantic_core import to_json
 
 from agentlens.errors import FormatError, MissingExtraError
 from agentlens.ingest._checks import (
+    SURROGATE_REASON,
     check_nonfinite,
     json_error_reason,
     parse_nested_json,
     read_record,
+    surrogate_path,
 )
 from agentlens.model import Step, StepKind, Trace, from_epoch_us
 
@@ -365,6 +367,7 @@ def spans_from_json(document: Any, rejected: list[FormatError] | None = None) ->
         if not isinstance(resource, Mapping):
             raise _bad("must be an object", f"{where_r}.resource")
         res_attrs = _key_values(resource.get("attributes") or [], f"{where_r}.resource.attributes")
+        _no_surrogates(res_attrs, f"{where_r}.resource.attributes")
         scope_spans = _get(rs, "scopeSpans", "scope_spans")
         if scope_spans is None:  # the pre-1.0 name
             scope_spans = _get(rs, "instrumentationLibrarySpans", "instrumentation_library_spans")
@@ -376,6 +379,7 @@ def spans_from_json(document: Any, rejected: list[FormatError] | None = None) ->
                 raise _bad("must be an object", where_s)
             scope = ss.get("scope") or _get(ss, "instrumentationLibrary", "instrumentation_library")
             scope_name = scope.get("name") if isinstance(scope, Mapping) else None
+            _no_surrogates(scope_name, f"{where_s}.scope.name")
             spans = ss.get("spans") or []
             if not isinstance(spans, list):
                 raise _bad("must be a list", f"{where_s}.spans")
@@ -422,7 +426,7 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
             }
         )
     message = status.get("message") or ""
-    return OtlpSpan(
+    decoded = OtlpSpan(
         trace_id=str(_hex_id(_get(span, "traceId", "trace_id"), 16, f"{where}.traceId")),
         span_id=str(_hex_id(_get(span, "spanId", "span_id"), 8, f"{where}.spanId")),
         parent_span_id=_hex_id(
@@ -444,6 +448,24 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
             f"{where}.droppedEventsCount",
         ),
     )
+    _no_surrogates(
+        {
+            "name": decoded.name,
+            "status": {"message": decoded.status_message},
+            "attributes": decoded.attributes,
+            "events": decoded.events,
+        },
+        where,
+    )
+    return decoded
+
+
+def _no_surrogates(value: Any, where: str) -> None:
+    """Refuse a string holding a lone surrogate (JSON can spell ``"\\ud800"``; UTF-8, and so the
+    staging row, cannot hold it: the whole request failed with a 500)."""
+    path = surrogate_path(value)
+    if path is not None:
+        raise _bad(SURROGATE_REASON, f"{where}.{path}" if path else where)
 
 
 # -- protobuf decoding --------------------------------------------------------------------------
