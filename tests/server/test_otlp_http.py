@@ -304,3 +304,17 @@ def test_a_span_with_a_lone_surrogate_is_rejected_not_the_request(api: Api) -> N
     assert r.json()["partialSuccess"]["rejectedSpans"] == "1"
     r = post_json(api, request(genai_spans(), service="svc\ud800"))
     assert r.status_code == 400 and "resource.attributes.service.name" in r.text
+
+
+def test_a_nul_character_is_stored_on_every_backend(api: Api) -> None:
+    """U+0000 is valid in an OTLP string (protobuf and JSON): PostgreSQL's text and jsonb cannot
+    hold it, and the run must be stored all the same, with the other traces."""
+    nul = span("c" * 32, "d" * 16, None, "root\x00", 0, 10,
+               {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t",
+                "gen_ai.tool.call.result": "a\x00b"})  # fmt: skip
+    r = api.post("/v1/traces", content=request_pb([nul]),
+                 headers={"Content-Type": "application/x-protobuf"})  # fmt: skip
+    assert r.status_code == 200, r.content
+    assert post_json(api, request(genai_spans())).status_code == 200
+    assert stored(api, GENAI_TRACE).agent == "support"
+    assert stored(api, "c" * 32).steps[0].output == "a\x00b"
