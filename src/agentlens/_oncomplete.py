@@ -242,9 +242,10 @@ def configure(
         capture.configure(db, **kwargs)
         return
 
-    from agentlens.capture._state import _resolve_url
+    from agentlens.capture._state import _resolve_url, check_options
     from agentlens.store import set_default_url
 
+    check_options(**kwargs)  # before a reviewer starts: a bad argument leaves nothing running
     store = _resolve_url(db) if db is None or isinstance(db, str) else db
     reviewer = _reviewer(store, review)
     if reviewer is None:

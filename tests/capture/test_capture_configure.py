@@ -133,6 +133,24 @@ def test_configure_rejects_bad_arguments(
         agentlens.configure(**kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"max_queue": 0}, {"batch_size": -1}, {"flush_interval": 0}, {"clock": 12},
+     {"id_generator": "run-1"}],
+)  # fmt: skip
+def test_a_bad_argument_leaves_no_reviewer_and_no_store_behind(
+    fresh_capture: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict
+) -> None:
+    # the default store is ./agentlens.db: a reviewer started before the check opened it
+    monkeypatch.chdir(tmp_path)
+    before = {t for t in threading.enumerate() if t.name == "agentlens-reviewer"}
+    with pytest.raises(ConfigError):
+        agentlens.configure(**kwargs)
+    after = {t for t in threading.enumerate() if t.name == "agentlens-reviewer" and t.is_alive()}
+    assert after <= before
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_reconfiguring_exports_pending_runs_to_the_old_destination(fresh_capture: None) -> None:
     first, second = InMemoryExporter(), InMemoryExporter()
     agentlens.configure(exporter=first, flush_interval=60)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentlens import _implicit
 from agentlens._ids import new_id
@@ -213,21 +213,14 @@ def configure(
         from agentlens.capture._http import HttpExporter
 
         exporter = HttpExporter(endpoint, api_key)
-    if not isinstance(max_queue, int) or max_queue < 1:
-        raise ConfigError(f"configure(): max_queue must be a positive integer, got {max_queue!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ConfigError(f"configure(): batch_size must be a positive integer, got {batch_size!r}")
-    if not isinstance(flush_interval, int | float) or flush_interval <= 0:
-        raise ConfigError(
-            f"configure(): flush_interval must be a positive number, got {flush_interval!r}"
-        )
+    check_options(
+        max_queue=max_queue, batch_size=batch_size, flush_interval=flush_interval,
+        clock=clock, id_generator=id_generator,
+    )  # fmt: skip
     if exporter is not None and not callable(getattr(exporter, "export", None)):
         raise ConfigError(f"configure(): exporter {exporter!r} has no export() method")
     if processor is not None and not callable(getattr(processor, "on_end", None)):
         raise ConfigError(f"configure(): processor {processor!r} has no on_end() method")
-    for name, hook in (("clock", clock), ("id_generator", id_generator)):
-        if hook is not None and not callable(hook):
-            raise ConfigError(f"configure(): {name} must be callable, got {hook!r}")
 
     if enabled is None:
         enabled = not _env_disabled()
@@ -256,6 +249,31 @@ def configure(
         guard=guard,
     )
     _install(pipeline)
+
+
+def check_options(
+    *,
+    max_queue: Any = 1,
+    batch_size: Any = 1,
+    flush_interval: Any = 1.0,
+    clock: Any = None,
+    id_generator: Any = None,
+    **_: Any,
+) -> None:
+    """Raise :class:`ConfigError` for a bad value of :func:`configure`'s queue options or hooks
+    (what :func:`agentlens.configure` checks before it starts a reviewer); other keywords are
+    not looked at."""
+    if not isinstance(max_queue, int) or max_queue < 1:
+        raise ConfigError(f"configure(): max_queue must be a positive integer, got {max_queue!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"configure(): batch_size must be a positive integer, got {batch_size!r}")
+    if not isinstance(flush_interval, int | float) or flush_interval <= 0:
+        raise ConfigError(
+            f"configure(): flush_interval must be a positive number, got {flush_interval!r}"
+        )
+    for name, hook in (("clock", clock), ("id_generator", id_generator)):
+        if hook is not None and not callable(hook):
+            raise ConfigError(f"configure(): {name} must be callable, got {hook!r}")
 
 
 def reset(timeout: float | None = 5.0) -> None:
