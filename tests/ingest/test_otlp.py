@@ -517,3 +517,24 @@ def test_a_tool_result_in_the_conversation_history_is_evidence() -> None:
     # within one trace, a call a span's reply made is its own step once, after that span
     in_trace = [s for s in one(genai_spans()).steps if s.kind is StepKind.TOOL]
     assert len(in_trace) == 1
+
+
+def test_a_span_whose_parent_is_remote_is_the_root() -> None:
+    """OTLP span flags 0x100 | 0x200: the parent is in another process (the trace was continued
+    from an upstream service): the span is the run's root, in either encoding."""
+    tid = "ab" * 16
+    entry = span(tid, "1" * 16, "f" * 16, "invoke_agent a", 0, 50, {"gen_ai.agent.name": "a"})
+    entry["flags"] = 0x300
+    child = span(tid, "2" * 16, "1" * 16, "execute_tool t", 10, 20, {"gen_ai.tool.name": "t"})
+    [trace] = traces_from_spans(spans_from_json(request([child, entry])))
+    assert "otel_incomplete" not in trace.metadata
+    assert (trace.name, trace.agent) == ("invoke_agent a", "a")
+    assert trace.step("1" * 16).parent_id is None
+    decoded = spans_from_json(request([entry]))[0]
+    assert decoded.is_root and decoded.record().root_ended
+    assert OtlpSpan.from_dict(decoded.to_dict()).is_root
+    # the remote bit without "has is_remote" says nothing; a local parent is not a root
+    entry["flags"] = 0x200
+    assert not spans_from_json(request([entry]))[0].is_root
+    entry["flags"] = 0x100
+    assert not spans_from_json(request([entry]))[0].is_root

@@ -318,3 +318,42 @@ def test_a_nul_character_is_stored_on_every_backend(api: Api) -> None:
     assert post_json(api, request(genai_spans())).status_code == 200
     assert stored(api, GENAI_TRACE).agent == "support"
     assert stored(api, "c" * 32).steps[0].output == "a\x00b"
+
+
+def test_a_trace_continued_from_another_service_is_built_when_its_local_root_ends(
+    api: Api,
+) -> None:
+    """An agent serving a request whose trace began upstream (a traceparent header): its first
+    span has a parent, in another process, that is never sent here; OTLP flags it as remote.
+    That span is the run's root: the run was built only after the idle timeout (5 minutes),
+    marked incomplete."""
+    from opentelemetry import trace as trace_api
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests")
+    upstream = trace_api.SpanContext(
+        int("ab" * 16, 16), int("cd" * 8, 16), is_remote=True,
+        trace_flags=trace_api.TraceFlags(1),
+    )  # fmt: skip
+    context = trace_api.set_span_in_context(trace_api.NonRecordingSpan(upstream))
+    with tracer.start_as_current_span("invoke_agent support", context=context) as root:
+        root.set_attribute("gen_ai.operation.name", "invoke_agent")
+        root.set_attribute("gen_ai.agent.name", "support")
+        with tracer.start_as_current_span("execute_tool t") as tool:
+            tool.set_attribute("gen_ai.operation.name", "execute_tool")
+            tool.set_attribute("gen_ai.tool.name", "t")
+    provider.shutdown()
+    body = encode_spans(memory.get_finished_spans()).SerializeToString()
+    r = api.post("/v1/traces", content=body, headers={"Content-Type": "application/x-protobuf"})
+    assert r.status_code == 200
+    run = stored(api, "ab" * 16)
+    assert "otel_incomplete" not in run.metadata
+    assert (run.name, run.agent) == ("invoke_agent support", "support")
+    root_step = run.step(format(root.get_span_context().span_id, "016x"))
+    assert root_step.parent_id is None

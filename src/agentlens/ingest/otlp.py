@@ -70,6 +70,9 @@ __all__ = [
 _STATUS_ERROR = 2
 _ZERO_TRACE = bytes(16)
 _ZERO_SPAN = bytes(8)
+_REMOTE_PARENT = 0x300
+"""OTLP span flags: SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK | SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK,
+both set when the span's parent is in another process."""
 _KIND_NAMES = {
     "SPAN_KIND_UNSPECIFIED": 0,
     "SPAN_KIND_INTERNAL": 1,
@@ -117,11 +120,15 @@ class OtlpSpan:
     ``dropped_attributes_count`` and its events'."""
     dropped_events: int = 0
     """Events the sender dropped (``dropped_events_count``)."""
+    parent_remote: bool = False
+    """The parent is in another process (the trace was continued from an upstream service, a
+    ``traceparent`` header): OTLP span flags ``0x100 | 0x200``."""
 
     @property
     def is_root(self) -> bool:
-        """True for a span without a parent."""
-        return self.parent_span_id is None
+        """True for a span without a parent, or whose parent is remote (the root of what this
+        trace did here: its parent is not sent by this sender)."""
+        return self.parent_span_id is None or self.parent_remote
 
     def to_dict(self) -> dict[str, Any]:
         """The span as a JSON-ready dict (what :meth:`from_dict` reads)."""
@@ -141,6 +148,7 @@ class OtlpSpan:
             "scope": self.scope,
             **({"dropped_attributes": self.dropped_attributes} if self.dropped_attributes else {}),
             **({"dropped_events": self.dropped_events} if self.dropped_events else {}),
+            **({"parent_remote": True} if self.parent_remote else {}),
         }
 
     def record(self) -> SpanRecord:
@@ -148,7 +156,7 @@ class OtlpSpan:
         return SpanRecord(
             trace_id=self.trace_id,
             span_id=self.span_id,
-            root_ended=self.parent_span_id is None and self.end_ns is not None,
+            root_ended=self.is_root and self.end_ns is not None,
             doc=to_json(self.to_dict()).decode(),
         )
 
@@ -175,6 +183,7 @@ class OtlpSpan:
             scope=data.get("scope"),
             dropped_attributes=data.get("dropped_attributes") or 0,
             dropped_events=data.get("dropped_events") or 0,
+            parent_remote=bool(data.get("parent_remote")),
         )
 
 
@@ -447,6 +456,8 @@ def _json_span(span: Any, where: str, resource: dict[str, Any], scope: str | Non
             _get(span, "droppedEventsCount", "dropped_events_count"),
             f"{where}.droppedEventsCount",
         ),
+        parent_remote=_count(span.get("flags"), f"{where}.flags") & _REMOTE_PARENT
+        == _REMOTE_PARENT,
     )
     _no_surrogates(
         {
@@ -547,7 +558,8 @@ def span_records_from_protobuf(
                             raise
                         rejected.append(exc)
                         continue
-                root = not parent.strip(b"\0")  # none, or all zeros
+                # none, all zeros, or in another process (the trace continued from upstream)
+                root = not parent.strip(b"\0") or span.flags & _REMOTE_PARENT == _REMOTE_PARENT
                 doc = '{"otlp_pb":"' + b64(span.SerializeToString(), newline=False).decode() + '"'
                 out.append(
                     SpanRecord(
@@ -620,6 +632,7 @@ def _pb_span(span: Any, where: str, resource: dict[str, Any], scope: str | None)
         dropped_attributes=span.dropped_attributes_count
         + sum(event.dropped_attributes_count for event in span.events),
         dropped_events=span.dropped_events_count,
+        parent_remote=span.flags & _REMOTE_PARENT == _REMOTE_PARENT,
     )
 
 
@@ -1227,7 +1240,8 @@ def build_trace(
         project: the run's project.
         complete: ``False`` marks a run built before its root span arrived (the server does
             this after its idle time): ``metadata.otel_incomplete = true``. ``None`` (the
-            default) marks it when no span of the trace is a root.
+            default), or ``True`` when no span of the trace is a root, marks it when there is
+            no root.
 
     Raises:
         ValueError: ``spans`` is empty or holds spans of more than one trace.
@@ -1251,9 +1265,11 @@ def build_trace(
         return (span.start_ns if span.start_ns is not None else 0, depth, span.span_id)
 
     ordered = sorted(unique.values(), key=order)
-    roots = [s for s in ordered if s.is_root]
+    roots = [s for s in ordered if s.parent_span_id is None] or [
+        s for s in ordered if s.parent_remote and s.parent_span_id not in unique
+    ]
     root = roots[0] if roots else None
-    if complete is None:
+    if complete is None or root is None:  # (a remote-parented span ended, its parent here)
         complete = root is not None
     top = root or ordered[0]
     reads = {span.span_id: _read_span(span) for span in ordered}
