@@ -118,6 +118,10 @@ def test_base_url_links_the_run(
     store.put_traces([fabricated("r1")])
     review_pending(store, settings=settings_from('[review]\nbase_url = "https://lens.example/"\n'))
     assert got[0].url == "https://lens.example/runs/r1"
+    # an id that is no plain path segment is escaped, as the dashboard's own links are
+    store.put_traces([fabricated("team/run 1?#%")])
+    review_pending(store, settings=settings_from('[review]\nbase_url = "https://lens.example"\n'))
+    assert got[1].url == "https://lens.example/runs/team%2Frun%201%3F%23%25"
 
 
 def test_limit_bounds_a_round(store: TraceStore) -> None:

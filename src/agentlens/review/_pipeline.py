@@ -23,6 +23,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from agentlens.config import Settings
 from agentlens.errors import ConfigError
@@ -85,7 +86,8 @@ def _flagged_run(
 ) -> FlaggedRun:
     flags = store.get_flags(summary.id)
     findings = tuple(f.to_json() for f in flags.findings) if flags is not None else ()
-    url = f"{review.base_url}/runs/{summary.id}" if review.base_url else None
+    # the run's page, its id one path segment (a "/", "?", "#" or "%" in it escaped)
+    url = f"{review.base_url}/runs/{quote(summary.id, safe='')}" if review.base_url else None
     return FlaggedRun(
         run_id=summary.id,
         agent=summary.agent,
