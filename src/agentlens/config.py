@@ -134,6 +134,20 @@ def _http_url(value: Any, where: str) -> str:
     return str(text)
 
 
+def _webhook_url(value: Any, where: str) -> str:
+    """An http(s) URL without a user name or password: a webhook is authenticated by its
+    signature, and the URL is stored with every delivery and shown by ``agentlens review
+    deliveries``."""
+    text = _http_url(value, where)
+    parts = urlsplit(text)
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{where}: a user name or password in the URL is not sent, and would be stored with"
+            " every delivery; remove it (the receiver checks the signature: webhook_secret)"
+        )
+    return text
+
+
 def _secret(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where} must be a non-empty string")
@@ -504,9 +518,10 @@ SETTINGS: tuple[Setting, ...] = (
     _review(
         "webhook",
         "http(s) URL",
-        _http_url,
-        "The URL flagged runs are POSTed to, signed. Set in a file while the secret comes from "
-        "elsewhere, only with AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK=1.",
+        _webhook_url,
+        "The URL flagged runs are POSTed to, signed (no user name or password in it: the "
+        "signature authenticates). Set in a file while the secret comes from elsewhere, only "
+        "with AGENTLENS_REVIEW_ALLOW_FILE_WEBHOOK=1.",
     ),
     _review(
         "webhook_secret",

@@ -7,9 +7,11 @@ import json
 import time
 from collections.abc import Callable
 
+import pytest
 from review_factories import Receiver, fabricated
 
 from agentlens.config import Settings
+from agentlens.errors import ConfigError
 from agentlens.review import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
@@ -175,3 +177,16 @@ def test_a_callback_that_changes_what_it_was_given_does_not_change_the_webhook(
     (body,) = receiver.bodies()
     assert body["links"] == {"blog_post": "123"}
     assert body["findings"][0]["text"] == "ORD-9999"
+
+
+@pytest.mark.parametrize(
+    "url", ["https://bot:hunter2@hooks.example/x", "https://bot@hooks.example/x", "http://:pw@h/x"]
+)
+def test_a_webhook_url_with_credentials_is_refused(
+    url: str, settings_from: Callable[[str], Settings]
+) -> None:
+    # they were accepted, never sent (urllib does not turn them into a header), and stored in
+    # every delivery's row, shown by `agentlens review deliveries`
+    with pytest.raises(ConfigError, match="a user name or password in the URL is not sent") as info:
+        settings_from(f'[review]\nwebhook = "{url}"\n')
+    assert "hunter2" not in str(info.value)
