@@ -118,6 +118,8 @@ def test_import_reviews_and_the_flags_show_everywhere(cli: Invoke, runs_file: Pa
     assert content["hallucination_suspected"] is False and content["runs"][0]["dismissed"] is True
     assert cli("review", "queue", "--json").stdout == ""
     precision = _lines(cli("review", "precision", "--since", "30d", "--json").stdout)
+    # --since all: every verdict, as rate and gate take it
+    assert _lines(cli("review", "precision", "--since", "all", "--json").stdout) == precision
     scorer = next(p for p in precision if p["by"] == "scorer")
     assert scorer["scorer"] == "no_fabricated_refs"
     assert (scorer["confirmed"], scorer["false_positive"], scorer["precision"]) == (1, 1, 0.5)

@@ -36,6 +36,9 @@ def test_otlp_runs_are_reviewed_and_flagged(make_api: Any) -> None:
     assert v.status_code == 200, v.text
     assert v.json()["verdicts"][0]["verdict"] == "confirmed"
     precision = api.get("/api/review/precision").json()["precision"]
+    assert api.get("/api/review/precision", params={"since": "all"}).json()["precision"] == (
+        precision
+    )
     scorer_row = next(p for p in precision if p["by"] == "scorer")
     assert scorer_row["confirmed"] == 1
     assert (

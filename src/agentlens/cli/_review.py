@@ -153,7 +153,8 @@ def precision(
         typer.Option(
             "--since",
             metavar="WHEN",
-            help="Only verdicts given in the last 30d, 12h... or since a date.",
+            help="Only verdicts given in the last 30d, 12h... or since a date (default, or all:"
+            " every verdict).",
         ),
     ] = None,
     as_json: JsonOpt = False,
@@ -161,7 +162,8 @@ def precision(
     """Each detector's measured precision: confirmed / (confirmed + false positive)."""
     from agentlens.review import precision as measure
 
-    lower = time_window(since, None, None).start
+    every = since is not None and since.strip().lower() == "all"  # as rate and gate take it
+    lower = None if every else time_window(since, None, None).start
     with command_store() as store:
         rows = measure(since=lower, db=store)
     if as_json:

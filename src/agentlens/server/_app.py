@@ -763,12 +763,13 @@ def create_app(
     )
     def get_precision(
         who: _Principal = Depends(principal),
-        since: str | None = Query(None, description="Verdicts given since (7d, ISO time)."),
+        since: str | None = Query(None, description="Verdicts given since (7d, ISO time, all)."),
     ) -> PrecisionOut:
         from agentlens.review import precision
         from agentlens.server._scope import project_view
 
-        start = _parse_time(since, "since", datetime.now(UTC))
+        every = since is not None and since.strip().lower() == "all"  # as /api/rate takes it
+        start = None if every else _parse_time(since, "since", datetime.now(UTC))
         view = project_view(state.store, who.project)
         return PrecisionOut(precision=[p.to_json() for p in precision(since=start, db=view)])
 
