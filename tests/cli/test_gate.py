@@ -45,6 +45,22 @@ def test_above_the_limit_exits_one(cli, db_url) -> None:  # type: ignore[no-unty
     assert data["current"]["flagged"] == 2
 
 
+def test_upper_bound_passes_only_when_the_runs_show_the_rate_is_within(cli, db_url) -> None:  # type: ignore[no-untyped-def]
+    # 20 clean runs: a rate of 0%, but a 95% interval up to 16%: not shown to be under 5%
+    _seed(db_url, current=["fine"] * 20)
+    assert cli("gate", "--max-rate", "5%").exit_code == 0
+    result = cli("gate", "--max-rate", "5%", "--upper-bound", "--json")
+    assert result.exit_code == 1, result.output
+    (check,) = json.loads(result.stdout)["checks"]
+    assert check["name"] == "max_rate" and check["measure"] == "upper_bound"
+    assert 0.15 < check["actual"] < 0.17 and check["limit"] == 0.05
+    assert check["message"].startswith("upper bound of the 95% interval 16.")
+    assert "(rate 0.00%, 0 of 20 scored runs flagged)" in check["message"]
+    assert cli("gate", "--max-rate", "20%", "--upper-bound").exit_code == 0
+    plain = json.loads(cli("gate", "--max-rate", "5%", "--json").stdout)["checks"][0]
+    assert plain["measure"] == "rate" and plain["actual"] == 0.0
+
+
 def test_empty_window_is_an_error_not_a_pass(cli, db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _seed(db_url, current=["fine"])
     junit = tmp_path / "gate.xml"

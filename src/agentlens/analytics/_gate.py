@@ -41,6 +41,9 @@ class GateCheck:
     limit: float
     message: str
     """One line for a human, e.g. ``rate 3.1% > 2.0%``."""
+    measure: str = "rate"
+    """What ``actual`` is: ``rate`` (the point estimate), ``upper_bound`` (the upper end of its
+    95% Wilson interval) or ``difference`` (of the rates, for ``max_increase``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,7 @@ class GateResult:
                     "actual": c.actual,
                     "limit": c.limit,
                     "message": c.message,
+                    "measure": c.measure,
                 }
                 for c in self.checks
             ],
@@ -103,11 +107,14 @@ def evaluate_gate(
     max_increase: float | None = None,
     significant_only: bool = False,
     alpha: float = 0.05,
+    upper_bound: bool = False,
 ) -> GateResult:
     """Check the current window's rate against ``max_rate`` and, when given, its increase over
     ``baseline`` against ``max_increase``.
 
-    ``max_rate`` bounds the point estimate (``rate <= max_rate`` passes). ``max_increase``
+    ``max_rate`` bounds the point estimate (``rate <= max_rate`` passes), or with
+    ``upper_bound`` the upper end of its 95% Wilson interval: the gate then passes only when the
+    runs show the rate is at most ``max_rate`` (one clean run does not). ``max_increase``
     bounds ``rate - baseline.rate``; with ``significant_only`` an increase above it fails only when
     the two-proportion test also finds it larger than noise at ``alpha``.
 
@@ -128,18 +135,32 @@ def evaluate_gate(
             f"unverifiable, {current.errors} errors, {current.unscored} unscored); "
             "score them first with `agentlens score`"
         )
-    checks = [
-        GateCheck(
+    counted = f"{current.flagged} of {current.scored} scored runs flagged"
+    if upper_bound:
+        high = current.ci_high if current.ci_high is not None else current.rate
+        check = GateCheck(
+            name="max_rate",
+            passed=high <= max_rate,
+            actual=high,
+            limit=max_rate,
+            message=(
+                f"upper bound of the 95% interval {_pct(high)} {'<=' if high <= max_rate else '>'}"
+                f" {_pct(max_rate)} (rate {_pct(current.rate)}, {counted})"
+            ),
+            measure="upper_bound",
+        )
+    else:
+        check = GateCheck(
             name="max_rate",
             passed=current.rate <= max_rate,
             actual=current.rate,
             limit=max_rate,
             message=(
                 f"rate {_pct(current.rate)} {'<=' if current.rate <= max_rate else '>'} "
-                f"{_pct(max_rate)} ({current.flagged} of {current.scored} scored runs flagged)"
+                f"{_pct(max_rate)} ({counted})"
             ),
         )
-    ]
+    checks = [check]
     change: Trend | None = None
     if baseline is not None:
         if baseline.scored == 0 or baseline.rate is None:
@@ -164,6 +185,7 @@ def evaluate_gate(
                         f"{_pts(max_increase).lstrip('+')} ({note})"
                         + (" — tolerated: not significant" if over and not failed else "")
                     ),
+                    measure="difference",
                 )
             )
     return GateResult(current=current, checks=tuple(checks), baseline=baseline, trend=change)

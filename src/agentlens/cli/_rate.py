@@ -393,6 +393,14 @@ def gate(
             help="Fail on an increase only when it is also larger than noise (p < 0.05).",
         ),
     ] = False,
+    upper_bound: Annotated[
+        bool,
+        typer.Option(
+            "--upper-bound",
+            help="Check the upper end of the rate's 95% interval against --max-rate, not the"
+            " rate: pass only when the runs show it is within (one clean run does not).",
+        ),
+    ] = False,
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Write a JUnit XML report here.", metavar="FILE")
     ] = None,
@@ -465,6 +473,7 @@ def gate(
                     baseline=baseline,
                     max_increase=increase,
                     significant_only=significant_only,
+                    upper_bound=upper_bound,
                 )
             except ValueError as exc:
                 error = str(exc)
