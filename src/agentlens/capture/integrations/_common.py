@@ -852,8 +852,13 @@ class _AsyncStream:
 
     async def __anext__(self) -> Any:
         # The SDKs' async streams are async iterators: ``anext(stream)`` must work here too.
+        return await self._next(self._inner)
+
+    async def _next(self, items: AsyncIterator[Any]) -> Any:
+        """The next item of ``items`` (the stream, or what ``async for`` iterates), recorded;
+        the call recorded when the stream ends or fails."""
         try:
-            item = await self._inner.__anext__()
+            item = await items.__anext__()
         except StopAsyncIteration:
             self._done()
             raise
@@ -905,17 +910,7 @@ class _AsyncItems:
         return self
 
     async def __anext__(self) -> Any:
-        stream = self._stream
-        try:
-            item = await self._items.__anext__()
-        except StopAsyncIteration:
-            stream._done()
-            raise
-        except BaseException as exc:
-            stream._fail(exc)
-            raise
-        safe(stream._acc.add, item)
-        return item
+        return await self._stream._next(self._items)
 
     def __del__(self) -> None:  # the caller stopped reading: record what arrived
         with contextlib.suppress(Exception):
