@@ -121,7 +121,7 @@ def run_worker(
             stop.wait(interval_s)
     finally:
         if watched is not None:
-            watched.close()
+            watched.release()
     return totals
 
 
@@ -156,7 +156,8 @@ class _StoreFile:
         except (AgentlensError, OSError):
             return None
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Let go of the file held open (not a store: stores are closed by command_store)."""
         os.close(self._fd)
 
     def check(self) -> None:
