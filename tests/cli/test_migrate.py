@@ -368,3 +368,32 @@ def test_a_store_in_memory_is_refused_either_way(cli, tmp_path: Path, memory: st
         result = cli("migrate", "--from", source, "--to", target, "-q")
         assert result.exit_code == 2 and result.stdout == ""
         assert f"{flag}: {memory} is a store in memory" in result.stderr
+
+
+def test_a_resume_after_a_batch_ending_in_a_run_left_out_goes_on(tmp_path: Path) -> None:
+    # the checkpoint's last run is one that could not be read: not in the target, and rightly
+    source_url = f"sqlite:///{tmp_path / 'a.db'}"
+    source = open_store(source_url)
+    try:
+        source.put_traces(scored_runs(4)[0])
+        ids = [r.id for r in source.list_runs(newest_first=False)]
+    finally:
+        source.close()
+    _corrupt(tmp_path / "a.db", ids[1])
+    checkpoint = tmp_path / "checkpoint.json"
+    source, target = (
+        open_store(source_url, read_only=True),
+        open_store(f"sqlite:///{tmp_path / 'b.db'}"),
+    )
+    try:
+        copy_store(source, target, checkpoint=checkpoint, batch_size=2, stop_after=1,
+                   on_unreadable=lambda e: None)  # fmt: skip
+        assert json.loads(checkpoint.read_text())["last"] == ids[1]
+        resumed: list[bool] = []
+        runs, *_ = copy_store(source, target, checkpoint=checkpoint, on_unreadable=lambda e: None,
+                              on_resume=lambda: resumed.append(True))  # fmt: skip
+        assert resumed == [True] and runs == 2  # the two after the checkpoint, not all over
+        assert target.count_runs() == 3
+    finally:
+        target.close()
+        source.close()

@@ -73,7 +73,7 @@ def copy_store(
     skip, last_id = int(saved.get("done", 0)), saved.get("last")
     if skip and (
         (saved.get("table") is None and not _still_at(source, skip, last_id))
-        or not _holds(target, last_id)
+        or not (_holds(target, last_id) or last_id in (saved.get("left_out") or ()))
     ):
         saved, skip, last_id = {}, 0, None
     if saved and on_resume is not None:
