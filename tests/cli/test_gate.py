@@ -63,7 +63,7 @@ def test_upper_bound_passes_only_when_the_runs_show_the_rate_is_within(cli, db_u
 
 def test_empty_window_is_an_error_not_a_pass(cli, db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _seed(db_url, current=["fine"])
-    junit = tmp_path / "gate.xml"
+    junit = tmp_path / "new" / "gate.xml"  # the error's report goes into a new folder too
     result = cli(
         "gate",
         "--max-rate",

@@ -49,27 +49,6 @@ def test_reports_go_into_folders_that_do_not_exist_yet(
     assert text.startswith("## agentlens gate: ❌ failed")
 
 
-def test_an_empty_window_still_writes_its_reports_into_a_new_folder(
-    cli, db_url, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
-    _seed(db_url, ["fine"])
-    junit = tmp_path / "new" / "gate.xml"
-    result = cli(
-        "gate",
-        "--max-rate",
-        "0.5",
-        "--from",
-        "2001-01-01",
-        "--to",
-        "2001-02-01",
-        "--junit",
-        str(junit),
-    )
-    assert result.exit_code == 2
-    assert "no scored runs" in result.stderr
-    assert ET.parse(junit).getroot().get("errors") == "1"
-
-
 def test_a_report_path_under_a_file_is_one_error_line(cli, db_url, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     _seed(db_url, ["fine"])
     (tmp_path / "afile").write_text("x", encoding="utf-8")
